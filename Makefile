@@ -1,0 +1,58 @@
+# Strata — `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+export STRATA_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/strata?sslmode=disable
+export STRATA_REDIS_URL ?= redis://127.0.0.1:6379/0
+GOTESTFLAGS ?= -race -count=1 -timeout 45m
+
+.PHONY: help run stores test test-short lint fmt vet build migrate bench clean docker-up docker-down
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+stores: ## start Postgres (with pgvector) and Redis: docker compose if a Docker engine answers, else natively
+	@bash scripts/stores.sh
+
+run: stores ## start the stores, migrate, and serve the API on :8080 (prints the URL and an admin key)
+	@if [ "$$(bash scripts/stores.sh --mode 2>/dev/null)" = docker ]; then \
+		docker compose up --build server; \
+	else \
+		$(GO) run ./cmd/server; \
+	fi
+
+build: ## build bin/server and bin/strata
+	$(GO) build -o bin/server ./cmd/server
+	@if [ -d cmd/strata ]; then $(GO) build -o bin/strata ./cmd/strata; fi
+
+migrate: stores ## apply migrations and exit
+	$(GO) run ./cmd/server migrate
+
+test: stores ## the whole suite against real Postgres, pgvector and Redis (race detector on)
+	@bash scripts/test-deps.sh
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) test $(GOTESTFLAGS) ./...
+
+test-short: stores ## the suite without the slow tests
+	$(GO) test -short -count=1 ./...
+
+lint: fmt vet ## gofmt and go vet
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+bench: stores ## run the benchmarks against the raw-store floors; writes docs/benchmarks.md
+	@bash scripts/bench.sh
+
+docker-up: ## the whole stack in containers (needs a Docker engine)
+	docker compose up -d --build
+
+docker-down:
+	docker compose down
+
+clean:
+	rm -rf bin

@@ -1,0 +1,154 @@
+// Package app assembles and runs the Strata server: config → migrations → stores → HTTP.
+// cmd/server's main only calls Run; tests call Run too, on port 0, and wait for /readyz.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/httpapi"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/redisconn"
+	"github.com/strata-mem/strata/migrations"
+)
+
+const usage = `usage: server [serve|migrate|help]
+
+  serve    (default) apply migrations, then serve the API on STRATA_HTTP_ADDR
+  migrate  apply migrations and exit
+
+Configuration is read from the environment: STRATA_DATABASE_URL, STRATA_REDIS_URL,
+STRATA_HTTP_ADDR, STRATA_ADMIN_KEY, STRATA_EMBEDDER, ... (see README.md).
+`
+
+// Run is the whole program. It returns when ctx is cancelled (after a graceful shutdown)
+// or on a fatal error.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 1 {
+		cmd = args[1]
+	}
+	switch cmd {
+	case "serve", "migrate":
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+
+	if err := migrate(ctx, cfg, log); err != nil && (cmd == "migrate" || !cfg.DisableMigrateOnStart) {
+		return err
+	}
+	if cmd == "migrate" {
+		fmt.Fprintln(stdout, "migrations applied")
+		return nil
+	}
+	return serve(ctx, cfg, log, stdout)
+}
+
+func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	if cfg.DisableMigrateOnStart {
+		return nil
+	}
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := pg.EnsureDatabase(mctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	n, err := pg.Migrate(mctx, cfg.DatabaseURL, migrations.FS, log)
+	if err != nil {
+		return fmt.Errorf("migrating %s: %w", pg.RedactURL(cfg.DatabaseURL), err)
+	}
+	log.Info("schema up to date", "applied", n)
+	return nil
+}
+
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) error {
+	pool, err := pg.NewPool(ctx, cfg.DatabaseURL, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rdb, err := redisconn.New(cfg.RedisURL, cfg.StoreTimeout)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	adminKey := cfg.AdminKey
+	if adminKey == "" {
+		adminKey = auth.NewSecret()
+		cfg.AdminKey = adminKey
+		fmt.Fprintf(stdout, "STRATA_ADMIN_KEY was not set; generated an admin key for this run:\n  %s\n", adminKey)
+	}
+	keys := auth.NewStore(pool, adminKey, cfg.AdminOrg)
+
+	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys})
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("STRATA_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	fmt.Fprintf(stdout, "Strata listening on %s\n", displayURL(ln.Addr()))
+	log.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	// Ordered shutdown: stop accepting and drain requests → stop workers → close pools
+	// (deferred above, in reverse order).
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("shutdown did not drain in time", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func displayURL(a net.Addr) string {
+	host, port, _ := net.SplitHostPort(a.String())
+	if host == "" || host == "::" || host == "0.0.0.0" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

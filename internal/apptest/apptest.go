@@ -1,0 +1,215 @@
+// Package apptest starts a real Strata server in-process (through app.Run, on port 0) on a
+// fresh database and Redis prefix, and gives end-to-end tests a small HTTP client for it.
+package apptest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-mem/strata/internal/app"
+	"github.com/strata-mem/strata/internal/testenv"
+)
+
+// Server is a running test server.
+type Server struct {
+	t        testing.TB
+	URL      string
+	AdminKey string
+	DBURL    string // owner URL of the server's database
+	Prefix   string // the server's Redis key prefix
+	Client   *http.Client
+}
+
+// Option changes the server's environment before it starts.
+type Option func(env map[string]string)
+
+// Env sets one variable.
+func Env(k, v string) Option { return func(e map[string]string) { e[k] = v } }
+
+// Start runs a server until the test ends.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	dsn := testenv.DatabaseURL(t)
+	_, prefix := testenv.Redis(t)
+	admin := "sk_admin_" + testenv.RandomID(16)
+	env := map[string]string{
+		"STRATA_DATABASE_URL": dsn,
+		"STRATA_REDIS_URL":    testenv.RedisURL(),
+		"STRATA_REDIS_PREFIX": prefix,
+		"STRATA_HTTP_ADDR":    "127.0.0.1:0",
+		"STRATA_ADMIN_KEY":    admin,
+		"STRATA_LOG_LEVEL":    "warn",
+	}
+	for _, o := range opts {
+		o(env)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	var logs syncBuffer
+	go func() {
+		err := app.Run(ctx, []string{"server"}, func(k string) string { return env[k] }, pw, &logs)
+		pw.CloseWithError(fmt.Errorf("server exited: %v", err))
+		done <- err
+	}()
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "Strata listening on "); ok {
+				urlc <- u
+			}
+		}
+		close(urlc)
+	}()
+	var base string
+	select {
+	case u, ok := <-urlc:
+		if !ok {
+			cancel()
+			t.Fatalf("apptest: server did not start: %v\n%s", <-done, logs.String())
+		}
+		base = u
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatalf("apptest: server did not start within 60s\n%s", logs.String())
+	}
+	s := &Server{t: t, URL: base, AdminKey: admin, DBURL: dsn, Prefix: prefix,
+		Client: &http.Client{Timeout: 30 * time.Second}}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("apptest: server exited with %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("apptest: server did not shut down within 30s")
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	s.WaitReady()
+	return s
+}
+
+// WaitReady polls /readyz until it answers 200.
+func (s *Server) WaitReady() {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := s.Client.Get(s.URL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("apptest: %s/readyz never answered 200", s.URL)
+}
+
+// Response is a finished HTTP exchange.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v (failing the test on error) and returns v.
+func (r *Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decoding %d response %q: %v", r.Status, r.Body, err)
+	}
+}
+
+// Map decodes the body as a JSON object.
+func (r *Response) Map(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	r.JSON(t, &m)
+	return m
+}
+
+// Do sends a request with key as bearer (none when empty). body may be nil, a []byte or
+// string sent as-is, or anything else JSON-encoded. hdr is pairs of header name, value.
+func (s *Server) Do(method, path, key string, body any, hdr ...string) *Response {
+	s.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			s.t.Fatalf("encoding body: %v", err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		s.t.Fatalf("request: %v", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// NewKey creates an API key for org with role through the admin API and returns it.
+func (s *Server) NewKey(org, role string) string {
+	s.t.Helper()
+	r := s.Do("POST", "/v1/admin/keys", s.AdminKey, map[string]any{"org_id": org, "role": role})
+	if r.Status != 201 {
+		s.t.Fatalf("creating key: %d %s", r.Status, r.Body)
+	}
+	var k struct {
+		Key string `json:"key"`
+	}
+	r.JSON(s.t, &k)
+	return k.Key
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,177 @@
+// Package config reads the operator's environment (DESIGN.md, operator contract) into one
+// struct, applies the defaults that make a local run work, and validates it with messages
+// that name the variable to fix.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is everything the server reads from its environment.
+type Config struct {
+	DatabaseURL string `env:"STRATA_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/strata?sslmode=disable"`
+	RedisURL    string `env:"STRATA_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	HTTPAddr    string `env:"STRATA_HTTP_ADDR" envDefault:":8080"`
+	// AdminKey is accepted as-is as an admin of every org. When empty a key is generated
+	// at start and printed (local runs).
+	AdminKey string `env:"STRATA_ADMIN_KEY"`
+	// AdminOrg is the org the bootstrap admin key acts in for data-plane calls.
+	AdminOrg string `env:"STRATA_ADMIN_ORG" envDefault:"default"`
+
+	Embedder        string        `env:"STRATA_EMBEDDER" envDefault:"hash"`
+	OpenAIBaseURL   string        `env:"OPENAI_BASE_URL"`
+	OpenAIAPIKey    string        `env:"OPENAI_API_KEY"`
+	EmbeddingModel  string        `env:"STRATA_EMBEDDING_MODEL"`
+	EmbeddingDims   int           `env:"STRATA_EMBEDDING_DIMS" envDefault:"384"`
+	ONNXModelDir    string        `env:"STRATA_ONNX_MODEL_DIR"`
+	LLMModel        string        `env:"STRATA_LLM_MODEL"`
+	LogLevel        string        `env:"STRATA_LOG_LEVEL" envDefault:"info"`
+	LogFormat       string        `env:"STRATA_LOG_FORMAT" envDefault:"json"`
+	RedisPrefix     string        `env:"STRATA_REDIS_PREFIX" envDefault:"strata:"`
+	MaxBodyBytes    int64         `env:"STRATA_MAX_BODY_BYTES" envDefault:"1048576"`
+	MaxJSONDepth    int           `env:"STRATA_MAX_JSON_DEPTH" envDefault:"64"`
+	DBMaxConns      int32         `env:"STRATA_DB_MAX_CONNS" envDefault:"32"`
+	ShutdownTimeout time.Duration `env:"STRATA_SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	RequestTimeout  time.Duration `env:"STRATA_REQUEST_TIMEOUT" envDefault:"30s"`
+	StoreTimeout    time.Duration `env:"STRATA_STORE_TIMEOUT" envDefault:"5s"`
+	IdempotencyTTL  time.Duration `env:"STRATA_IDEMPOTENCY_TTL" envDefault:"24h"`
+	// IdempotencyWait is how long a request waits for a concurrent request with the same
+	// Idempotency-Key before it is answered 409.
+	IdempotencyWait time.Duration `env:"STRATA_IDEMPOTENCY_WAIT" envDefault:"10s"`
+
+	// Working memory (Redis).
+	SessionTTL            time.Duration `env:"STRATA_SESSION_TTL" envDefault:"24h"`
+	MaxStateBytes         int           `env:"STRATA_MAX_STATE_BYTES" envDefault:"262144"`
+	TurnBufferSize        int           `env:"STRATA_TURN_BUFFER" envDefault:"50"`
+	KVMaxValueBytes       int           `env:"STRATA_KV_MAX_VALUE_BYTES" envDefault:"65536"`
+	StalledAfter          time.Duration `env:"STRATA_STALLED_AFTER" envDefault:"15m"`
+	DisableMigrateOnStart bool          `env:"STRATA_NO_MIGRATE"`
+}
+
+// Load reads the environment through getenv (os.Getenv in main, a map in tests).
+func Load(getenv func(string) string) (Config, error) {
+	var c Config
+	err := env.ParseWithOptions(&c, env.Options{
+		Environment: environ(getenv, c),
+	})
+	if err != nil {
+		var agg env.AggregateError
+		if errors.As(err, &agg) {
+			msgs := make([]string, 0, len(agg.Errors))
+			for _, e := range agg.Errors {
+				var pe env.ParseError
+				if errors.As(e, &pe) {
+					if f, ok := reflect.TypeOf(c).FieldByName(pe.Name); ok {
+						e = fmt.Errorf("%s: cannot parse as %s", f.Tag.Get("env"), pe.Type)
+					}
+				}
+				msgs = append(msgs, e.Error())
+			}
+			return c, fmt.Errorf("invalid configuration: %s", strings.Join(msgs, "; "))
+		}
+		return c, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return c, c.Validate()
+}
+
+// environ turns getenv into the map env wants, for the variables Config names. An empty
+// value counts as unset, so the default applies.
+func environ(getenv func(string) string, c Config) map[string]string {
+	m := map[string]string{}
+	params, _ := env.GetFieldParams(&c)
+	for _, p := range params {
+		if v := getenv(p.Key); v != "" {
+			m[p.Key] = v
+		}
+	}
+	return m
+}
+
+// Validate checks what the types alone cannot, naming the variable to fix.
+func (c Config) Validate() error {
+	var errs []string
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, name+": "+fmt.Sprintf(format, args...))
+	}
+	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		bad("STRATA_DATABASE_URL", "must be a postgres:// URL, got %q", c.DatabaseURL)
+	}
+	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+		bad("STRATA_REDIS_URL", "must be a redis://, rediss:// or unix:// URL, got %q", c.RedisURL)
+	}
+	if !strings.Contains(c.HTTPAddr, ":") {
+		bad("STRATA_HTTP_ADDR", "must be host:port or :port, got %q", c.HTTPAddr)
+	}
+	if c.AdminKey != "" && len(c.AdminKey) < 16 {
+		bad("STRATA_ADMIN_KEY", "must be at least 16 characters")
+	}
+	switch c.Embedder {
+	case "hash", "lexical", "onnx", "openai":
+	default:
+		bad("STRATA_EMBEDDER", "must be hash (alias lexical), onnx or openai, got %q", c.Embedder)
+	}
+	if c.Embedder == "openai" && c.EmbeddingModel == "" {
+		bad("STRATA_EMBEDDING_MODEL", "is required when STRATA_EMBEDDER=openai")
+	}
+	if c.Embedder == "onnx" && c.ONNXModelDir == "" {
+		bad("STRATA_ONNX_MODEL_DIR", "is required when STRATA_EMBEDDER=onnx")
+	}
+	if c.EmbeddingDims < 8 || c.EmbeddingDims > 4096 {
+		bad("STRATA_EMBEDDING_DIMS", "must be between 8 and 4096, got %d", c.EmbeddingDims)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("STRATA_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		bad("STRATA_LOG_FORMAT", "must be json or text, got %q", c.LogFormat)
+	}
+	if c.MaxBodyBytes < 1024 {
+		bad("STRATA_MAX_BODY_BYTES", "must be at least 1024, got %d", c.MaxBodyBytes)
+	}
+	if c.AdminOrg == "" || !validOrg(c.AdminOrg) {
+		bad("STRATA_ADMIN_ORG", "must be 1-200 characters of A-Z a-z 0-9 . _ : -")
+	}
+	for name, d := range map[string]time.Duration{
+		"STRATA_SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "STRATA_REQUEST_TIMEOUT": c.RequestTimeout,
+		"STRATA_STORE_TIMEOUT": c.StoreTimeout, "STRATA_IDEMPOTENCY_TTL": c.IdempotencyTTL,
+		"STRATA_SESSION_TTL": c.SessionTTL, "STRATA_STALLED_AFTER": c.StalledAfter,
+	} {
+		if d <= 0 {
+			bad(name, "must be a positive duration such as 30s or 24h")
+		}
+	}
+	if c.TurnBufferSize < 1 {
+		bad("STRATA_TURN_BUFFER", "must be at least 1")
+	}
+	if c.MaxStateBytes < 64 {
+		bad("STRATA_MAX_STATE_BYTES", "must be at least 64")
+	}
+	if c.DBMaxConns < 2 {
+		bad("STRATA_DB_MAX_CONNS", "must be at least 2")
+	}
+	if len(errs) > 0 {
+		return errors.New("invalid configuration: " + strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func validOrg(s string) bool {
+	if len(s) > 200 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+type check struct {
+	OK        bool    `json:"ok"`
+	LatencyMS float64 `json:"latency_ms"`
+	Error     string  `json:"error,omitempty"`
+	Version   string  `json:"version,omitempty"`
+}
+
+type readiness struct {
+	Status string           `json:"status"` // ready | degraded | unavailable
+	Checks map[string]check `json:"checks"`
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// readyz checks each store. Postgres or pgvector down → 503 (nothing durable can be
+// written). Redis down alone → 200 "degraded": key-value reads fall back to Postgres and
+// working memory answers 503 per request with Retry-After, so the replica stays in rotation.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	res := readiness{Checks: map[string]check{}}
+
+	start := time.Now()
+	var vecVersion string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'vector'), '')`).Scan(&vecVersion)
+	pgc := check{OK: err == nil, LatencyMS: ms(time.Since(start))}
+	if err != nil {
+		pgc.Error = "unreachable"
+	}
+	res.Checks["postgres"] = pgc
+	vc := check{OK: err == nil && vecVersion != "", Version: vecVersion}
+	if err == nil && vecVersion == "" {
+		vc.Error = "the vector extension is not installed: run `server migrate`"
+	} else if err != nil {
+		vc.Error = "postgres unreachable"
+	}
+	res.Checks["pgvector"] = vc
+
+	start = time.Now()
+	err = s.rdb.Ping(ctx).Err()
+	rc := check{OK: err == nil, LatencyMS: ms(time.Since(start))}
+	if err != nil {
+		rc.Error = "unreachable"
+	}
+	res.Checks["redis"] = rc
+
+	status := http.StatusOK
+	switch {
+	case !pgc.OK || !vc.OK:
+		res.Status, status = "unavailable", http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "2")
+	case !rc.OK:
+		res.Status = "degraded"
+	default:
+		res.Status = "ready"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

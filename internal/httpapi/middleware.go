@@ -1,0 +1,333 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/idempotency"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+type requestIDKey struct{}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// withRequestID accepts a sane X-Request-Id from the client or makes one, and echoes it.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !idempotency.ValidKey(id) || len(id) > 128 {
+			b := make([]byte, 12)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
+}
+
+// statusWriter remembers the status and size of what was written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe logs one line per request and records metrics; it also turns a panic into a 500
+// problem that names the request id and nothing else.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if rec := recover(); rec != nil {
+				if rec == http.ErrAbortHandler {
+					panic(rec)
+				}
+				s.log.ErrorContext(r.Context(), "panic", "request_id", requestID(r.Context()),
+					"panic", rec, "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					writeProblem(sw, r, http.StatusInternalServerError, "internal error: report the X-Request-Id of this response", nil)
+				}
+			}
+			route := chi.RouteContext(r.Context()).RoutePattern()
+			if route == "" {
+				route = "unmatched"
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			d := time.Since(start)
+			s.metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
+			s.metrics.duration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+			p, _ := auth.FromContext(r.Context())
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+				level = slog.LevelDebug
+			}
+			s.log.Log(r.Context(), level, "request",
+				"request_id", requestID(r.Context()), "method", r.Method, "route", route, "status", status,
+				"duration_ms", float64(d.Microseconds())/1000, "bytes", sw.bytes,
+				"org_id", p.OrgID, "key_id", p.KeyID)
+		}()
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		next.ServeHTTP(sw, r.WithContext(ctx))
+	})
+}
+
+// authenticate resolves the bearer key. Missing or unknown → 401; database down → 503.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		secret, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || secret == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
+			writeProblem(w, r, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key>", nil)
+			return
+		}
+		p, err := s.keys.Authenticate(r.Context(), strings.TrimSpace(secret))
+		if err != nil {
+			var ue *strata.UnavailableError
+			switch {
+			case errors.Is(err, strata.ErrNotFound):
+				w.Header().Set("WWW-Authenticate", `Bearer realm="strata", error="invalid_token"`)
+				writeProblem(w, r, http.StatusUnauthorized, "unknown or revoked API key", nil)
+			case errors.As(err, &ue):
+				writeProblem(w, r, http.StatusServiceUnavailable, "postgres is unavailable; retry later", retryAfter(2))
+			default:
+				s.log.ErrorContext(r.Context(), "authenticating", "err", err, "request_id", requestID(r.Context()))
+				writeProblem(w, r, http.StatusInternalServerError, "internal error: report the X-Request-Id of this response", nil)
+			}
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// recorder buffers a response so the unit of work can commit before anything is sent.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+func (r *recorder) flushTo(w http.ResponseWriter) {
+	for k, v := range r.header {
+		w.Header()[k] = v
+	}
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(r.body.Bytes())
+}
+
+func isWrite(method string) bool {
+	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch || method == http.MethodDelete
+}
+
+// unitOfWork gives the request its Postgres session (one transaction, begun on first use,
+// bound to the key's org). Reads stream and roll back. Writes are buffered: the transaction
+// commits only when the handler answered < 400, and before the response is sent, so an
+// acknowledged write is durable and a failed one left nothing. An Idempotency-Key is
+// claimed and completed inside that same transaction.
+func (s *Server) unitOfWork(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := auth.FromContext(r.Context())
+		sess := pg.NewSession(s.pool, p.OrgID)
+		ctx := pg.WithSession(r.Context(), sess)
+		r = r.WithContext(ctx)
+		if !isWrite(r.Method) {
+			defer sess.Rollback(ctx)
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := r.Header.Get("Idempotency-Key")
+		if key != "" && r.Method != http.MethodDelete {
+			if !idempotency.ValidKey(key) {
+				writeProblem(w, r, http.StatusBadRequest, "invalid Idempotency-Key", nil,
+					&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "must be 1-255 visible ASCII characters"})
+				return
+			}
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes", nil)
+					return
+				}
+				writeProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			tx, err := sess.Tx(ctx)
+			if err != nil {
+				s.writeErr(w, r, err)
+				return
+			}
+			fp := idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
+			replay, err := idempotency.Claim(ctx, tx, p.OrgID, key, fp, r.Method, r.URL.Path, subjectOf(r, body),
+				s.cfg.IdempotencyTTL, s.cfg.IdempotencyWait)
+			switch {
+			case errors.Is(err, idempotency.ErrMismatch):
+				sess.Rollback(ctx)
+				writeProblem(w, r, http.StatusUnprocessableEntity, "this Idempotency-Key was already used with a different request; use a new key for a new request", nil,
+					&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "reused with a different method, path or body"})
+				return
+			case errors.Is(err, idempotency.ErrInProgress):
+				sess.Rollback(ctx)
+				writeProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", retryAfter(1))
+				return
+			case err != nil:
+				sess.Rollback(ctx)
+				s.writeErr(w, r, err)
+				return
+			case replay != nil:
+				sess.Rollback(ctx)
+				for k, v := range replay.Header {
+					w.Header()[k] = v
+				}
+				w.Header().Set("Idempotent-Replayed", "true")
+				w.WriteHeader(replay.Status)
+				_, _ = w.Write(replay.Body)
+				return
+			}
+		}
+		rec := &recorder{header: w.Header()}
+		next.ServeHTTP(rec, r)
+		if rec.status >= 400 {
+			sess.Rollback(ctx)
+			rec.flushTo(w)
+			return
+		}
+		if key != "" && r.Method != http.MethodDelete {
+			tx, err := sess.Tx(ctx)
+			if err == nil {
+				status := rec.status
+				if status == 0 {
+					status = http.StatusOK
+				}
+				err = idempotency.Complete(ctx, tx, p.OrgID, key, status, rec.header, rec.body.Bytes())
+			}
+			if err != nil {
+				sess.Rollback(ctx)
+				s.writeErrFresh(w, r, err)
+				return
+			}
+		}
+		if err := sess.Commit(ctx); err != nil {
+			sess.Rollback(ctx)
+			s.writeErrFresh(w, r, err)
+			return
+		}
+		rec.flushTo(w)
+	})
+}
+
+// subjectOf finds the data subject a write names (user_id in the query or at the top of
+// a JSON body), so that erasure can find the idempotency record that holds its response.
+func subjectOf(r *http.Request, body []byte) string {
+	if u := r.URL.Query().Get("user_id"); u != "" {
+		return u
+	}
+	var top struct {
+		UserID string `json:"user_id"`
+	}
+	if json.Unmarshal(body, &top) == nil {
+		return top.UserID
+	}
+	return ""
+}
+
+// writeErr writes err as a problem from middleware.
+func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	herr := s.problem(r.Context(), err)
+	var hdr http.Header
+	var he huma.HeadersError
+	if errors.As(herr, &he) {
+		hdr = he.GetHeaders()
+	}
+	var se huma.StatusError
+	if !errors.As(herr, &se) {
+		writeProblem(w, r, http.StatusInternalServerError, "internal error", nil)
+		return
+	}
+	em, _ := se.(*huma.ErrorModel)
+	var details []*huma.ErrorDetail
+	detail := se.Error()
+	if em != nil {
+		details, detail = em.Errors, em.Detail
+	}
+	writeProblem(w, r, se.GetStatus(), detail, hdr, details...)
+}
+
+// writeErrFresh is writeErr after a buffered response was discarded: it clears the headers
+// the handler had set (ETag, Location) so they do not describe a write that did not happen.
+func (s *Server) writeErrFresh(w http.ResponseWriter, r *http.Request, err error) {
+	for _, h := range []string{"Etag", "Location", "Content-Location", "Content-Type", "Content-Length"} {
+		w.Header().Del(h)
+	}
+	s.writeErr(w, r, err)
+}

@@ -1,0 +1,144 @@
+// Package idempotency stores Idempotency-Key records. A record is claimed, and later
+// completed with the response, inside the request's own Postgres transaction: a retry sees
+// either nothing (the first attempt wrote nothing, so it is safe to run again) or exactly
+// the committed response. Two concurrent requests with one key serialise on the record's
+// primary key: the second waits for the first to commit or roll back (bounded by a lock
+// timeout, then 409).
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// Errors Claim returns.
+var (
+	// ErrMismatch: the key was used before with another request (method, path or body).
+	ErrMismatch = errors.New("idempotency key reused with a different request")
+	// ErrInProgress: a request with the key is still running after the wait.
+	ErrInProgress = errors.New("a request with this idempotency key is still in progress")
+)
+
+// Response is a stored response.
+type Response struct {
+	Status  int
+	Header  http.Header
+	Body    []byte
+	Created time.Time
+}
+
+// ValidKey reports whether k is an acceptable Idempotency-Key: 1-255 visible ASCII.
+func ValidKey(k string) bool {
+	if len(k) == 0 || len(k) > 255 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// Fingerprint hashes what makes two requests "the same": method, path, query and body.
+func Fingerprint(method, path, rawQuery string, body []byte) []byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n", method, path, rawQuery)
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// Claim records key as in flight for this request inside tx. It returns (nil, nil) when the
+// caller should execute the request; a stored Response to replay; ErrMismatch; or
+// ErrInProgress when a concurrent holder did not finish within wait.
+func Claim(ctx context.Context, tx pgx.Tx, org, key string, fp []byte, method, path, userID string, ttl, wait time.Duration) (*Response, error) {
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", wait.Milliseconds())); err != nil {
+		return nil, pg.Interpret(err)
+	}
+	// Insert, or take over an expired record. A live record with the key makes this
+	// statement wait for its transaction, then return no row.
+	var claimed bool
+	err := tx.QueryRow(ctx, `INSERT INTO idempotency_keys
+			(org_id, key, request_hash, method, path, user_id, response_status, expires_at)
+		VALUES ($1, $2, $3, $4, $5, nullif($6, ''), 0, now() + make_interval(secs => $7))
+		ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
+			method = excluded.method, path = excluded.path, user_id = excluded.user_id,
+			response_status = 0, response_headers = '{}', response_body = '',
+			created_at = now(), expires_at = excluded.expires_at
+		WHERE idempotency_keys.expires_at < now()
+		RETURNING true`, org, key, fp, method, path, userID, ttl.Seconds()).Scan(&claimed)
+	if err == nil {
+		return nil, resetLockTimeout(ctx, tx)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pg.CodeLockNotAvailable {
+		return nil, ErrInProgress
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, pg.Interpret(err)
+	}
+	var stored []byte
+	var hdr []byte
+	r := &Response{}
+	err = tx.QueryRow(ctx, `SELECT request_hash, response_status, response_headers, response_body, created_at
+		FROM idempotency_keys WHERE org_id = $1 AND key = $2`, org, key).Scan(&stored, &r.Status, &hdr, &r.Body, &r.Created)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	if !bytes.Equal(stored, fp) {
+		return nil, ErrMismatch
+	}
+	if err := json.Unmarshal(hdr, &r.Header); err != nil {
+		return nil, fmt.Errorf("decoding stored headers: %w", err)
+	}
+	return r, nil
+}
+
+func resetLockTimeout(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'")
+	return pg.Interpret(err)
+}
+
+// replayedHeaders are the response headers a replay repeats.
+var replayedHeaders = []string{"Content-Type", "Etag", "Location", "Content-Location"}
+
+// Complete stores the response for key inside tx; it commits with the request's writes.
+func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, header http.Header, body []byte) error {
+	keep := http.Header{}
+	for _, h := range replayedHeaders {
+		if v := header.Values(h); len(v) > 0 {
+			keep[h] = v
+		}
+	}
+	hdr, err := json.Marshal(keep)
+	if err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE idempotency_keys SET response_status = $3, response_headers = $4, response_body = $5
+		WHERE org_id = $1 AND key = $2`, org, key, status, hdr, body)
+	if err != nil {
+		return pg.Interpret(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("idempotency record %q vanished: %w", key, strata.ErrConflict)
+	}
+	return nil
+}
+
+// Sweep deletes expired records of every org; it runs as the owner from maintenance work.
+func Sweep(ctx context.Context, tx pgx.Tx, now time.Time) (int64, error) {
+	tag, err := tx.Exec(ctx, `DELETE FROM idempotency_keys WHERE expires_at < $1`, now)
+	return tag.RowsAffected(), pg.Interpret(err)
+}

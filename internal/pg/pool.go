@@ -1,0 +1,105 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
+)
+
+// AppRole is the role request connections assume; migrations create it.
+const AppRole = "strata_app"
+
+// PoolOptions tunes the pool; zero values take defaults.
+type PoolOptions struct {
+	MaxConns         int32
+	StatementTimeout time.Duration // per statement, server side (default 10s)
+	ConnectTimeout   time.Duration // default 5s
+}
+
+// NewPool opens a pool whose connections SET ROLE strata_app and know pgvector's types.
+// It does not wait for the database: Ping or readiness tells whether it answers.
+func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("STRATA_DATABASE_URL: %w", err)
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	} else if cfg.MaxConns < 16 {
+		cfg.MaxConns = 16
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 5 * time.Second
+	}
+	if o.StatementTimeout == 0 {
+		o.StatementTimeout = 10 * time.Second
+	}
+	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(o.StatementTimeout.Milliseconds())
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "10000"
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+	cfg.ConnConfig.RuntimeParams["application_name"] = "strata"
+	cfg.HealthCheckPeriod = 5 * time.Second
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, "SET ROLE "+AppRole); err != nil {
+			return fmt.Errorf("SET ROLE %s (run migrations first: server migrate): %w", AppRole, err)
+		}
+		if err := pgxvec.RegisterTypes(ctx, c); err != nil {
+			return fmt.Errorf("registering pgvector types (is the vector extension installed?): %w", err)
+		}
+		return nil
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// EnsureDatabase creates the database named in dsn when it does not exist, connecting to
+// the server's "postgres" database to do so. It is what lets `make run` start on a fresh
+// Postgres with nothing but the URL.
+func EnsureDatabase(ctx context.Context, dsn string) error {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("STRATA_DATABASE_URL: %w", err)
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		return c.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+		return fmt.Errorf("connecting to Postgres (is it running? check STRATA_DATABASE_URL): %w", err)
+	}
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	ac, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("connecting to the postgres database to create %q: %w", cfg.Database, err)
+	}
+	defer ac.Close(ctx)
+	if _, err := ac.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()); err != nil {
+		var e *pgconn.PgError
+		if errors.As(err, &e) && e.Code == "42P04" { // created concurrently by a sibling replica
+			return nil
+		}
+		return fmt.Errorf("creating database %q: %w", cfg.Database, err)
+	}
+	return nil
+}
+
+// RedactURL hides the password in a connection URL for logs.
+func RedactURL(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}

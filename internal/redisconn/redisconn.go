@@ -1,0 +1,68 @@
+// Package redisconn opens Strata's Redis client and translates its errors. The client is
+// go-redis' UniversalClient, so STRATA_REDIS_URL may name one server (redis://host:6379/0)
+// or a cluster (redis://host1:6379?addr=host2:6379&addr=host3:6379). Every key Strata
+// writes starts with a configurable prefix and carries a hash tag per owning entity, so all
+// keys of one session land on one cluster slot and multi-key scripts stay legal.
+package redisconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// New opens a client for rawURL with bounded timeouts; it does not wait for Redis.
+func New(rawURL string, timeout time.Duration) (redis.UniversalClient, error) {
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("STRATA_REDIS_URL: %w", err)
+	}
+	if u.Query().Has("addr") {
+		opt, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("STRATA_REDIS_URL (cluster): %w", err)
+		}
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("STRATA_REDIS_URL: %w", err)
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+	opt.MaxRetries = 1
+	opt.PoolSize = 64
+	opt.MinIdleConns = 4
+	return redis.NewClient(opt), nil
+}
+
+// Interpret maps go-redis errors: redis.Nil → ErrNotFound; network failures and timeouts →
+// UnavailableError (503); anything else unchanged.
+func Interpret(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, redis.Nil) {
+		return strata.ErrNotFound
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, net.ErrClosed) || isConnRefusedOrEOF(err) {
+		return &strata.UnavailableError{Store: "redis", Err: err}
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && (redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) || redis.IsTryAgainError(err)) {
+		return &strata.UnavailableError{Store: "redis", Err: err}
+	}
+	return err
+}

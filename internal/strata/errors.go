@@ -1,0 +1,63 @@
+package strata
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Stores translate driver errors (pgx.ErrNoRows, redis.Nil, unique
+// violations, connection failures) into these at their boundary; the HTTP layer maps them
+// to problems in one place.
+var (
+	// ErrNotFound: the entity does not exist in the caller's org. Another org's entity is
+	// reported the same way, so existence never leaks across tenants.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a version, lease, fencing token or uniqueness precondition failed.
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: a store could not be reached or timed out; the request may be retried.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrForbidden: the caller's role may not do this.
+	ErrForbidden = errors.New("forbidden")
+)
+
+// FieldError is bad input in one named field. Status is 400 or 422 (default 422).
+type FieldError struct {
+	Field  string // location, e.g. "body.text", "path.session", "query.limit"
+	Msg    string
+	Status int
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Msg) }
+
+// Invalid returns a 422 FieldError for field.
+func Invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Status: 422}
+}
+
+// ConflictError is an ErrConflict with a human message and optional details that are safe
+// to show the caller (current version, lease holder, ...).
+type ConflictError struct {
+	Msg     string
+	Details map[string]any
+}
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// Unwrap makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Conflict builds a ConflictError.
+func Conflict(msg string, details map[string]any) error {
+	return &ConflictError{Msg: msg, Details: details}
+}
+
+// UnavailableError is an ErrUnavailable naming the store that failed.
+type UnavailableError struct {
+	Store string // "postgres" or "redis"
+	Err   error
+}
+
+func (e *UnavailableError) Error() string { return e.Store + " unavailable: " + e.Err.Error() }
+
+// Unwrap exposes both the sentinel and the cause.
+func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }

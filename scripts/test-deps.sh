@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond Go and the stores (third-party clients the
+# suite drives). Idempotent and quiet when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for dir in $(ls -d clients/*/ tests/*/ 2>/dev/null); do
+  if [ -f "$dir/package.json" ] && [ ! -d "$dir/node_modules" ]; then
+    echo "[test-deps] npm ci in $dir" >&2
+    (cd "$dir" && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi)
+  fi
+done
