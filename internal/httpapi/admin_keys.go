@@ -79,6 +79,7 @@ func (s *Server) registerAdminKeys() {
 		if err != nil {
 			return nil, err
 		}
+		secretInResponse(ctx, "key")
 		return &createKeyOutput{Status: http.StatusCreated, Body: createdKey{Key: k, Secret: secret}}, nil
 	})
 

@@ -204,6 +204,30 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes", nil)
+				return
+			}
+			writeProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if d := jsonDepth(body); d > s.cfg.MaxJSONDepth {
+			writeProblem(w, r, http.StatusBadRequest, depthMessage(s.cfg.MaxJSONDepth), nil,
+				&huma.ErrorDetail{Location: "body", Message: depthMessage(s.cfg.MaxJSONDepth)})
+			return
+		}
+		if f := nulField(body); f != "" {
+			writeProblem(w, r, http.StatusUnprocessableEntity, "invalid "+f, nil,
+				&huma.ErrorDetail{Location: f, Message: "must not contain NUL (\\u0000) characters"})
+			return
+		}
+		state := &uowState{}
+		ctx = context.WithValue(ctx, uowKey{}, state)
+		r = r.WithContext(ctx)
 		key := r.Header.Get("Idempotency-Key")
 		if key != "" && r.Method != http.MethodDelete {
 			if !idempotency.ValidKey(key) {
@@ -211,17 +235,6 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 					&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "must be 1-255 visible ASCII characters"})
 				return
 			}
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-			if err != nil {
-				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
-					writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes", nil)
-					return
-				}
-				writeProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			tx, err := sess.Tx(ctx)
 			if err != nil {
 				s.writeErr(w, r, err)
@@ -269,7 +282,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				if status == 0 {
 					status = http.StatusOK
 				}
-				err = idempotency.Complete(ctx, tx, p.OrgID, key, status, rec.header, rec.body.Bytes())
+				err = idempotency.Complete(ctx, tx, p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
 			}
 			if err != nil {
 				sess.Rollback(ctx)
@@ -284,6 +297,41 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		}
 		rec.flushTo(w)
 	})
+}
+
+type uowKey struct{}
+
+// uowState is what a handler tells the unit of work about its response.
+type uowState struct {
+	secretFields []string
+}
+
+// secretInResponse marks top-level response fields that must never be stored in an
+// idempotency record (an API key's secret): a replay answers them as "(shown once)".
+func secretInResponse(ctx context.Context, fields ...string) {
+	if st, ok := ctx.Value(uowKey{}).(*uowState); ok {
+		st.secretFields = append(st.secretFields, fields...)
+	}
+}
+
+func redact(body []byte, fields []string) []byte {
+	if len(fields) == 0 {
+		return body
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	for _, f := range fields {
+		if _, ok := m[f]; ok {
+			m[f] = json.RawMessage(`"(shown once; not stored)"`)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // subjectOf finds the data subject a write names (user_id in the query or at the top of

@@ -129,3 +129,7 @@ func pprofRoutes(r chi.Router) {
 		pprof.Handler(chi.URLParam(r, "name")).ServeHTTP(w, r)
 	}))
 }
+
+// Router exposes the chi router, for mounting extra handlers (MCP) and for tests that walk
+// the routes.
+func (s *Server) Router() chi.Router { return s.router }

@@ -19,6 +19,7 @@ const migrationLockKey = 0x5374726174614d /* "StrataM" */
 
 // Migration is one numbered SQL file.
 type Migration struct {
+	File     string
 	Version  int
 	Name     string
 	SQL      string
@@ -48,7 +49,7 @@ func LoadMigrations(fsys fs.FS) ([]Migration, error) {
 			return nil, err
 		}
 		sum := sha256.Sum256(b)
-		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(rest, ".sql"), SQL: string(b), Checksum: hex.EncodeToString(sum[:])})
+		out = append(out, Migration{File: n, Version: v, Name: strings.TrimSuffix(rest, ".sql"), SQL: string(b), Checksum: hex.EncodeToString(sum[:])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil

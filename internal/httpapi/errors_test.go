@@ -1,0 +1,112 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strata-mem/strata/internal/apptest"
+	"github.com/strata-mem/strata/internal/testenv"
+)
+
+func requireProblem(t *testing.T, r *apptest.Response, status int, location string) {
+	t.Helper()
+	require.Equal(t, status, r.Status, string(r.Body))
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+	m := r.Map(t)
+	require.EqualValues(t, status, m["status"])
+	require.NotEmpty(t, r.Header.Get("X-Request-Id"))
+	if location != "" {
+		errs, _ := m["errors"].([]any)
+		var locs []string
+		for _, e := range errs {
+			locs = append(locs, fmt.Sprint(e.(map[string]any)["location"]))
+		}
+		require.Contains(t, locs, location, string(r.Body))
+	}
+}
+
+func countKeys(t *testing.T, s *apptest.Server) int {
+	t.Helper()
+	var n int
+	require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(), "SELECT count(*) FROM api_keys").Scan(&n))
+	return n
+}
+
+func TestErrorStatuses(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Env("STRATA_MAX_BODY_BYTES", "2048"), apptest.Env("STRATA_MAX_JSON_DEPTH", "8"))
+	admin := s.AdminKey
+	before := countKeys(t, s)
+
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, `{"role":"agent"`), 400, "body")
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, `{"role":"agent","bogus":1}`), 422, "body.bogus")
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, `{"role":"wizard"}`), 422, "body.role")
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, `{"role":"agent","name":"a\u0000b"}`), 422, "body.name")
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, `{"role":"agent"}`, "Content-Type", "text/plain"), 415, "")
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, `{"role":"agent","name":"`+strings.Repeat("x", 4096)+`"}`), 413, "")
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, `{"role":"agent","name":`+strings.Repeat("[", 20)+strings.Repeat("]", 20)+`}`), 400, "body")
+	requireProblem(t, s.Do("DELETE", "/v1/admin/keys/bad%20id", admin, nil), 422, "path.id")
+	requireProblem(t, s.Do("GET", "/v1/admin/keys?limit=5000", admin, nil), 422, "query.limit")
+	requireProblem(t, s.Do("GET", "/v1/nothing-here", admin, nil), 404, "")
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, `{"role":"agent"}`, "Idempotency-Key", "has space"), 400, "header.Idempotency-Key")
+
+	require.Equal(t, before, countKeys(t, s), "a rejected request wrote nothing")
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	admin := s.NewKey("acme", "admin")
+	body := map[string]any{"role": "agent", "name": "bot"}
+
+	first := s.Do("POST", "/v1/admin/keys", admin, body, "Idempotency-Key", "create-bot-1")
+	require.Equal(t, 201, first.Status)
+	require.Empty(t, first.Header.Get("Idempotent-Replayed"))
+	again := s.Do("POST", "/v1/admin/keys", admin, body, "Idempotency-Key", "create-bot-1")
+	require.Equal(t, 201, again.Status)
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, first.Map(t)["id"], again.Map(t)["id"])
+	require.NotEqual(t, first.Map(t)["key"], again.Map(t)["key"], "the secret is never stored for replay")
+
+	// Same key, different body → 422, nothing written.
+	n := countKeys(t, s)
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, map[string]any{"role": "admin"}, "Idempotency-Key", "create-bot-1"), 422, "header.Idempotency-Key")
+	require.Equal(t, n, countKeys(t, s))
+
+	// Keys are per org: another org may use the same key string.
+	other := s.NewKey("other", "admin")
+	require.Equal(t, 201, s.Do("POST", "/v1/admin/keys", other, body, "Idempotency-Key", "create-bot-1").Status)
+
+	// Concurrent requests with one key: exactly one executes; the others replay it (or
+	// get 409 while it is in flight).
+	n = countKeys(t, s)
+	var wg sync.WaitGroup
+	ids := make(chan any, 12)
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := s.Do("POST", "/v1/admin/keys", admin, body, "Idempotency-Key", "concurrent-1")
+			switch r.Status {
+			case 201:
+				ids <- r.Map(t)["id"]
+			case 409:
+			default:
+				t.Errorf("unexpected %d %s", r.Status, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[any]bool{}
+	for id := range ids {
+		seen[id] = true
+	}
+	require.Len(t, seen, 1, "every successful answer names the same key")
+	require.Equal(t, n+1, countKeys(t, s), "exactly one key was created")
+}
