@@ -98,4 +98,3 @@ func TestMigrateConcurrentReplicasAndRerun(t *testing.T) {
 	_, err = pg.Migrate(ctx, dsn, changed, nil)
 	require.ErrorContains(t, err, "was changed after it was applied")
 }
-
