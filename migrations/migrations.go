@@ -3,7 +3,7 @@
 // schema as it was and replicas starting together never race.
 //
 // Conventions every file follows:
-//   - every tenant table has org_id text NOT NULL CHECK (org_id <> ”), and every primary key
+//   - every tenant table has org_id text NOT NULL with a non-empty check, and every primary key
 //     and unique constraint leads with org_id (Citus distribution / partitioning by org);
 //   - every table that holds memory calls strata_enable_rls('name'), which enables and forces
 //     row-level security keyed on the transaction's app.org_id setting;
