@@ -1,6 +1,6 @@
 # Strata — `make help` lists the targets.
 SHELL := /bin/bash
-GO ?= go
+GO ?= $(shell bash scripts/ensure-go.sh)
 export STRATA_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/strata?sslmode=disable
 export STRATA_REDIS_URL ?= redis://127.0.0.1:6379/0
 GOTESTFLAGS ?= -race -count=1 -timeout 45m

@@ -9,3 +9,10 @@ for dir in $(ls -d clients/*/ tests/*/ 2>/dev/null); do
     (cd "$dir" && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi)
   fi
 done
+
+# The race detector needs cgo and a C compiler.
+if ! command -v gcc >/dev/null 2>&1; then
+  echo "[test-deps] installing gcc (the race detector needs cgo)" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc libc6-dev >/dev/null
+fi

@@ -21,10 +21,11 @@ import (
 	"github.com/strata-mem/strata/migrations"
 )
 
-const usage = `usage: server [serve|migrate|help]
+const usage = `usage: server [serve|migrate|healthcheck|help]
 
-  serve    (default) apply migrations, then serve the API on STRATA_HTTP_ADDR
-  migrate  apply migrations and exit
+  serve        (default) apply migrations, then serve the API on STRATA_HTTP_ADDR
+  migrate      apply migrations and exit
+  healthcheck  exit 0 when the server on STRATA_HTTP_ADDR answers /readyz with 200
 
 Configuration is read from the environment: STRATA_DATABASE_URL, STRATA_REDIS_URL,
 STRATA_HTTP_ADDR, STRATA_ADMIN_KEY, STRATA_EMBEDDER, ... (see README.md).
@@ -38,7 +39,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd = args[1]
 	}
 	switch cmd {
-	case "serve", "migrate":
+	case "serve", "migrate", "healthcheck":
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -52,6 +53,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	if cmd == "healthcheck" {
+		return healthcheck(ctx, cfg)
+	}
 
 	if err := migrate(ctx, cfg, log); err != nil && (cmd == "migrate" || !cfg.DisableMigrateOnStart) {
 		return err
@@ -151,4 +155,28 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// healthcheck asks the local server's /readyz (for container health checks on images
+// without a shell or curl).
+func healthcheck(ctx context.Context, cfg config.Config) error {
+	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("STRATA_HTTP_ADDR: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+port+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("server not answering on port %s: %w", port, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("not ready: /readyz answered %d", resp.StatusCode)
+	}
+	return nil
 }
