@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/httpapi"
@@ -103,8 +104,17 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		fmt.Fprintf(stdout, "STRATA_ADMIN_KEY was not set; generated an admin key for this run:\n  %s\n", adminKey)
 	}
 	keys := auth.NewStore(pool, adminKey, cfg.AdminOrg)
+	pseudo, err := audit.LoadPseudonymizer(ctx, pool)
+	if err != nil {
+		return err
+	}
 
-	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys})
+	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Pseudo: pseudo})
+
+	// Background workers; stopped after the HTTP server has drained.
+	chainer := audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)
+	chainer.Start(context.WithoutCancel(ctx))
+	defer chainer.Stop()
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

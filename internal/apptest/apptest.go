@@ -27,7 +27,11 @@ type Server struct {
 	DBURL    string // owner URL of the server's database
 	Prefix   string // the server's Redis key prefix
 	Client   *http.Client
+	logs     *syncBuffer
 }
+
+// Logs returns what the server has logged so far.
+func (s *Server) Logs() string { return s.logs.String() }
 
 // Option changes the server's environment before it starts.
 type Option func(env map[string]string)
@@ -55,9 +59,9 @@ func Start(t testing.TB, opts ...Option) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	var logs syncBuffer
+	logs := &syncBuffer{}
 	go func() {
-		err := app.Run(ctx, []string{"server"}, func(k string) string { return env[k] }, pw, &logs)
+		err := app.Run(ctx, []string{"server"}, func(k string) string { return env[k] }, pw, logs)
 		pw.CloseWithError(fmt.Errorf("server exited: %v", err))
 		done <- err
 	}()
@@ -84,7 +88,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		t.Fatalf("apptest: server did not start within 60s\n%s", logs.String())
 	}
 	s := &Server{t: t, URL: base, AdminKey: admin, DBURL: dsn, Prefix: prefix,
-		Client: &http.Client{Timeout: 30 * time.Second}}
+		Client: &http.Client{Timeout: 30 * time.Second}, logs: logs}
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -110,3 +110,36 @@ func TestIdempotencyKey(t *testing.T) {
 	require.Len(t, seen, 1, "every successful answer names the same key")
 	require.Equal(t, n+1, countKeys(t, s), "exactly one key was created")
 }
+
+func TestIdempotencyRecordsExpire(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	admin := s.NewKey("acme", "admin")
+	require.Equal(t, 201, s.Do("POST", "/v1/admin/keys", admin, map[string]any{"role": "agent"}, "Idempotency-Key", "k-exp").Status)
+	requireProblem(t, s.Do("POST", "/v1/admin/keys", admin, map[string]any{"role": "admin"}, "Idempotency-Key", "k-exp"), 422, "header.Idempotency-Key")
+	// Age the record past its expiry (instead of sleeping for STRATA_IDEMPOTENCY_TTL).
+	_, err := testenv.OwnerConn(t, s.DBURL).Exec(context.Background(),
+		`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE org_id = 'acme' AND key = 'k-exp'`)
+	require.NoError(t, err)
+	r := s.Do("POST", "/v1/admin/keys", admin, map[string]any{"role": "admin"}, "Idempotency-Key", "k-exp")
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.Equal(t, "admin", r.Map(t)["role"])
+}
+
+func TestOneLogLinePerRequestWithoutBodies(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Env("STRATA_LOG_LEVEL", "info"))
+	r := s.Do("POST", "/v1/admin/keys", s.AdminKey, map[string]any{"role": "agent", "name": "body-marker-7781"}, "X-Request-Id", "log-req-1")
+	require.Equal(t, 201, r.Status)
+	var line string
+	for _, l := range strings.Split(s.Logs(), "\n") {
+		if strings.Contains(l, `"request_id":"log-req-1"`) {
+			require.Empty(t, line, "exactly one line for the request")
+			line = l
+		}
+	}
+	require.Contains(t, line, `"route":"/v1/admin/keys"`)
+	require.Contains(t, line, `"status":201`)
+	require.NotContains(t, s.Logs(), "body-marker-7781")
+	require.NotContains(t, s.Logs(), r.Map(t)["key"])
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
@@ -275,6 +276,11 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			rec.flushTo(w)
 			return
 		}
+		if err := s.auditWrite(ctx, r, p, rec.status, body); err != nil {
+			sess.Rollback(ctx)
+			s.writeErrFresh(w, r, err)
+			return
+		}
 		if key != "" && r.Method != http.MethodDelete {
 			tx, err := sess.Tx(ctx)
 			if err == nil {
@@ -334,20 +340,78 @@ func redact(body []byte, fields []string) []byte {
 	return out
 }
 
+// auditWrite appends the audit record of a successful write to the request's transaction,
+// so the write and its record commit together. It records ids, never bodies.
+func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Principal, status int, body []byte) error {
+	tx, err := pg.TxFrom(ctx)
+	if err != nil {
+		return err
+	}
+	route := chi.RouteContext(ctx).RoutePattern()
+	etype, eid := entityOf(route, chi.RouteContext(ctx).URLParams.Values)
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return audit.Append(ctx, tx, audit.Entry{
+		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: topField(r, body, "agent_id"),
+		Action: s.operationID(r.Method, route), EntityType: etype, EntityID: eid, RequestID: requestID(ctx),
+		Subject: s.pseudo.Subject(p.OrgID, subjectOf(r, body)), Status: status,
+		Details: map[string]any{"method": r.Method, "route": route},
+	})
+}
+
+// entityOf names the entity a route acts on: the first path segment after /v1 and the
+// route's path parameters (joined by "/").
+func entityOf(route string, params []string) (string, string) {
+	rest := strings.TrimPrefix(route, "/v1/")
+	etype, _, _ := strings.Cut(rest, "/")
+	if etype == "admin" {
+		parts := strings.Split(rest, "/")
+		if len(parts) > 1 {
+			etype = "admin." + parts[1]
+		}
+	}
+	return etype, strings.Join(params, "/")
+}
+
+// operationID maps a method and route pattern to its OpenAPI operation id.
+func (s *Server) operationID(method, route string) string {
+	s.opOnce.Do(func() {
+		s.opIDs = map[string]string{}
+		for path, item := range s.api.OpenAPI().Paths {
+			for m, op := range map[string]*huma.Operation{"GET": item.Get, "POST": item.Post, "PUT": item.Put,
+				"PATCH": item.Patch, "DELETE": item.Delete} {
+				if op != nil {
+					s.opIDs[m+" "+path] = op.OperationID
+				}
+			}
+		}
+	})
+	if id, ok := s.opIDs[method+" "+route]; ok {
+		return id
+	}
+	return strings.ToLower(method) + " " + route
+}
+
+// topField reads a top-level string field of a JSON body, or the query parameter.
+func topField(r *http.Request, body []byte, name string) string {
+	if v := r.URL.Query().Get(name); v != "" {
+		return v
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return ""
+	}
+	var v string
+	if json.Unmarshal(top[name], &v) != nil {
+		return ""
+	}
+	return v
+}
+
 // subjectOf finds the data subject a write names (user_id in the query or at the top of
 // a JSON body), so that erasure can find the idempotency record that holds its response.
-func subjectOf(r *http.Request, body []byte) string {
-	if u := r.URL.Query().Get("user_id"); u != "" {
-		return u
-	}
-	var top struct {
-		UserID string `json:"user_id"`
-	}
-	if json.Unmarshal(body, &top) == nil {
-		return top.UserID
-	}
-	return ""
-}
+func subjectOf(r *http.Request, body []byte) string { return topField(r, body, "user_id") }
 
 // writeErr writes err as a problem from middleware.
 func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {

@@ -35,7 +35,7 @@ func (s *Server) routes() {
 		r.Use(s.authenticate, s.unitOfWork)
 		s.api = humachi.New(r, newHumaConfig())
 
-		// admin
 		s.registerAdminKeys()
+		s.registerAudit()
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/strata"
@@ -25,6 +27,8 @@ type Deps struct {
 	Pool   *pgxpool.Pool
 	Redis  redis.UniversalClient
 	Keys   *auth.Store
+	// Pseudo pseudonymises data subjects in the audit log.
+	Pseudo *audit.Pseudonymizer
 }
 
 // Server is the HTTP API. It holds the tier services and no global state.
@@ -34,15 +38,21 @@ type Server struct {
 	pool    *pgxpool.Pool
 	rdb     redis.UniversalClient
 	keys    *auth.Store
+	pseudo  *audit.Pseudonymizer
 	metrics *metrics
+	opOnce  sync.Once
+	opIDs   map[string]string // "METHOD route" → operation id
 	router  chi.Router
 	api     huma.API
 }
 
 // NewServer wires every route and returns the server (an http.Handler).
 func NewServer(d Deps) *Server {
-	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys,
+	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo,
 		metrics: newMetrics(d.Pool, d.Redis)}
+	if s.pseudo == nil {
+		s.pseudo = audit.NewPseudonymizer(d.Config.AdminKey + "/audit")
+	}
 	s.router = chi.NewRouter()
 	s.routes()
 	return s

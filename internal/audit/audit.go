@@ -1,0 +1,283 @@
+// Package audit owns the audit log: who wrote what, with which key and agent, when, for
+// which (pseudonymised) data subject. Rows are appended inside the transaction of the
+// write they describe, so a write and its audit record commit or vanish together. The log
+// is append-only in the database and hash-chained per org by a chainer that links committed
+// rows in order shortly after they commit (a per-org lock at write time would serialise
+// every write of an org). Verify walks a chain and names the first broken link. Subjects
+// are kept only as keyed HMACs, so erasing a subject never rewrites the chain and the trail
+// holds no personal data.
+package audit
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-mem/strata/internal/pg"
+)
+
+// Entry is what a caller records.
+type Entry struct {
+	OrgID      string
+	ActorKeyID string
+	ActorRole  string
+	AgentID    string
+	Action     string // operation id, e.g. "append-events", or a worker action such as "evict"
+	EntityType string
+	EntityID   string
+	RequestID  string
+	Subject    string // a pseudonym from Pseudonymizer.Subject, never a raw user id
+	Status     int
+	Details    map[string]any // ids, counts, reasons: never memory content
+}
+
+// Record is a stored entry.
+type Record struct {
+	ID         int64          `json:"id"`
+	Seq        *int64         `json:"seq,omitempty" doc:"Position in the org's hash chain (absent until chained, normally within a second)."`
+	At         time.Time      `json:"at"`
+	ActorKeyID string         `json:"actor_key_id"`
+	ActorRole  string         `json:"actor_role"`
+	AgentID    string         `json:"agent_id,omitempty"`
+	Action     string         `json:"action"`
+	EntityType string         `json:"entity_type"`
+	EntityID   string         `json:"entity_id,omitempty"`
+	RequestID  string         `json:"request_id,omitempty"`
+	Subject    string         `json:"subject,omitempty" doc:"Keyed HMAC of the data subject's user_id."`
+	Status     int            `json:"status,omitempty"`
+	Details    map[string]any `json:"details,omitempty"`
+	Hash       string         `json:"hash,omitempty"`
+	PrevHash   string         `json:"prev_hash,omitempty"`
+}
+
+// Append inserts e in q's transaction.
+func Append(ctx context.Context, q pg.DBTX, e Entry) error {
+	details := e.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	d, err := json.Marshal(details)
+	if err != nil {
+		return fmt.Errorf("encoding audit details: %w", err)
+	}
+	_, err = q.Exec(ctx, `INSERT INTO audit_log (org_id, actor_key_id, actor_role, agent_id, action, entity_type,
+			entity_id, request_id, subject, status, details)
+		VALUES ($1, $2, $3, nullif($4, ''), $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), nullif($10, 0), $11)`,
+		e.OrgID, e.ActorKeyID, e.ActorRole, e.AgentID, e.Action, e.EntityType, e.EntityID, e.RequestID, e.Subject, e.Status, d)
+	return pg.Interpret(err)
+}
+
+// Pseudonymizer turns user ids into stable pseudonyms with a secret key.
+type Pseudonymizer struct{ key []byte }
+
+// NewPseudonymizer uses key (hex or raw bytes).
+func NewPseudonymizer(key string) *Pseudonymizer {
+	if b, err := hex.DecodeString(key); err == nil && len(b) >= 16 {
+		return &Pseudonymizer{key: b}
+	}
+	return &Pseudonymizer{key: []byte(key)}
+}
+
+// LoadPseudonymizer reads the database's audit key (created by the migration).
+func LoadPseudonymizer(ctx context.Context, q pg.DBTX) (*Pseudonymizer, error) {
+	var k string
+	if err := q.QueryRow(ctx, `SELECT value FROM strata_settings WHERE name = 'audit_hmac_key'`).Scan(&k); err != nil {
+		return nil, fmt.Errorf("reading the audit key: %w", pg.Interpret(err))
+	}
+	return NewPseudonymizer(k), nil
+}
+
+// Subject is the pseudonym of org's user; "" for "".
+func (p *Pseudonymizer) Subject(org, userID string) string {
+	if userID == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, p.key)
+	m.Write([]byte(org))
+	m.Write([]byte{0})
+	m.Write([]byte(userID))
+	return hex.EncodeToString(m.Sum(nil))[:32]
+}
+
+type chainRow struct {
+	id                                                int64
+	at                                                time.Time
+	actor, role, agent, action, etype, eid, rid, subj string
+	status                                            int
+	details                                           string
+}
+
+// rowHash is sha256(prev || seq || canonical fields). details is jsonb's text form, which
+// Postgres renders the same way for the same value.
+func rowHash(prev []byte, org string, seq int64, r chainRow) []byte {
+	h := sha256.New()
+	h.Write(prev)
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(seq))
+	h.Write(b[:])
+	binary.BigEndian.PutUint64(b[:], uint64(r.id))
+	h.Write(b[:])
+	for _, f := range []string{org, r.at.UTC().Format(time.RFC3339Nano), r.actor, r.role, r.agent, r.action,
+		r.etype, r.eid, r.rid, r.subj, fmt.Sprint(r.status), r.details} {
+		binary.BigEndian.PutUint64(b[:], uint64(len(f)))
+		h.Write(b[:])
+		h.Write([]byte(f))
+	}
+	return h.Sum(nil)
+}
+
+const chainCols = `id, at, actor_key_id, actor_role, coalesce(agent_id, ''), action, entity_type,
+	coalesce(entity_id, ''), coalesce(request_id, ''), coalesce(subject, ''), coalesce(status, 0), details::text`
+
+func scanChainRow(rows pgx.CollectableRow) (chainRow, error) {
+	var r chainRow
+	err := rows.Scan(&r.id, &r.at, &r.actor, &r.role, &r.agent, &r.action, &r.etype, &r.eid, &r.rid, &r.subj, &r.status, &r.details)
+	return r, err
+}
+
+// Chain links up to limit of org's committed, unchained rows onto the org's chain, in id
+// order, inside tx (which must run for org). Concurrent chainers serialise on the head row.
+func Chain(ctx context.Context, tx pgx.Tx, org string, limit int) (int, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_chain_heads (org_id, seq, hash) VALUES ($1, 0, '') ON CONFLICT DO NOTHING`, org); err != nil {
+		return 0, pg.Interpret(err)
+	}
+	var seq int64
+	var head []byte
+	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_chain_heads WHERE org_id = $1 FOR UPDATE`, org).Scan(&seq, &head); err != nil {
+		return 0, pg.Interpret(err)
+	}
+	rows, err := tx.Query(ctx, `SELECT `+chainCols+` FROM audit_log WHERE org_id = $1 AND hash IS NULL ORDER BY id LIMIT $2`, org, limit)
+	if err != nil {
+		return 0, pg.Interpret(err)
+	}
+	pending, err := pgx.CollectRows(rows, scanChainRow)
+	if err != nil {
+		return 0, pg.Interpret(err)
+	}
+	if len(pending) == 0 {
+		return 0, nil
+	}
+	batch := &pgx.Batch{}
+	for _, r := range pending {
+		seq++
+		h := rowHash(head, org, seq, r)
+		batch.Queue(`UPDATE audit_log SET seq = $3, prev_hash = $4, hash = $5 WHERE org_id = $1 AND id = $2`, org, r.id, seq, head, h)
+		head = h
+	}
+	batch.Queue(`UPDATE audit_chain_heads SET seq = $2, hash = $3 WHERE org_id = $1`, org, seq, head)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return 0, pg.Interpret(err)
+	}
+	return len(pending), nil
+}
+
+// Report is the result of verifying a chain.
+type Report struct {
+	OK          bool       `json:"ok"`
+	Checked     int64      `json:"checked" doc:"Chained records checked."`
+	Unchained   int64      `json:"unchained" doc:"Records not yet chained (written in the last moments)."`
+	HeadSeq     int64      `json:"head_seq"`
+	FirstBroken *BrokenRef `json:"first_broken,omitempty"`
+}
+
+// BrokenRef names the first link that does not verify.
+type BrokenRef struct {
+	Seq    int64  `json:"seq"`
+	ID     int64  `json:"id,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// Verify walks org's chain in seq order, recomputing every hash, and checks the sequence
+// has no gaps and ends at the recorded head.
+func Verify(ctx context.Context, tx pgx.Tx, org string) (Report, error) {
+	var rep Report
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE org_id = $1 AND hash IS NULL`, org).Scan(&rep.Unchained); err != nil {
+		return rep, pg.Interpret(err)
+	}
+	var headHash []byte
+	err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_chain_heads WHERE org_id = $1`, org).Scan(&rep.HeadSeq, &headHash)
+	if err != nil && err != pgx.ErrNoRows {
+		return rep, pg.Interpret(err)
+	}
+	rows, err := tx.Query(ctx, `SELECT seq, prev_hash, hash, `+chainCols+` FROM audit_log
+		WHERE org_id = $1 AND seq IS NOT NULL ORDER BY seq`, org)
+	if err != nil {
+		return rep, pg.Interpret(err)
+	}
+	defer rows.Close()
+	var prev []byte
+	var expect int64 = 1
+	broken := func(seq, id int64, reason string) {
+		if rep.FirstBroken == nil {
+			rep.FirstBroken = &BrokenRef{Seq: seq, ID: id, Reason: reason}
+		}
+	}
+	for rows.Next() {
+		var seq int64
+		var ph, h []byte
+		var r chainRow
+		if err := rows.Scan(&seq, &ph, &h, &r.id, &r.at, &r.actor, &r.role, &r.agent, &r.action, &r.etype, &r.eid,
+			&r.rid, &r.subj, &r.status, &r.details); err != nil {
+			return rep, pg.Interpret(err)
+		}
+		rep.Checked++
+		switch {
+		case seq != expect:
+			broken(expect, 0, fmt.Sprintf("record %d of the chain is missing", expect))
+		case !hmac.Equal(ph, prev):
+			broken(seq, r.id, "prev_hash does not match the previous record")
+		case !hmac.Equal(h, rowHash(prev, org, seq, r)):
+			broken(seq, r.id, "the record's content does not match its hash (edited)")
+		}
+		prev, expect = h, seq+1
+	}
+	if err := rows.Err(); err != nil {
+		return rep, pg.Interpret(err)
+	}
+	if rep.HeadSeq != expect-1 {
+		broken(expect, 0, fmt.Sprintf("the chain ends at %d but its head says %d (records removed)", expect-1, rep.HeadSeq))
+	} else if rep.HeadSeq > 0 && !hmac.Equal(headHash, prev) {
+		broken(rep.HeadSeq, 0, "the last record does not match the chain head")
+	}
+	rep.OK = rep.FirstBroken == nil
+	return rep, nil
+}
+
+// Filter selects records for List.
+type Filter struct {
+	Action, EntityType, EntityID, ActorKeyID, AgentID, Subject string
+	Since, Until                                               *time.Time
+	AfterID                                                    int64
+	Limit                                                      int
+}
+
+// List returns org's records matching f in id order.
+func List(ctx context.Context, q pg.DBTX, org string, f Filter) ([]Record, error) {
+	rows, err := q.Query(ctx, `SELECT id, seq, at, actor_key_id, actor_role, coalesce(agent_id, ''), action, entity_type,
+			coalesce(entity_id, ''), coalesce(request_id, ''), coalesce(subject, ''), coalesce(status, 0), details,
+			coalesce(encode(hash, 'hex'), ''), coalesce(encode(prev_hash, 'hex'), '')
+		FROM audit_log
+		WHERE org_id = $1 AND id > $2
+		  AND ($3 = '' OR action = $3) AND ($4 = '' OR entity_type = $4) AND ($5 = '' OR entity_id = $5)
+		  AND ($6 = '' OR actor_key_id = $6) AND ($7 = '' OR agent_id = $7) AND ($8 = '' OR subject = $8)
+		  AND ($9::timestamptz IS NULL OR at >= $9) AND ($10::timestamptz IS NULL OR at < $10)
+		ORDER BY id LIMIT $11`,
+		org, f.AfterID, f.Action, f.EntityType, f.EntityID, f.ActorKeyID, f.AgentID, f.Subject, f.Since, f.Until, f.Limit)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	recs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Record, error) {
+		var rec Record
+		err := r.Scan(&rec.ID, &rec.Seq, &rec.At, &rec.ActorKeyID, &rec.ActorRole, &rec.AgentID, &rec.Action, &rec.EntityType,
+			&rec.EntityID, &rec.RequestID, &rec.Subject, &rec.Status, &rec.Details, &rec.Hash, &rec.PrevHash)
+		return rec, err
+	})
+	return recs, pg.Interpret(err)
+}

@@ -1,0 +1,112 @@
+package audit
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/strata-mem/strata/internal/pg"
+)
+
+// Chainer links new audit rows onto their org's chain in the background. Any number of
+// replicas may run one: chainers of one org serialise on the chain head row.
+type Chainer struct {
+	pool     *pgxpool.Pool
+	log      *slog.Logger
+	interval time.Duration
+	extraOrg string
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewChainer makes a chainer that runs every interval. extraOrg is an org to chain even if
+// it has no API key (the bootstrap admin key's org).
+func NewChainer(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration, extraOrg string) *Chainer {
+	return &Chainer{pool: pool, log: log, interval: interval, extraOrg: extraOrg}
+}
+
+// ChainOrg chains all of org's pending rows now.
+func ChainOrg(ctx context.Context, pool *pgxpool.Pool, org string) (int, error) {
+	total := 0
+	for {
+		var n int
+		err := pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+			var err error
+			n, err = Chain(ctx, tx, org, 1000)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}
+
+// RunOnce chains every org's pending rows. Orgs are found through api_keys (every org that
+// can write has a key) plus the bootstrap org.
+func (c *Chainer) RunOnce(ctx context.Context) (int, error) {
+	rows, err := c.pool.Query(ctx, `SELECT DISTINCT org_id FROM api_keys UNION SELECT $1`, c.extraOrg)
+	if err != nil {
+		return 0, pg.Interpret(err)
+	}
+	orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, pg.Interpret(err)
+	}
+	total := 0
+	for _, org := range orgs {
+		n, err := ChainOrg(ctx, c.pool, org)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// Start runs the chainer until Stop.
+func (c *Chainer) Start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return
+	}
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(c.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
+					c.log.Warn("audit chaining failed; will retry", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// Stop stops the chainer and waits for it.
+func (c *Chainer) Stop() {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.cancel = nil
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
