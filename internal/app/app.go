@@ -13,11 +13,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/httpapi"
+	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/redisconn"
 	"github.com/strata-mem/strata/migrations"
 )
@@ -77,7 +81,7 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := pg.EnsureDatabase(mctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	n, err := pg.Migrate(mctx, cfg.DatabaseURL, migrations.FS, log)
+	n, err := migrations.Apply(mctx, cfg.DatabaseURL, log)
 	if err != nil {
 		return fmt.Errorf("migrating %s: %w", pg.RedactURL(cfg.DatabaseURL), err)
 	}
@@ -111,10 +115,34 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 
 	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Pseudo: pseudo})
 
-	// Background workers; stopped after the HTTP server has drained.
+	// Background workers; stopped after the HTTP server has drained (defers run in reverse).
 	chainer := audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)
 	chainer.Start(context.WithoutCancel(ctx))
 	defer chainer.Stop()
+
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})
+	jobs, err := queue.New(pool, log, queue.Config{
+		Workers: workers,
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(10*time.Minute),
+				func() (river.JobArgs, *river.InsertOpts) { return idempotency.SweepArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := jobs.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("starting background workers: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := queue.Stop(sctx, jobs); err != nil {
+			log.Warn("stopping background workers", "err", err)
+		}
+	}()
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

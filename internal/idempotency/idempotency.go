@@ -136,9 +136,3 @@ func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, heade
 	}
 	return nil
 }
-
-// Sweep deletes expired records of every org; it runs as the owner from maintenance work.
-func Sweep(ctx context.Context, tx pgx.Tx, now time.Time) (int64, error) {
-	tag, err := tx.Exec(ctx, `DELETE FROM idempotency_keys WHERE expires_at < $1`, now)
-	return tag.RowsAffected(), pg.Interpret(err)
-}

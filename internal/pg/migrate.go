@@ -60,7 +60,9 @@ func LoadMigrations(fsys fs.FS) ([]Migration, error) {
 // at once apply each file exactly once; each file runs in its own transaction together with
 // its bookkeeping row, so a failing file leaves the schema as it was before that file.
 // An already-applied file whose content changed is an error: migrations are append-only.
-func Migrate(ctx context.Context, dsn string, fsys fs.FS, log *slog.Logger) (applied int, err error) {
+//
+// Each hook runs afterwards, still under the lock (River's migrations join ours this way).
+func Migrate(ctx context.Context, dsn string, fsys fs.FS, log *slog.Logger, hooks ...func(context.Context) error) (applied int, err error) {
 	migs, err := LoadMigrations(fsys)
 	if err != nil {
 		return 0, err
@@ -117,6 +119,11 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS, log *slog.Logger) (app
 		applied++
 		if log != nil {
 			log.Info("migration applied", "version", m.Version, "name", m.Name)
+		}
+	}
+	for _, h := range hooks {
+		if err := h(ctx); err != nil {
+			return applied, err
 		}
 	}
 	return applied, nil

@@ -59,6 +59,7 @@ func withDB(base, db string) string {
 
 func templateName() string {
 	h := sha256.New()
+	h.Write([]byte(migrations.RiverVersion))
 	names, _ := fs.Glob(migrations.FS, "*.sql")
 	sort.Strings(names)
 	for _, n := range names {
@@ -87,7 +88,7 @@ func ensureTemplate(ctx context.Context, t testing.TB, admin *pgx.Conn) string {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("testenv: creating template: %v", err)
 	}
-	if _, err := pg.Migrate(ctx, withDB(BaseDatabaseURL(), name), migrations.FS, nil); err != nil {
+	if _, err := migrations.Apply(ctx, withDB(BaseDatabaseURL(), name), nil); err != nil {
 		_, _ = admin.Exec(ctx, "DROP DATABASE "+name)
 		t.Fatalf("testenv: migrating template: %v", err)
 	}
