@@ -25,19 +25,23 @@ type Config struct {
 	// AdminOrg is the org the bootstrap admin key acts in for data-plane calls.
 	AdminOrg string `env:"STRATA_ADMIN_ORG" envDefault:"default"`
 
-	Embedder        string        `env:"STRATA_EMBEDDER" envDefault:"hash"`
-	OpenAIBaseURL   string        `env:"OPENAI_BASE_URL"`
-	OpenAIAPIKey    string        `env:"OPENAI_API_KEY"`
-	EmbeddingModel  string        `env:"STRATA_EMBEDDING_MODEL"`
-	EmbeddingDims   int           `env:"STRATA_EMBEDDING_DIMS" envDefault:"384"`
-	ONNXModelDir    string        `env:"STRATA_ONNX_MODEL_DIR"`
-	LLMModel        string        `env:"STRATA_LLM_MODEL"`
-	LogLevel        string        `env:"STRATA_LOG_LEVEL" envDefault:"info"`
-	LogFormat       string        `env:"STRATA_LOG_FORMAT" envDefault:"json"`
-	RedisPrefix     string        `env:"STRATA_REDIS_PREFIX" envDefault:"strata:"`
-	MaxBodyBytes    int64         `env:"STRATA_MAX_BODY_BYTES" envDefault:"1048576"`
-	MaxJSONDepth    int           `env:"STRATA_MAX_JSON_DEPTH" envDefault:"64"`
-	DBMaxConns      int32         `env:"STRATA_DB_MAX_CONNS" envDefault:"32"`
+	Embedder       string `env:"STRATA_EMBEDDER" envDefault:"hash"`
+	OpenAIBaseURL  string `env:"OPENAI_BASE_URL"`
+	OpenAIAPIKey   string `env:"OPENAI_API_KEY"`
+	EmbeddingModel string `env:"STRATA_EMBEDDING_MODEL"`
+	EmbeddingDims  int    `env:"STRATA_EMBEDDING_DIMS" envDefault:"384"`
+	ONNXModelDir   string `env:"STRATA_ONNX_MODEL_DIR"`
+	LLMModel       string `env:"STRATA_LLM_MODEL"`
+	LogLevel       string `env:"STRATA_LOG_LEVEL" envDefault:"info"`
+	LogFormat      string `env:"STRATA_LOG_FORMAT" envDefault:"json"`
+	RedisPrefix    string `env:"STRATA_REDIS_PREFIX" envDefault:"strata:"`
+	MaxBodyBytes   int64  `env:"STRATA_MAX_BODY_BYTES" envDefault:"1048576"`
+	MaxJSONDepth   int    `env:"STRATA_MAX_JSON_DEPTH" envDefault:"64"`
+	DBMaxConns     int32  `env:"STRATA_DB_MAX_CONNS" envDefault:"32"`
+	// RateLimit is requests per second per API key on each replica (0 = unlimited);
+	// RateBurst is how far a key may run ahead of it.
+	RateLimit       float64       `env:"STRATA_RATE_LIMIT" envDefault:"2000"`
+	RateBurst       int           `env:"STRATA_RATE_BURST" envDefault:"4000"`
 	ShutdownTimeout time.Duration `env:"STRATA_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	RequestTimeout  time.Duration `env:"STRATA_REQUEST_TIMEOUT" envDefault:"30s"`
 	StoreTimeout    time.Duration `env:"STRATA_STORE_TIMEOUT" envDefault:"5s"`
@@ -154,6 +158,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxStateBytes < 64 {
 		bad("STRATA_MAX_STATE_BYTES", "must be at least 64")
+	}
+	if c.RateLimit < 0 {
+		bad("STRATA_RATE_LIMIT", "must be 0 (unlimited) or a positive number of requests per second")
+	}
+	if c.RateLimit > 0 && c.RateBurst < 1 {
+		bad("STRATA_RATE_BURST", "must be at least 1")
 	}
 	if c.DBMaxConns < 2 {
 		bad("STRATA_DB_MAX_CONNS", "must be at least 2")

@@ -98,3 +98,21 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, missing, "routes missing from the OpenAPI document")
 }
+
+func TestRateLimitPerKey(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Env("STRATA_RATE_LIMIT", "0.5"), apptest.Env("STRATA_RATE_BURST", "3"))
+	a := s.NewKey("acme", "admin")
+	b := s.NewKey("acme", "admin")
+	codes := map[int]int{}
+	var last *apptest.Response
+	for i := 0; i < 6; i++ {
+		last = s.Do("GET", "/v1/admin/keys", a, nil)
+		codes[last.Status]++
+	}
+	require.Equal(t, 3, codes[200], "the burst passes")
+	require.Equal(t, 3, codes[429])
+	require.Equal(t, "application/problem+json", last.Header.Get("Content-Type"))
+	require.NotEmpty(t, last.Header.Get("Retry-After"))
+	require.Equal(t, 200, s.Do("GET", "/v1/admin/keys", b, nil).Status, "limits are per key")
+}

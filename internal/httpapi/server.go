@@ -40,6 +40,7 @@ type Server struct {
 	keys    *auth.Store
 	pseudo  *audit.Pseudonymizer
 	metrics *metrics
+	limiter *keyLimiter
 	opOnce  sync.Once
 	opIDs   map[string]string // "METHOD route" → operation id
 	router  chi.Router
@@ -49,7 +50,7 @@ type Server struct {
 // NewServer wires every route and returns the server (an http.Handler).
 func NewServer(d Deps) *Server {
 	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo,
-		metrics: newMetrics(d.Pool, d.Redis)}
+		metrics: newMetrics(d.Pool, d.Redis), limiter: newKeyLimiter(d.Config.RateLimit, d.Config.RateBurst)}
 	if s.pseudo == nil {
 		s.pseudo = audit.NewPseudonymizer(d.Config.AdminKey + "/audit")
 	}
