@@ -33,6 +33,7 @@ func New(rawURL string, timeout time.Duration) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("STRATA_REDIS_URL (cluster): %w", err)
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		opt.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(opt), nil
 	}
 	opt, err := redis.ParseURL(rawURL)
@@ -41,6 +42,7 @@ func New(rawURL string, timeout time.Duration) (redis.UniversalClient, error) {
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
 	opt.MaxRetries = 1
+	opt.ContextTimeoutEnabled = true // per-call deadlines bound a hung (not refusing) Redis
 	opt.PoolSize = 64
 	opt.MinIdleConns = 4
 	return redis.NewClient(opt), nil

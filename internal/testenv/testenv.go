@@ -92,12 +92,6 @@ func ensureTemplate(ctx context.Context, t testing.TB, admin *pgx.Conn) string {
 		_, _ = admin.Exec(ctx, "DROP DATABASE "+name)
 		t.Fatalf("testenv: migrating template: %v", err)
 	}
-	// Templates of older migration sets are garbage now.
-	rows, _ := admin.Query(ctx, "SELECT datname FROM pg_database WHERE datname LIKE 'strata_tmpl_%' AND datname <> $1", name)
-	old, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-	for _, o := range old {
-		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+o+" WITH (FORCE)")
-	}
 	return name
 }
 
