@@ -108,6 +108,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		fmt.Fprintf(stdout, "STRATA_ADMIN_KEY was not set; generated an admin key for this run:\n  %s\n", adminKey)
 	}
 	keys := auth.NewStore(pool, adminKey, cfg.AdminOrg)
+	lctx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
+	listening := make(chan struct{})
+	go func() { keys.Listen(lctx, cfg.DatabaseURL, log, nil); close(listening) }()
+	defer func() { stopListening(); <-listening }()
 	pseudo, err := audit.LoadPseudonymizer(ctx, pool)
 	if err != nil {
 		return err

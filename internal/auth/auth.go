@@ -73,12 +73,13 @@ type Store struct {
 	pool    *pgxpool.Pool
 	rootKey []byte // sha256 of STRATA_ADMIN_KEY, or nil
 	rootOrg string
+	cache   *keyCache
 }
 
 // NewStore returns a key store. rootKey, when set, is accepted as an admin of every org
 // acting in rootOrg.
 func NewStore(pool *pgxpool.Pool, rootKey, rootOrg string) *Store {
-	s := &Store{pool: pool, rootOrg: rootOrg}
+	s := &Store{pool: pool, rootOrg: rootOrg, cache: newKeyCache(time.Minute)}
 	if rootKey != "" {
 		h := sha256.Sum256([]byte(rootKey))
 		s.rootKey = h[:]
@@ -121,7 +122,11 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	if s.rootKey != nil && subtle.ConstantTimeCompare(h, s.rootKey) == 1 {
 		return Principal{KeyID: "root", OrgID: s.rootOrg, Role: strata.RoleAdmin, Root: true}, nil
 	}
-	var p Principal
+	now := time.Now()
+	p, ok, gen := s.cache.get(string(h), now)
+	if ok {
+		return p, nil
+	}
 	var role string
 	err := s.pool.QueryRow(ctx, `SELECT id, org_id, role FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, h).
 		Scan(&p.KeyID, &p.OrgID, &role)
@@ -129,6 +134,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 		return Principal{}, pg.Interpret(err)
 	}
 	p.Role = strata.Role(role)
+	s.cache.put(string(h), p, gen, now)
 	return p, nil
 }
 
@@ -149,7 +155,8 @@ func (s *Store) List(ctx context.Context, q pg.DBTX, org, after string, limit in
 	return keys, pg.Interpret(err)
 }
 
-// Revoke revokes org's key id. Revoking twice is fine; an unknown id is ErrNotFound.
+// Revoke revokes org's key id and, in the same transaction, notifies every replica to drop
+// its cached lookups. Revoking twice is fine; an unknown id is ErrNotFound.
 func (s *Store) Revoke(ctx context.Context, q pg.DBTX, org, id string) (Key, error) {
 	var k Key
 	var role string
@@ -158,5 +165,9 @@ func (s *Store) Revoke(ctx context.Context, q pg.DBTX, org, id string) (Key, err
 		RETURNING id, org_id, role, name, prefix, created_by, created_at, revoked_at`, org, id).
 		Scan(&k.ID, &k.OrgID, &role, &k.Name, &k.Prefix, &k.CreatedBy, &k.CreatedAt, &k.RevokedAt)
 	k.Role = strata.Role(role)
+	if err != nil {
+		return k, pg.Interpret(err)
+	}
+	_, err = q.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, id)
 	return k, pg.Interpret(err)
 }

@@ -125,6 +125,7 @@ func (s *Server) registerAdminKeys() {
 		if err != nil {
 			return nil, err
 		}
+		pg.SessionFrom(ctx).AfterCommit(s.keys.Forget)
 		return &keyOutput{Body: k}, nil
 	})
 }

@@ -1,0 +1,121 @@
+package auth
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// notifyChannel carries "a key was revoked" to every replica (pg_notify in the revoking
+// transaction, so it is delivered exactly when the revocation commits).
+const notifyChannel = "strata_keys"
+
+// keyCache remembers successful lookups so the hot path does not query Postgres for every
+// request. It is only used while this replica is LISTENing for revocations: a revocation
+// anywhere clears it, so a revoked key stops working on every replica at once (within the
+// notification's delivery, milliseconds). A lookup that raced with a revocation is not
+// cached (generation check). If the listener loses its connection the cache is cleared and
+// switched off until it is back.
+type keyCache struct {
+	mu      sync.Mutex
+	enabled bool
+	gen     uint64
+	ttl     time.Duration
+	entries map[string]cachedKey
+}
+
+type cachedKey struct {
+	p     Principal
+	until time.Time
+}
+
+func newKeyCache(ttl time.Duration) *keyCache {
+	return &keyCache{ttl: ttl, entries: map[string]cachedKey{}}
+}
+
+func (c *keyCache) get(h string, now time.Time) (Principal, bool, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled {
+		return Principal{}, false, c.gen
+	}
+	e, ok := c.entries[h]
+	if !ok || now.After(e.until) {
+		return Principal{}, false, c.gen
+	}
+	return e.p, true, c.gen
+}
+
+func (c *keyCache) put(h string, p Principal, gen uint64, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled || gen != c.gen {
+		return
+	}
+	if len(c.entries) > 100_000 {
+		c.entries = map[string]cachedKey{}
+	}
+	c.entries[h] = cachedKey{p: p, until: now.Add(c.ttl)}
+}
+
+func (c *keyCache) reset(enabled bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.enabled = enabled
+	c.entries = map[string]cachedKey{}
+}
+
+// Listen keeps a connection LISTENing for revocations until ctx ends, enabling the lookup
+// cache while it is connected. Run it in a goroutine; ready (may be nil) is closed once
+// the first LISTEN succeeded.
+func (s *Store) Listen(ctx context.Context, dsn string, log *slog.Logger, ready chan<- struct{}) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN "+notifyChannel)
+		}
+		if err == nil {
+			s.cache.reset(true)
+			if ready != nil {
+				close(ready)
+				ready = nil
+			}
+			backoff = 100 * time.Millisecond
+			for {
+				if _, err = conn.WaitForNotification(ctx); err != nil {
+					break
+				}
+				s.cache.reset(true)
+			}
+		}
+		s.cache.reset(false)
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("API key revocation listener disconnected; key cache off until it reconnects", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// Forget clears this replica's cached lookups (the revoking replica calls it right after
+// its revocation commits, so its own next request never sees the key).
+func (s *Store) Forget() { s.cache.reset(s.cache.isEnabled()) }
+
+func (c *keyCache) isEnabled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.enabled
+}
