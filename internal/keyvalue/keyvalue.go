@@ -114,8 +114,10 @@ type Options struct {
 	// of its entry if the writer never clears it (default 35s). It must exceed the longest
 	// a request transaction can stay open (the request timeout).
 	PendingTTL time.Duration
-	// CacheTimeout bounds each Redis call (default 500ms), so a hung Redis slows a request
-	// by at most this much before it falls back to Postgres.
+	// CacheTimeout is the deadline put on each Redis call (default 500ms). go-redis honours
+	// it only when the client has ContextTimeoutEnabled; otherwise the client's own
+	// read/write timeouts (STRATA_STORE_TIMEOUT) bound how long a hung Redis delays a
+	// request before it falls back to Postgres. A refused connection fails at once.
 	CacheTimeout time.Duration
 	// LoadTimeout bounds a Postgres read done on behalf of several callers (default 5s).
 	LoadTimeout time.Duration
