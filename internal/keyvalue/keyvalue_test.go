@@ -620,3 +620,59 @@ func TestKVEraseUser(t *testing.T) {
 	s1 := e.mustPut(t, scope("acme", "", "", "s1"), "ns", "k", `"fresh"`)
 	require.EqualValues(t, 3, s1.Version)
 }
+
+// Concurrent writes of one new key serialise: every write gets its own version; of
+// concurrent If-Match writes on the same version exactly one wins.
+func TestKVConcurrentWrites(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, "")
+	sc := scope("acme", "", "a1", "")
+	const n = 8
+	var wg sync.WaitGroup
+	versions := make(chan int64, n)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			got, _, err := e.put(t, sc, "ns", "fresh", strconv.Itoa(i))
+			errs <- err
+			versions <- got.Version
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	close(versions)
+	seen := map[int64]bool{}
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	for v := range versions {
+		seen[v] = true
+	}
+	require.Len(t, seen, n)
+	got, err := e.get(t, sc, "ns", "fresh", false)
+	require.NoError(t, err)
+	require.EqualValues(t, n, got.Version)
+
+	wins := atomic.Int64{}
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, _, err := e.put(t, sc, "ns", "fresh", strconv.Itoa(100+i), ifMatch(n)); err == nil {
+				wins.Add(1)
+			} else if !errors.Is(err, strata.ErrConflict) {
+				t.Errorf("unexpected error: %v", err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, wins.Load())
+	got, err = e.get(t, sc, "ns", "fresh", false)
+	require.NoError(t, err)
+	require.EqualValues(t, n+1, got.Version)
+	hist, err := e.s.History(context.Background(), "ns", "fresh", sc, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, hist, n+1)
+}
