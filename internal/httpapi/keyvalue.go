@@ -45,7 +45,7 @@ type kvRestoreInput struct {
 type kvEntryOutput struct {
 	Status int
 	ETag   string `header:"ETag"`
-	Body   keyvalue.Entry
+	Body   keyvalue.KVEntry
 }
 
 type kvGetInput struct {
@@ -67,7 +67,7 @@ type kvHistoryInput struct {
 }
 
 type kvHistoryOutput struct {
-	Body List[keyvalue.Version]
+	Body List[keyvalue.KVVersion]
 }
 
 type kvListInput struct {
@@ -78,7 +78,7 @@ type kvListInput struct {
 }
 
 type kvListOutput struct {
-	Body List[keyvalue.Entry]
+	Body List[keyvalue.KVEntry]
 }
 
 type kvBatchGetInput struct {
@@ -92,8 +92,8 @@ type kvBatchGetInput struct {
 
 type kvBatchGetOutput struct {
 	Body struct {
-		Items   []keyvalue.Entry `json:"items" doc:"The keys found, in request order."`
-		Missing []string         `json:"missing" doc:"The keys no scope level has."`
+		Items   []keyvalue.KVEntry `json:"items" doc:"The keys found, in request order."`
+		Missing []string           `json:"missing" doc:"The keys no scope level has."`
 	}
 }
 
@@ -115,7 +115,7 @@ func kvIfNoneMatch(h string) (bool, error) {
 	return false, &strata.FieldError{Field: "header.If-None-Match", Msg: `only "*" (create only) is supported`, Status: 400}
 }
 
-func entryOut(e keyvalue.Entry, created bool) *kvEntryOutput {
+func entryOut(e keyvalue.KVEntry, created bool) *kvEntryOutput {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -215,7 +215,7 @@ func (s *Server) registerKeyValue() {
 		if err != nil {
 			return nil, err
 		}
-		return &kvHistoryOutput{Body: page(vs, limit, func(v keyvalue.Version) string { return strconv.FormatInt(v.Version, 10) })}, nil
+		return &kvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
 	})
 
 	register(s, agentRoles, huma.Operation{
@@ -255,7 +255,7 @@ func (s *Server) registerKeyValue() {
 		if err != nil {
 			return nil, err
 		}
-		return &kvListOutput{Body: page(es, limit, func(e keyvalue.Entry) string { return e.Key })}, nil
+		return &kvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
 	})
 
 	register(s, agentRoles, huma.Operation{
@@ -274,7 +274,7 @@ func (s *Server) registerKeyValue() {
 			return nil, err
 		}
 		out := &kvBatchGetOutput{}
-		out.Body.Items, out.Body.Missing = []keyvalue.Entry{}, []string{}
+		out.Body.Items, out.Body.Missing = []keyvalue.KVEntry{}, []string{}
 		for i, e := range es {
 			if e == nil {
 				out.Body.Missing = append(out.Body.Missing, in.Body.Keys[i])

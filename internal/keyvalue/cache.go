@@ -34,7 +34,7 @@ func (s *Store) pendingKey(org, ns, key string, sl slot) string {
 // nil when the key is absent (never written, or deleted) there.
 type cached struct {
 	version int64
-	entry   *Entry
+	entry   *KVEntry
 }
 
 func encodeCached(c *cached) (string, error) {
@@ -60,7 +60,7 @@ func decodeCached(s string) (*cached, error) {
 	}
 	c := &cached{version: v}
 	if rest := s[i+1:]; rest != "" {
-		c.entry = &Entry{}
+		c.entry = &KVEntry{}
 		if err := json.Unmarshal([]byte(rest), c.entry); err != nil {
 			return nil, fmt.Errorf("keyvalue: malformed cache entry: %w", err)
 		}

@@ -23,9 +23,9 @@ const (
 	LevelSession Level = "session"
 )
 
-// Entry is one key at one scope level, as stored. Value is absent on a deleted entry
+// KVEntry is one key at one scope level, as stored. Value is absent on a deleted entry
 // (returned by Delete).
-type Entry struct {
+type KVEntry struct {
 	Namespace string          `json:"namespace"`
 	Key       string          `json:"key"`
 	Value     json.RawMessage `json:"value,omitempty" doc:"The stored JSON value."`
@@ -42,12 +42,12 @@ type Entry struct {
 }
 
 // live reports whether the entry is visible at now.
-func (e *Entry) live(now time.Time) bool {
+func (e *KVEntry) live(now time.Time) bool {
 	return e != nil && !e.Deleted && (e.ExpiresAt == nil || e.ExpiresAt.After(now))
 }
 
-// Version is one entry of a key's history.
-type Version struct {
+// KVVersion is one entry of a key's history.
+type KVVersion struct {
 	Version      int64           `json:"version"`
 	Op           string          `json:"op" enum:"put,restore,delete" doc:"put, restore (a new write copying restored_from's value) or delete."`
 	Value        json.RawMessage `json:"value,omitempty" doc:"The value written (absent for delete)."`

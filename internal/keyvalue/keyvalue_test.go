@@ -69,9 +69,9 @@ func (e *env) tx(t *testing.T, org string, fn func(ctx context.Context) error) e
 	return sess.Commit(ctx)
 }
 
-func (e *env) put(t *testing.T, sc strata.Scope, ns, key, value string, mods ...func(*WriteInput)) (Entry, bool, error) {
+func (e *env) put(t *testing.T, sc strata.Scope, ns, key, value string, mods ...func(*WriteInput)) (KVEntry, bool, error) {
 	t.Helper()
-	var out Entry
+	var out KVEntry
 	var created bool
 	err := e.tx(t, sc.OrgID, func(ctx context.Context) error {
 		in := WriteInput{Namespace: ns, Key: key, Scope: sc, Value: json.RawMessage(value), Actor: "key_test"}
@@ -85,14 +85,14 @@ func (e *env) put(t *testing.T, sc strata.Scope, ns, key, value string, mods ...
 	return out, created, err
 }
 
-func (e *env) mustPut(t *testing.T, sc strata.Scope, ns, key, value string, mods ...func(*WriteInput)) Entry {
+func (e *env) mustPut(t *testing.T, sc strata.Scope, ns, key, value string, mods ...func(*WriteInput)) KVEntry {
 	t.Helper()
 	out, _, err := e.put(t, sc, ns, key, value, mods...)
 	require.NoError(t, err)
 	return out
 }
 
-func (e *env) get(t *testing.T, sc strata.Scope, ns, key string, exact bool) (Entry, error) {
+func (e *env) get(t *testing.T, sc strata.Scope, ns, key string, exact bool) (KVEntry, error) {
 	t.Helper()
 	return e.s.Get(context.Background(), ns, key, sc, exact)
 }
@@ -210,7 +210,7 @@ func TestKVVersionsConflictsHistoryRestore(t *testing.T) {
 		return err
 	})
 	require.ErrorIs(t, err, strata.ErrConflict)
-	var tomb Entry
+	var tomb KVEntry
 	require.NoError(t, e.tx(t, "acme", func(ctx context.Context) error {
 		var err error
 		tomb, err = e.s.Delete(ctx, "ns", "k", sc, ptr(int64(2)), "k2")
@@ -232,7 +232,7 @@ func TestKVVersionsConflictsHistoryRestore(t *testing.T) {
 	require.EqualValues(t, 4, v4.Version)
 
 	// Restore version 1: a new write with version 1's value.
-	var v5 Entry
+	var v5 KVEntry
 	require.NoError(t, e.tx(t, "acme", func(ctx context.Context) error {
 		var err error
 		v5, _, err = e.s.Restore(ctx, WriteInput{Namespace: "ns", Key: "k", Scope: sc, RestoreVersion: 1, Actor: "k3", IfMatch: ptr(int64(4))})
@@ -332,7 +332,7 @@ func TestKVCacheRaceLateFillCannotResurrect(t *testing.T) {
 			<-release
 		})
 	}
-	done := make(chan Entry)
+	done := make(chan KVEntry)
 	go func() {
 		got, err := e.s.Get(context.Background(), "ns", "k", sc, true)
 		if err != nil {

@@ -11,23 +11,23 @@ import (
 // Get resolves key for the scope: the entry at the most specific level that has it
 // (session > agent > user > org), or only the most specific given level when exact.
 // ErrNotFound when no level has a live entry.
-func (s *Store) Get(ctx context.Context, ns, key string, sc strata.Scope, exact bool) (Entry, error) {
+func (s *Store) Get(ctx context.Context, ns, key string, sc strata.Scope, exact bool) (KVEntry, error) {
 	if err := s.checkTarget(ns, key, sc); err != nil {
-		return Entry{}, err
+		return KVEntry{}, err
 	}
 	res, err := s.resolve(ctx, sc.OrgID, ns, []string{key}, readSlots(sc, exact))
 	if err != nil {
-		return Entry{}, err
+		return KVEntry{}, err
 	}
 	if res[0] == nil {
-		return Entry{}, strata.ErrNotFound
+		return KVEntry{}, strata.ErrNotFound
 	}
 	return *res[0], nil
 }
 
 // GetMany resolves each of keys like Get, in one cache round trip and at most one
 // Postgres query; the answer is aligned with keys, nil where no level has the key.
-func (s *Store) GetMany(ctx context.Context, ns string, keys []string, sc strata.Scope, exact bool) ([]*Entry, error) {
+func (s *Store) GetMany(ctx context.Context, ns string, keys []string, sc strata.Scope, exact bool) ([]*KVEntry, error) {
 	for _, k := range keys {
 		if err := s.checkTarget(ns, k, sc); err != nil {
 			return nil, err
@@ -41,7 +41,7 @@ func (s *Store) GetMany(ctx context.Context, ns string, keys []string, sc strata
 
 // pick resolves one key from what is known about its slots (most specific first). known
 // is false when a slot that matters is not cached.
-func pick(states []*cached, now time.Time) (e *Entry, known bool) {
+func pick(states []*cached, now time.Time) (e *KVEntry, known bool) {
 	for _, c := range states {
 		if c == nil {
 			return nil, false
@@ -54,7 +54,7 @@ func pick(states []*cached, now time.Time) (e *Entry, known bool) {
 	return nil, true
 }
 
-func (s *Store) resolve(ctx context.Context, org, ns string, keys []string, slots []slot) ([]*Entry, error) {
+func (s *Store) resolve(ctx context.Context, org, ns string, keys []string, slots []slot) ([]*KVEntry, error) {
 	now := s.opt.Now()
 	states, err := s.cacheRead(ctx, org, ns, keys, slots)
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *Store) resolve(ctx context.Context, org, ns string, keys []string, slot
 			clear(states[i])
 		}
 	}
-	out := make([]*Entry, len(keys))
+	out := make([]*KVEntry, len(keys))
 	var missKeys []string
 	var missIdx []int
 	for i := range keys {

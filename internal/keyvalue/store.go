@@ -20,7 +20,7 @@ const entryCols = `namespace, key, level, scope_id, user_id, agent_id, session_i
 	expires_at, created_at, updated_at, updated_by`
 
 type rowEntry struct {
-	Entry
+	KVEntry
 	scopeID string
 }
 
@@ -121,7 +121,7 @@ func (s *Store) load(ctx context.Context, org, ns string, keys []string, slots [
 			}
 			c := &cached{version: e.Version}
 			if !e.Deleted {
-				c.entry = &e.Entry
+				c.entry = &e.KVEntry
 			}
 			out[loadKey(e.Key, slot{e.Level, e.scopeID})] = c
 			return nil
@@ -144,23 +144,23 @@ type WriteInput struct {
 // Put writes a value at the most specific level the scope names, in the request's
 // transaction (pg.TxFrom(ctx)); the cache is updated after commit through the session's
 // AfterCommit. created is true when no live entry existed before.
-func (s *Store) Put(ctx context.Context, in WriteInput) (e Entry, created bool, err error) {
+func (s *Store) Put(ctx context.Context, in WriteInput) (e KVEntry, created bool, err error) {
 	if err := s.checkTarget(in.Namespace, in.Key, in.Scope); err != nil {
-		return Entry{}, false, err
+		return KVEntry{}, false, err
 	}
 	if err := s.CheckValue("body.value", in.Value); err != nil {
-		return Entry{}, false, err
+		return KVEntry{}, false, err
 	}
 	return s.write(ctx, in, "put")
 }
 
 // Restore writes the value of an earlier version again, as a new version (op "restore").
-func (s *Store) Restore(ctx context.Context, in WriteInput) (Entry, bool, error) {
+func (s *Store) Restore(ctx context.Context, in WriteInput) (KVEntry, bool, error) {
 	if err := s.checkTarget(in.Namespace, in.Key, in.Scope); err != nil {
-		return Entry{}, false, err
+		return KVEntry{}, false, err
 	}
 	if in.RestoreVersion < 1 {
-		return Entry{}, false, strata.Invalid("body.version", "must be a version of this entry (1 or more)")
+		return KVEntry{}, false, strata.Invalid("body.version", "must be a version of this entry (1 or more)")
 	}
 	return s.write(ctx, in, "restore")
 }
@@ -275,10 +275,10 @@ func checkPreconditions(cur current, ifMatch *int64, ifNoneMatch bool) error {
 	return nil
 }
 
-func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ Entry, _ bool, err error) {
+func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ KVEntry, _ bool, err error) {
 	tx, err := pg.TxFrom(ctx)
 	if err != nil {
-		return Entry{}, false, err
+		return KVEntry{}, false, err
 	}
 	sess := pg.SessionFrom(ctx)
 	org, ns, key := in.Scope.OrgID, in.Namespace, in.Key
@@ -298,10 +298,10 @@ func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ Entry, _
 	for attempt := 0; attempt < 3; attempt++ {
 		cur, err := lockEntry(ctx, tx, org, ns, key, sl, now)
 		if err != nil {
-			return Entry{}, false, err
+			return KVEntry{}, false, err
 		}
 		if err := checkPreconditions(cur, in.IfMatch, in.IfNoneMatch); err != nil {
-			return Entry{}, false, err
+			return KVEntry{}, false, err
 		}
 		value := in.Value
 		var restoredFrom *int64
@@ -311,13 +311,13 @@ func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ Entry, _
 				WHERE org_id = $1 AND namespace = $2 AND key = $3 AND level = $4 AND scope_id = $5 AND version = $6`,
 				org, ns, key, string(sl.Level), sl.ScopeID, in.RestoreVersion).Scan(&v)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return Entry{}, false, strata.Invalid("body.version", "this entry has no version %d", in.RestoreVersion)
+				return KVEntry{}, false, strata.Invalid("body.version", "this entry has no version %d", in.RestoreVersion)
 			}
 			if err != nil {
-				return Entry{}, false, pg.Interpret(err)
+				return KVEntry{}, false, pg.Interpret(err)
 			}
 			if v == nil {
-				return Entry{}, false, strata.Invalid("body.version", "version %d is a delete; it has no value to restore", in.RestoreVersion)
+				return KVEntry{}, false, strata.Invalid("body.version", "version %d is a delete; it has no value to restore", in.RestoreVersion)
 			}
 			value, restoredFrom = v, &in.RestoreVersion
 		}
@@ -352,7 +352,7 @@ func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ Entry, _
 			continue
 		}
 		if err != nil {
-			return Entry{}, false, pg.Interpret(err)
+			return KVEntry{}, false, pg.Interpret(err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO kv_versions (org_id, namespace, key, level, scope_id, version, op,
 				value, user_id, agent_id, session_id, expires_at, restored_from, written_by, written_at)
@@ -360,37 +360,37 @@ func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ Entry, _
 			org, ns, key, string(sl.Level), sl.ScopeID, e.Version, op, []byte(value),
 			nullable(in.Scope.UserID), nullable(in.Scope.AgentID), nullable(in.Scope.SessionID),
 			expires, restoredFrom, in.Actor, now); err != nil {
-			return Entry{}, false, pg.Interpret(err)
+			return KVEntry{}, false, pg.Interpret(err)
 		}
-		committed := &cached{version: e.Version, entry: &e.Entry}
+		committed := &cached{version: e.Version, entry: &e.KVEntry}
 		sess.AfterCommit(func() { s.cacheEnd(ctx, org, ns, key, sl, token, committed, false) })
-		return e.Entry, !cur.live, nil
+		return e.KVEntry, !cur.live, nil
 	}
-	return Entry{}, false, strata.Conflict("concurrent update; retry", nil)
+	return KVEntry{}, false, strata.Conflict("concurrent update; retry", nil)
 }
 
 // Delete removes the entry at the most specific level the scope names (exactly that
 // level; nothing is resolved). The row stays as a tombstone so versions keep growing; the
 // answer carries the tombstone's version and deleted: true. A missing or expired entry is
 // ErrNotFound.
-func (s *Store) Delete(ctx context.Context, ns, key string, sc strata.Scope, ifMatch *int64, actor string) (_ Entry, err error) {
+func (s *Store) Delete(ctx context.Context, ns, key string, sc strata.Scope, ifMatch *int64, actor string) (_ KVEntry, err error) {
 	if err := s.checkTarget(ns, key, sc); err != nil {
-		return Entry{}, err
+		return KVEntry{}, err
 	}
 	tx, err := pg.TxFrom(ctx)
 	if err != nil {
-		return Entry{}, err
+		return KVEntry{}, err
 	}
 	org, sl, now := sc.OrgID, writeSlot(sc), s.opt.Now().UTC()
 	cur, err := lockEntry(ctx, tx, org, ns, key, sl, now)
 	if err != nil {
-		return Entry{}, err
+		return KVEntry{}, err
 	}
 	if !cur.live {
-		return Entry{}, strata.ErrNotFound
+		return KVEntry{}, strata.ErrNotFound
 	}
 	if err := checkPreconditions(cur, ifMatch, false); err != nil {
-		return Entry{}, err
+		return KVEntry{}, err
 	}
 	token := newToken()
 	s.cacheBegin(ctx, org, ns, key, sl, token)
@@ -404,29 +404,29 @@ func (s *Store) Delete(ctx context.Context, ns, key string, sc strata.Scope, ifM
 		WHERE org_id = $1 AND namespace = $2 AND key = $3 AND level = $4 AND scope_id = $5
 		RETURNING `+entryCols, org, ns, key, string(sl.Level), sl.ScopeID, now, actor))
 	if err != nil {
-		return Entry{}, pg.Interpret(err)
+		return KVEntry{}, pg.Interpret(err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO kv_versions (org_id, namespace, key, level, scope_id, version, op,
 			user_id, agent_id, session_id, written_by, written_at)
 		VALUES ($1, $2, $3, $4, $5, $6, 'delete', $7, $8, $9, $10, $11)`,
 		org, ns, key, string(sl.Level), sl.ScopeID, e.Version,
 		nullable(e.UserID), nullable(e.AgentID), nullable(e.SessionID), actor, now); err != nil {
-		return Entry{}, pg.Interpret(err)
+		return KVEntry{}, pg.Interpret(err)
 	}
 	tomb := &cached{version: e.Version}
 	pg.SessionFrom(ctx).AfterCommit(func() { s.cacheEnd(ctx, org, ns, key, sl, token, tomb, false) })
-	return e.Entry, nil
+	return e.KVEntry, nil
 }
 
 // History lists the versions of the entry at the most specific level the scope names,
 // newest first, before version `before` (0: from the newest). ErrNotFound when the entry
 // was never written.
-func (s *Store) History(ctx context.Context, ns, key string, sc strata.Scope, before int64, limit int) ([]Version, error) {
+func (s *Store) History(ctx context.Context, ns, key string, sc strata.Scope, before int64, limit int) ([]KVVersion, error) {
 	if err := s.checkTarget(ns, key, sc); err != nil {
 		return nil, err
 	}
 	sl := writeSlot(sc)
-	var out []Version
+	var out []KVVersion
 	err := s.read(ctx, sc.OrgID, `SELECT version, op, value, user_id, agent_id, session_id, expires_at,
 			restored_from, written_by, written_at
 		FROM kv_versions
@@ -434,7 +434,7 @@ func (s *Store) History(ctx context.Context, ns, key string, sc strata.Scope, be
 		  AND ($6 = 0 OR version < $6)
 		ORDER BY version DESC LIMIT $7`,
 		[]any{sc.OrgID, ns, key, string(sl.Level), sl.ScopeID, before, limit}, func(r pgx.Rows) error {
-			var v Version
+			var v KVVersion
 			var value []byte
 			var user, agent, session *string
 			var restored *int64
@@ -469,7 +469,7 @@ func (s *Store) History(ctx context.Context, ns, key string, sc strata.Scope, be
 // List returns the live entries of a namespace in key order after key `after`. Without
 // resolve it lists the one scope level the scope names; with resolve it lists, per key,
 // the entry a resolved read would answer (session > agent > user > org).
-func (s *Store) List(ctx context.Context, ns string, sc strata.Scope, resolve bool, after string, limit int) ([]Entry, error) {
+func (s *Store) List(ctx context.Context, ns string, sc strata.Scope, resolve bool, after string, limit int) ([]KVEntry, error) {
 	if err := strata.CheckID("path.namespace", ns, false); err != nil {
 		return nil, err
 	}
@@ -478,7 +478,7 @@ func (s *Store) List(ctx context.Context, ns string, sc strata.Scope, resolve bo
 	for i, sl := range slots {
 		ls[i], ids[i] = string(sl.Level), sl.ScopeID
 	}
-	var out []Entry
+	var out []KVEntry
 	err := s.read(ctx, sc.OrgID, `SELECT DISTINCT ON (key) `+entryCols+` FROM kv_entries
 		WHERE org_id = $1 AND namespace = $2
 		  AND (level, scope_id) IN (SELECT * FROM unnest($3::text[], $4::text[]))
@@ -490,7 +490,7 @@ func (s *Store) List(ctx context.Context, ns string, sc strata.Scope, resolve bo
 			if err != nil {
 				return err
 			}
-			out = append(out, e.Entry)
+			out = append(out, e.KVEntry)
 			return nil
 		})
 	return out, err
