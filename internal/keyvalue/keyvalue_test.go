@@ -507,6 +507,16 @@ func TestKVRedisDownFallsBackToPostgres(t *testing.T) {
 	// Redis comes back (empty, as a restart without persistence leaves it): reads are
 	// correct and cached again.
 	startRedis(t, port)
+	// A batch read pipelines EVALSHA: on a fresh Redis it must load the scripts itself.
+	e.mustPut(t, sc, "ns", "k2", `"other"`)
+	for i := 0; i < 2; i++ {
+		many, err := e.s.GetMany(context.Background(), "ns", []string{"k", "k2"}, sc, false)
+		require.NoError(t, err)
+		require.Nil(t, many[0])
+		require.JSONEq(t, `"other"`, string(many[1].Value))
+	}
+	_, ok := cachedVersion(t, e, "acme", "ns", "k2", slot{LevelUser, "u1"})
+	require.True(t, ok, "the batch read filled the cache")
 	e.mustPut(t, sc, "ns", "k", `"v4"`)
 	for i := 0; i < 2; i++ {
 		got, err = e.get(t, sc, "ns", "k", false)
