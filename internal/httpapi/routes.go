@@ -37,5 +37,6 @@ func (s *Server) routes() {
 
 		s.registerAdminKeys()
 		s.registerAudit()
+		s.registerKeyValue()
 	})
 }

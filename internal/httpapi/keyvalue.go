@@ -1,0 +1,287 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// KVPath is the path of one key.
+type KVPath struct {
+	Namespace string `path:"namespace" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Namespace (a group of keys, e.g. brand, captions)."`
+	Key       string `path:"key" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Key within the namespace."`
+}
+
+type kvPutInput struct {
+	KVPath
+	IfMatch     string `header:"If-Match" doc:"Write only if the entry at this scope is at this version (its ETag); otherwise 409."`
+	IfNoneMatch string `header:"If-None-Match" doc:"* : create only; 409 if a live entry exists at this scope."`
+	Body        struct {
+		Value json.RawMessage `json:"value" doc:"Any JSON value except null (size limit STRATA_KV_MAX_VALUE_BYTES)."`
+		ScopeBody
+		TTLSeconds int64 `json:"ttl_seconds,omitempty" minimum:"1" maximum:"315360000" doc:"Hide the entry this many seconds after this write. Each write sets its own TTL (none when absent)."`
+	}
+}
+
+type kvRestoreInput struct {
+	KVPath
+	IfMatch string `header:"If-Match" doc:"Restore only if the entry at this scope is at this version; otherwise 409."`
+	Body    struct {
+		Version int64 `json:"version" minimum:"1" doc:"The version (from the history) whose value to write again."`
+		ScopeBody
+		TTLSeconds int64 `json:"ttl_seconds,omitempty" minimum:"1" maximum:"315360000" doc:"TTL of the new version (none when absent)."`
+	}
+}
+
+type kvEntryOutput struct {
+	Status int
+	ETag   string `header:"ETag"`
+	Body   keyvalue.KVEntry
+}
+
+type kvGetInput struct {
+	KVPath
+	ScopeQuery
+	Exact bool `query:"exact" doc:"Read only the most specific given scope level instead of resolving session > agent > user > org."`
+}
+
+type kvDeleteInput struct {
+	KVPath
+	ScopeQuery
+	IfMatch string `header:"If-Match" doc:"Delete only if the entry is at this version; otherwise 409."`
+}
+
+type kvHistoryInput struct {
+	KVPath
+	ScopeQuery
+	Page
+}
+
+type kvHistoryOutput struct {
+	Body List[keyvalue.KVVersion]
+}
+
+type kvListInput struct {
+	Namespace string `path:"namespace" pattern:"^[A-Za-z0-9._:-]{1,200}$"`
+	ScopeQuery
+	Resolve bool `query:"resolve" doc:"List, per key, the entry a resolved GET would answer (session > agent > user > org) instead of the one given level."`
+	Page
+}
+
+type kvListOutput struct {
+	Body List[keyvalue.KVEntry]
+}
+
+type kvBatchGetInput struct {
+	Namespace string `path:"namespace" pattern:"^[A-Za-z0-9._:-]{1,200}$"`
+	Body      struct {
+		Keys []string `json:"keys" minItems:"1" maxItems:"1000" doc:"Keys to read (each resolved like GET)."`
+		ScopeBody
+		Exact bool `json:"exact,omitempty" doc:"Read only the most specific given scope level."`
+	}
+}
+
+type kvBatchGetOutput struct {
+	Body struct {
+		Items   []keyvalue.KVEntry `json:"items" doc:"The keys found, in request order."`
+		Missing []string           `json:"missing" doc:"The keys no scope level has."`
+	}
+}
+
+func kvIfMatch(h string) (*int64, error) {
+	v, ok, err := ifMatch(h)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func kvIfNoneMatch(h string) (bool, error) {
+	switch strings.TrimSpace(h) {
+	case "":
+		return false, nil
+	case "*":
+		return true, nil
+	}
+	return false, &strata.FieldError{Field: "header.If-None-Match", Msg: `only "*" (create only) is supported`, Status: 400}
+}
+
+func entryOut(e keyvalue.KVEntry, created bool) *kvEntryOutput {
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return &kvEntryOutput{Status: status, ETag: etag(e.Version), Body: e}
+}
+
+func actorOf(ctx context.Context) string {
+	p, _ := auth.FromContext(ctx)
+	return p.KeyID
+}
+
+func (s *Server) registerKeyValue() {
+	kv := keyvalue.New(s.pool, s.rdb, keyvalue.Options{
+		Prefix:        s.cfg.RedisPrefix,
+		MaxValueBytes: s.cfg.KVMaxValueBytes,
+		MaxJSONDepth:  s.cfg.MaxJSONDepth,
+		PendingTTL:    s.cfg.RequestTimeout + 5*time.Second,
+		Log:           s.log,
+	})
+	tags := []string{"key-value"}
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "put-kv", Method: http.MethodPut, Path: "/v1/kv/{namespace}/{key}", Tags: tags,
+		Summary: "Write a key at one scope",
+		Description: "Writes `value` at the most specific scope level the body names (session > agent > user > org; " +
+			"org when none). Less specific ids given are recorded (user_id for erasure) but do not change the level. " +
+			"Answers the stored entry with its version (also the ETag): 201 when the key was not live at that scope, else 200. " +
+			"`If-Match` with a stale version → 409 and nothing is written. Every write is kept in the history.",
+	}, func(ctx context.Context, in *kvPutInput) (*kvEntryOutput, error) {
+		im, err := kvIfMatch(in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		inm, err := kvIfNoneMatch(in.IfNoneMatch)
+		if err != nil {
+			return nil, err
+		}
+		e, created, err := kv.Put(ctx, keyvalue.WriteInput{
+			Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), Value: in.Body.Value,
+			TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, IfNoneMatch: inm, Actor: actorOf(ctx),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return entryOut(e, created), nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "get-kv", Method: http.MethodGet, Path: "/v1/kv/{namespace}/{key}", Tags: tags,
+		Summary: "Read a key, resolved across scopes",
+		Description: "Answers the entry at the most specific scope level that has the key — session, then agent, then user, " +
+			"then org — with `level` saying which answered. `exact=true` reads only the most specific given level. " +
+			"Served from the Redis cache when possible; never older than an acknowledged write.",
+	}, func(ctx context.Context, in *kvGetInput) (*kvEntryOutput, error) {
+		e, err := kv.Get(ctx, in.Namespace, in.Key, in.Scope(ctx), in.Exact)
+		if err != nil {
+			return nil, err
+		}
+		return entryOut(e, false), nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "delete-kv", Method: http.MethodDelete, Path: "/v1/kv/{namespace}/{key}", Tags: tags,
+		Summary: "Delete a key at one scope",
+		Description: "Deletes the entry at exactly the most specific given scope level (nothing is resolved). " +
+			"Answers the deletion with its version and `deleted: true`; the history keeps every earlier version.",
+	}, func(ctx context.Context, in *kvDeleteInput) (*kvEntryOutput, error) {
+		im, err := kvIfMatch(in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		e, err := kv.Delete(ctx, in.Namespace, in.Key, in.Scope(ctx), im, actorOf(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return entryOut(e, false), nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "kv-history", Method: http.MethodGet, Path: "/v1/kv/{namespace}/{key}/history", Tags: tags,
+		Summary: "Every version of a key at one scope",
+		Description: "Newest first: op (put, restore, delete), value, who wrote it (API key id, agent_id) and when. " +
+			"The scope names one level exactly, as for DELETE. `cursor` is the next_cursor of the previous page.",
+	}, func(ctx context.Context, in *kvHistoryInput) (*kvHistoryOutput, error) {
+		limit, err := in.Page.limit()
+		if err != nil {
+			return nil, err
+		}
+		var before int64
+		if in.Cursor != "" {
+			if before, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || before < 1 {
+				return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
+			}
+		}
+		vs, err := kv.History(ctx, in.Namespace, in.Key, in.Scope(ctx), before, limit+1)
+		if err != nil {
+			return nil, err
+		}
+		return &kvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "restore-kv", Method: http.MethodPost, Path: "/v1/kv/{namespace}/{key}/restore", Tags: tags,
+		Summary: "Restore an earlier version of a key",
+		Description: "Writes the value of `version` again as a new version (op `restore`, audited like any write). " +
+			"The scope names one level exactly. 201 if the key was not live at that scope, else 200.",
+	}, func(ctx context.Context, in *kvRestoreInput) (*kvEntryOutput, error) {
+		im, err := kvIfMatch(in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		e, created, err := kv.Restore(ctx, keyvalue.WriteInput{
+			Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), RestoreVersion: in.Body.Version,
+			TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, Actor: actorOf(ctx),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return entryOut(e, created), nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "list-kv", Method: http.MethodGet, Path: "/v1/kv/{namespace}", Tags: tags,
+		Summary: "List a namespace for a scope",
+		Description: "Live entries in key order. Without `resolve`, the entries at the most specific given scope level; " +
+			"with `resolve=true`, per key the entry a resolved GET would answer. Read from Postgres.",
+	}, func(ctx context.Context, in *kvListInput) (*kvListOutput, error) {
+		limit, err := in.Page.limit()
+		if err != nil {
+			return nil, err
+		}
+		if in.Cursor != "" && !strata.ValidID(in.Cursor) {
+			return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
+		}
+		es, err := kv.List(ctx, in.Namespace, in.Scope(ctx), in.Resolve, in.Cursor, limit+1)
+		if err != nil {
+			return nil, err
+		}
+		return &kvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "batch-get-kv", Method: http.MethodPost, Path: "/v1/kv/{namespace}/batch-get", Tags: tags,
+		Summary: "Read many keys in one call",
+		Description: "Resolves each key like GET (one cache round trip, at most one Postgres query for the misses). " +
+			"A read: it writes nothing and needs no Idempotency-Key.",
+	}, func(ctx context.Context, in *kvBatchGetInput) (*kvBatchGetOutput, error) {
+		for i, k := range in.Body.Keys {
+			if err := strata.CheckID("body.keys["+strconv.Itoa(i)+"]", k, false); err != nil {
+				return nil, err
+			}
+		}
+		es, err := kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(ctx), in.Body.Exact)
+		if err != nil {
+			return nil, err
+		}
+		out := &kvBatchGetOutput{}
+		out.Body.Items, out.Body.Missing = []keyvalue.KVEntry{}, []string{}
+		for i, e := range es {
+			if e == nil {
+				out.Body.Missing = append(out.Body.Missing, in.Body.Keys[i])
+				continue
+			}
+			out.Body.Items = append(out.Body.Items, *e)
+		}
+		return out, nil
+	})
+}
