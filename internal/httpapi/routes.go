@@ -37,5 +37,7 @@ func (s *Server) routes() {
 
 		// admin
 		s.registerAdminKeys()
+
+		s.registerWorking()
 	})
 }

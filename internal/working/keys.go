@@ -1,5 +1,16 @@
 package working
 
+import "github.com/strata-mem/strata/internal/strata"
+
+// checkIDs refuses ids that could break the key layout (the HTTP layer validates them
+// first; this is the store's own guard).
+func checkIDs(org, session string) error {
+	if err := strata.CheckID("org_id", org, false); err != nil {
+		return err
+	}
+	return strata.CheckID("path.session", session, false)
+}
+
 // Key layout. Every key starts with the configured prefix. The two keys of one session
 // share the hash tag {org/session}, so they live on one Redis Cluster slot and a Lua script
 // may touch both. Ids are [A-Za-z0-9._:-], so "/" cannot occur inside them and the tag is

@@ -138,6 +138,9 @@ const maxAttempts = 200
 // the session it is restored from Postgres; when Redis is unreachable the durable copy is
 // served; both say Restored.
 func (s *Store) Get(ctx context.Context, db pg.DBTX, org, session string) (State, error) {
+	if err := checkIDs(org, session); err != nil {
+		return State{}, err
+	}
 	m, _, err := s.load(ctx, db, org, session, 0)
 	if err != nil {
 		return State{}, err
@@ -445,6 +448,9 @@ func (s *Store) checkTTL(d time.Duration) error {
 // Put replaces the state document. It reports whether this was the session's first state
 // document (201 Created). The Postgres half runs on tx, the request's transaction.
 func (s *Store) Put(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, error) {
+	if err := checkIDs(org, session); err != nil {
+		return State{}, false, err
+	}
 	doc, err := s.checkDoc("body.state", w.State)
 	if err != nil {
 		return State{}, false, err
@@ -459,6 +465,9 @@ func (s *Store) Put(ctx context.Context, tx pg.DBTX, org, session string, w Writ
 // session has none). Without If-Match, a concurrent change is absorbed by re-reading and
 // re-applying the patch, so no update is lost.
 func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, error) {
+	if err := checkIDs(org, session); err != nil {
+		return State{}, false, err
+	}
 	patch := []byte(w.State)
 	if len(patch) == 0 {
 		patch = []byte("{}")
@@ -592,6 +601,9 @@ func (s *Store) persistState(ctx context.Context, tx pg.DBTX, org, session strin
 // ifMatch, when set, must be the current version. A session that does not exist is
 // strata.ErrNotFound.
 func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifMatch *int64) error {
+	if err := checkIDs(org, session); err != nil {
+		return err
+	}
 	k := s.sessionKeys(org, session)
 	expected := int64(-1)
 	if ifMatch != nil {

@@ -118,6 +118,9 @@ func (s *Store) checkTurn(t NewTurn) error {
 // it, with any overflow and any turn not yet confirmed durable, to working_turns on tx.
 // The caller must call Confirm after tx commits.
 func (s *Store) Append(ctx context.Context, tx pg.DBTX, org, session string, in NewTurn) (*Appended, error) {
+	if err := checkIDs(org, session); err != nil {
+		return nil, err
+	}
 	if err := s.checkTurn(in); err != nil {
 		return nil, err
 	}
@@ -242,6 +245,9 @@ type Buffer struct {
 // Turns returns the session's buffer (the newest BufferSize turns, oldest first), sliding
 // its TTL. Like Get, it restores from or falls back to Postgres.
 func (s *Store) Turns(ctx context.Context, db pg.DBTX, org, session string) (Buffer, error) {
+	if err := checkIDs(org, session); err != nil {
+		return Buffer{}, err
+	}
 	m, turns, err := s.load(ctx, db, org, session, s.opt.BufferSize)
 	if err != nil {
 		return Buffer{}, err
@@ -256,6 +262,9 @@ func (s *Store) Turns(ctx context.Context, db pg.DBTX, org, session string) (Buf
 // those that left the buffer), after seq afterSeq, oldest first. An unknown session is
 // strata.ErrNotFound.
 func (s *Store) Log(ctx context.Context, db pg.DBTX, org, session string, afterSeq int64, limit int) ([]Turn, error) {
+	if err := checkIDs(org, session); err != nil {
+		return nil, err
+	}
 	rows, err := db.Query(ctx, `SELECT seq, role, content, metadata::text, created_at FROM working_turns
 		WHERE org_id = $1 AND session_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`, org, session, afterSeq, limit)
 	if err != nil {
