@@ -390,14 +390,29 @@ func (s *Store) index(ctx context.Context, org, session, user string) error {
 	return redisErr("indexing session", err)
 }
 
-// runScript runs a write script after indexing the session under org and user, so an
-// index entry always exists before the data it points to.
+// runScript runs a write script pipelined behind the SADDs that index the session under
+// org and user, so (on one Redis; across cluster nodes, nearly) an index entry exists
+// before the data it points to, at the cost of a single round trip.
 func (s *Store) runScript(ctx context.Context, sc *redis.Script, org, session, user string, args ...any) ([]any, error) {
-	if err := s.index(ctx, org, session, user); err != nil {
-		return nil, err
-	}
 	k := s.sessionKeys(org, session)
-	res, err := sc.Run(ctx, s.rdb, []string{k.meta, k.turns}, args...).Slice()
+	keys := []string{k.meta, k.turns}
+	var cmd *redis.Cmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SAdd(ctx, s.orgIndexKey(org), session)
+		if user != "" {
+			p.SAdd(ctx, s.userIndexKey(org, user), session)
+		}
+		cmd = sc.EvalSha(ctx, p, keys, args...)
+		return nil
+	})
+	if err != nil && cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = sc.Run(ctx, s.rdb, keys, args...) // script cache empty (Redis restarted): EVAL it
+		err = cmd.Err()
+	}
+	if err != nil {
+		return nil, redisErr("writing session", err)
+	}
+	res, err := cmd.Slice()
 	if err != nil {
 		return nil, redisErr("writing session", err)
 	}
