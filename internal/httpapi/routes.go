@@ -38,5 +38,7 @@ func (s *Server) routes() {
 		s.registerAdminKeys()
 		s.registerAudit()
 		s.registerKeyValue()
+
+		s.registerWorking()
 	})
 }

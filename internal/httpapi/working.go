@@ -1,0 +1,293 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/working"
+)
+
+// jsonObject is a free-form JSON object kept as its raw bytes (numbers stay exact); its
+// schema says "object", so huma refuses any other JSON type with a 422 naming the field.
+type jsonObject json.RawMessage
+
+// UnmarshalJSON keeps the raw bytes.
+func (o *jsonObject) UnmarshalJSON(b []byte) error {
+	*o = append((*o)[:0], b...)
+	return nil
+}
+
+// MarshalJSON writes the raw bytes.
+func (o jsonObject) MarshalJSON() ([]byte, error) {
+	if o == nil {
+		return []byte("null"), nil
+	}
+	return o, nil
+}
+
+// Schema describes the field as a JSON object with any members.
+func (jsonObject) Schema(huma.Registry) *huma.Schema {
+	return &huma.Schema{Type: "object", AdditionalProperties: true}
+}
+
+// lazyTx is the request's transaction, begun only when a store actually touches Postgres,
+// so a working-memory read served from Redis never opens one.
+type lazyTx struct{}
+
+func (lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tx, err := pg.TxFrom(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return tx.Exec(ctx, sql, args...)
+}
+
+func (lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	tx, err := pg.TxFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Query(ctx, sql, args...)
+}
+
+func (lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	tx, err := pg.TxFrom(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return tx.QueryRow(ctx, sql, args...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// SessionPath is the {session} path parameter of the working-memory routes.
+type SessionPath struct {
+	Session string `path:"session" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Client-chosen session id."`
+}
+
+// SessionWrite is the scope and TTL a session write may carry, flat in the body.
+type SessionWrite struct {
+	UserID     string `json:"user_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Data subject (end user) id. Set by the session's first write; later writes may repeat it or omit it."`
+	AgentID    string `json:"agent_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Agent id. Set by the session's first write, like user_id."`
+	TTLSeconds int64  `json:"ttl_seconds,omitempty" minimum:"1" maximum:"31536000" doc:"Sliding TTL of the session (default STRATA_SESSION_TTL). Every read and write pushes expires_at to now + ttl."`
+}
+
+func (b SessionWrite) ttl() time.Duration { return time.Duration(b.TTLSeconds) * time.Second }
+
+type putStateInput struct {
+	SessionPath
+	IfMatch string `header:"If-Match" doc:"Write only if the state is at this version (an ETag from this API). Stale → 409."`
+	Body    struct {
+		State jsonObject `json:"state" doc:"The whole state document (a JSON object). Replaces the current one."`
+		SessionWrite
+	}
+}
+
+type patchStateInput struct {
+	SessionPath
+	IfMatch string `header:"If-Match" doc:"Apply only if the state is at this version. Stale → 409. Without it the patch is applied to whatever the current version is."`
+	Body    struct {
+		State jsonObject `json:"state,omitempty" doc:"An RFC 7386 merge patch for the state document: members replace, objects merge recursively, null deletes."`
+		SessionWrite
+	} `contentType:"application/merge-patch+json"`
+}
+
+type stateOutput struct {
+	Status int
+	ETag   string `header:"ETag"`
+	Body   working.State
+}
+
+type deleteStateInput struct {
+	SessionPath
+	IfMatch string `header:"If-Match" doc:"Delete only if the state is at this version."`
+}
+
+type postMessageInput struct {
+	SessionPath
+	Body struct {
+		Role     string     `json:"role" enum:"user,assistant,system,tool"`
+		Content  string     `json:"content"`
+		Metadata jsonObject `json:"metadata,omitempty" doc:"Free-form JSON object."`
+		SessionWrite
+	}
+}
+
+type messageBody struct {
+	SessionID string `json:"session_id"`
+	working.Turn
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+type messageOutput struct {
+	Status int
+	Body   messageBody
+}
+
+type listMessagesInput struct {
+	SessionPath
+	AfterSeq int64 `query:"after_seq" default:"-1" minimum:"-1" doc:"Omit for the buffer (the newest turns, from Redis). Set (0 = from the start) to page through the session's durable log, which also holds the turns that left the buffer."`
+	Limit    int   `query:"limit" minimum:"1" maximum:"1000" doc:"Page size for the log (default 100, max 1000)."`
+}
+
+type messagesBody struct {
+	SessionID  string         `json:"session_id"`
+	Items      []working.Turn `json:"items"`
+	NextCursor string         `json:"next_cursor,omitempty" doc:"Pass as after_seq for the next page of the log; absent on the last page."`
+	ExpiresAt  *time.Time     `json:"expires_at,omitempty"`
+	Restored   bool           `json:"restored" doc:"True when the buffer was rehydrated from the durable copy."`
+}
+
+type messagesOutput struct {
+	Body messagesBody
+}
+
+func parseIfMatch(h string) (*int64, error) {
+	v, ok, err := ifMatch(h)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func stateStatus(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+func (s *Server) registerWorking() {
+	ws := working.New(s.rdb, s.pool, working.Options{
+		Prefix: s.cfg.RedisPrefix, TTL: s.cfg.SessionTTL, MaxStateBytes: s.cfg.MaxStateBytes,
+		BufferSize: s.cfg.TurnBufferSize, MaxDepth: s.cfg.MaxJSONDepth,
+	})
+	tags := []string{"working"}
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "put-session-state", Method: http.MethodPut, Path: "/v1/sessions/{session}/state", Tags: tags,
+		Summary: "Replace a session's state document",
+		Description: "Creates the session on first write (201; user_id and agent_id are fixed then). Every write bumps the version, " +
+			"returned in the body and as ETag. Written through to Postgres before the response.",
+	}, func(ctx context.Context, in *putStateInput) (*stateOutput, error) {
+		im, err := parseIfMatch(in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		st, created, err := ws.Put(ctx, lazyTx{}, orgOf(ctx), in.Session, working.Write{State: json.RawMessage(in.Body.State),
+			UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(), IfMatch: im})
+		if err != nil {
+			return nil, err
+		}
+		return &stateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "patch-session-state", Method: http.MethodPatch, Path: "/v1/sessions/{session}/state", Tags: tags,
+		Summary: "Merge-patch a session's state document (RFC 7386)",
+		Description: "Send application/merge-patch+json (or application/json) with {\"state\": <patch>}. " +
+			"With If-Match, a stale version gets 409 and nothing changes; without it, concurrent patches are all applied.",
+	}, func(ctx context.Context, in *patchStateInput) (*stateOutput, error) {
+		im, err := parseIfMatch(in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		st, created, err := ws.Patch(ctx, lazyTx{}, orgOf(ctx), in.Session, working.Write{State: json.RawMessage(in.Body.State),
+			UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(), IfMatch: im})
+		if err != nil {
+			return nil, err
+		}
+		return &stateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "get-session-state", Method: http.MethodGet, Path: "/v1/sessions/{session}/state", Tags: tags,
+		Summary: "Read a session's state document",
+		Description: "Slides the session's TTL. After Redis lost the session (flush, restart) or while it is unreachable, " +
+			"the last durable version is returned with restored: true.",
+	}, func(ctx context.Context, in *struct{ SessionPath }) (*stateOutput, error) {
+		st, err := ws.Get(ctx, lazyTx{}, orgOf(ctx), in.Session)
+		if err != nil {
+			return nil, err
+		}
+		return &stateOutput{Status: http.StatusOK, ETag: etag(st.Version), Body: st}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "delete-session", Method: http.MethodDelete, Path: "/v1/sessions/{session}/state", Tags: tags,
+		Summary: "Delete a session", DefaultStatus: http.StatusNoContent,
+		Description: "Removes the state document, the turn buffer and their durable copies (the turn log included) " +
+			"from Redis and Postgres. The version counter is kept, so an old ETag never matches a recreated session.",
+	}, func(ctx context.Context, in *deleteStateInput) (*struct{}, error) {
+		im, err := parseIfMatch(in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		if err := ws.Delete(ctx, lazyTx{}, orgOf(ctx), in.Session, im); err != nil {
+			return nil, err
+		}
+		return &struct{}{}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "post-session-message", Method: http.MethodPost, Path: "/v1/sessions/{session}/messages", Tags: tags,
+		Summary: "Append a turn to a session", DefaultStatus: http.StatusCreated,
+		Description: "The buffer keeps the newest STRATA_TURN_BUFFER turns; every turn is also in the session's durable " +
+			"log, so what falls off the end is never lost (GET with after_seq reads it).",
+	}, func(ctx context.Context, in *postMessageInput) (*messageOutput, error) {
+		a, err := ws.Append(ctx, lazyTx{}, orgOf(ctx), in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
+			Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl()})
+		if err != nil {
+			return nil, err
+		}
+		if sess := pg.SessionFrom(ctx); sess != nil {
+			sess.AfterCommit(func() {
+				if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
+					s.log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
+				}
+			})
+		}
+		return &messageOutput{Status: http.StatusCreated, Body: messageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "list-session-messages", Method: http.MethodGet, Path: "/v1/sessions/{session}/messages", Tags: tags,
+		Summary: "Read a session's turns",
+		Description: "Without after_seq: the buffer (the newest turns, oldest first; slides the TTL). " +
+			"With after_seq: a page of the durable log.",
+	}, func(ctx context.Context, in *listMessagesInput) (*messagesOutput, error) {
+		out := &messagesOutput{}
+		out.Body.SessionID = in.Session
+		if in.AfterSeq < 0 {
+			b, err := ws.Turns(ctx, lazyTx{}, orgOf(ctx), in.Session)
+			if err != nil {
+				return nil, err
+			}
+			out.Body.Items, out.Body.Restored, out.Body.ExpiresAt = b.Turns, b.Restored, &b.ExpiresAt
+			return out, nil
+		}
+		limit, err := Page{Limit: in.Limit}.limit()
+		if err != nil {
+			return nil, err
+		}
+		turns, err := ws.Log(ctx, lazyTx{}, orgOf(ctx), in.Session, in.AfterSeq, limit)
+		if err != nil {
+			return nil, err
+		}
+		out.Body.Items = turns
+		if len(turns) == limit {
+			out.Body.NextCursor = strconv.FormatInt(turns[len(turns)-1].Seq, 10)
+		}
+		return out, nil
+	})
+}

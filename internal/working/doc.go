@@ -1,0 +1,58 @@
+// Package working is Strata's fast tier: per-session working memory in Redis — a JSON state
+// document with optimistic versions, and a bounded buffer of recent conversation turns —
+// with a durable copy in Postgres that makes Redis a cache rather than the only copy.
+//
+// # What it owns
+//
+//   - Redis keys under <prefix>ws: (layout in keys.go), hash-tagged per session so one
+//     session lives on one Redis Cluster slot, plus per-org and per-user index sets that let
+//     erasure and export find a subject's sessions without KEYS or SCAN.
+//   - The Postgres tables working_sessions (state, version, scope, expiry; tombstones) and
+//     working_turns (every turn, by seq: the session's durable turn log).
+//
+// # Guarantees
+//
+// Versions: every state write bumps the version by one inside a Lua script that compares
+// the expected version and sets the document atomically, so concurrent writers with
+// If-Match never lose an update; a stale version writes nothing (strata.ConflictError).
+// Versions and turn sequence numbers never go backwards: they survive a Redis flush (they
+// are restored from Postgres), a delete (the Postgres row stays as a tombstone with its
+// version), and expiry (a new incarnation of the session continues the numbering).
+//
+// Durability is write-through: a state write or a turn is written to Redis, then to
+// Postgres in the request's transaction, and the request is acknowledged only after that
+// transaction commits. Worst-case loss window for acknowledged writes: zero. After FLUSHALL
+// or a Redis restart, the first access restores the session (document, version, scope, TTL,
+// newest turns, counters) from Postgres, and reads say restored: true until the next write.
+//
+// The one window this does not close: Redis applies a write before Postgres commits it, so
+// for that instant other callers can see a version that is not yet durable. If the
+// Postgres half fails inside the request, the Redis half is compensated (the session is
+// dropped from Redis when still at that version, and is restored from Postgres on next
+// access). If the process dies between the two, the unacknowledged version stays in Redis
+// until it is overwritten; if Redis is then also lost, reads return the last acknowledged
+// version with restored: true. A write answered with 5xx therefore has an unknown outcome,
+// as with any timeout.
+//
+// Turn buffer (spill before trim): a turn gets its seq from HINCRBY in Redis and is pushed
+// onto the list; the same script returns the turns not yet confirmed durable and the
+// overflow beyond the buffer size. Those are inserted into working_turns with ON CONFLICT
+// DO NOTHING in the request's transaction; only after the commit does confirmScript record
+// the durable seq and trim the overflow. A crash anywhere in between leaves the overflow
+// in Redis (the buffer is briefly longer than N; reads return the newest N), and the next
+// append re-spills it: at-least-once delivery made exactly-once by the (org, session, seq)
+// primary key. A turn applied to Redis whose request died before commit is picked up by
+// the next append (seq > dseq), so it is not lost either.
+//
+// TTL: each session has a sliding TTL (default from config, settable per session with
+// ttl_seconds); every read and write slides the Redis keys and reports expires_at. The
+// durable copy's expires_at moves on writes, and on reads at most once per TTL/10, so it
+// trails the Redis expiry by less than TTL/10; an expired session is not restored.
+//
+// Redis down: reads are served from the durable copy (restored: true); writes answer 503
+// (strata.UnavailableError) because the version compare-and-set lives in Redis.
+//
+// Scope: a session belongs to the API key's org; user_id and agent_id are set by the first
+// write and fixed afterwards (a write naming others is a conflict). Another org's session
+// is simply not found.
+package working

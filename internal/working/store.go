@@ -1,0 +1,671 @@
+package working
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/redisconn"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// Options configure a Store. Zero values take the defaults noted.
+type Options struct {
+	Prefix        string           // every Redis key starts with it (config: STRATA_REDIS_PREFIX)
+	TTL           time.Duration    // default sliding session TTL (default 24h)
+	MaxStateBytes int              // largest state document, compact JSON (default 256 KiB)
+	BufferSize    int              // turns kept in the Redis buffer (default 50)
+	MaxDepth      int              // deepest nesting of a document (default 64)
+	Now           func() time.Time // clock (default time.Now)
+}
+
+// MaxTTL is the longest session TTL a client may ask for.
+const MaxTTL = 365 * 24 * time.Hour
+
+// Store is the working-memory tier. It is safe for concurrent use.
+type Store struct {
+	rdb  redis.UniversalClient
+	pool *pgxpool.Pool
+	opt  Options
+
+	// Test hooks: crash injection between the two stores.
+	afterRedisWrite func() error // after the Redis half of a write, before its Postgres half
+	beforeConfirm   func() error // after the commit, before the buffer is trimmed
+}
+
+// New returns a store over rdb (live copy) and pool (durable copy; used directly only for
+// the occasional expiry bump on reads — request writes go through the caller's transaction).
+func New(rdb redis.UniversalClient, pool *pgxpool.Pool, o Options) *Store {
+	if o.TTL <= 0 {
+		o.TTL = 24 * time.Hour
+	}
+	if o.MaxStateBytes <= 0 {
+		o.MaxStateBytes = 256 << 10
+	}
+	if o.BufferSize <= 0 {
+		o.BufferSize = 50
+	}
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = 64
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Store{rdb: rdb, pool: pool, opt: o}
+}
+
+// BufferSize is the number of turns the Redis buffer keeps.
+func (s *Store) BufferSize() int { return s.opt.BufferSize }
+
+// State is a session's state document as the API returns it.
+type State struct {
+	SessionID  string          `json:"session_id"`
+	UserID     string          `json:"user_id,omitempty"`
+	AgentID    string          `json:"agent_id,omitempty"`
+	State      json.RawMessage `json:"state" doc:"The state document (a JSON object)."`
+	Version    int64           `json:"version" doc:"Bumped by every write; also the ETag."`
+	TTLSeconds int64           `json:"ttl_seconds" doc:"The session's sliding TTL."`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	ExpiresAt  time.Time       `json:"expires_at" doc:"When the session expires unless it is read or written again."`
+	Restored   bool            `json:"restored" doc:"True when this document was rehydrated from the durable copy (Redis lost it or is unreachable) and has not been written since."`
+}
+
+// Write is a state write: the document (PUT) or a merge patch (PATCH), plus the session's
+// scope and TTL.
+type Write struct {
+	State   json.RawMessage
+	UserID  string        // set on the session's first write; must match afterwards
+	AgentID string        // likewise
+	TTL     time.Duration // 0 keeps the session's TTL
+	IfMatch *int64        // expected version; nil: unconditional (PUT) / retried merge (PATCH)
+}
+
+// meta is the decoded Redis hash of a session.
+type meta struct {
+	version  int64
+	doc      []byte
+	uid, aid string
+	ttl      time.Duration
+	ca, ua   int64 // unix ms
+	dx       int64 // durable expires_at, unix ms
+	isNew    bool
+	restored bool
+	seq      int64
+}
+
+// exists: the incarnation has been written (a fresh or deleted one has not).
+func (m meta) exists() bool { return !m.isNew }
+
+func (s *Store) stateOf(session string, m meta, now time.Time) State {
+	return State{SessionID: session, UserID: m.uid, AgentID: m.aid, State: json.RawMessage(m.doc),
+		Version: m.version, TTLSeconds: int64(m.ttl / time.Second), CreatedAt: msTime(m.ca),
+		UpdatedAt: msTime(m.ua), ExpiresAt: now.Add(m.ttl).UTC().Truncate(time.Millisecond), Restored: m.restored}
+}
+
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// redisErr translates a go-redis error and names the operation.
+func redisErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	ierr := redisconn.Interpret(err)
+	var ue *strata.UnavailableError
+	if errors.As(ierr, &ue) || errors.Is(ierr, strata.ErrNotFound) {
+		return ierr
+	}
+	return fmt.Errorf("working: %s: %w", op, err)
+}
+
+func isUnavailable(err error) bool {
+	var ue *strata.UnavailableError
+	return errors.As(err, &ue)
+}
+
+const maxAttempts = 200
+
+// Get returns the session's state document, sliding its TTL. A session that has no
+// document, has expired or belongs to another org is strata.ErrNotFound. When Redis lost
+// the session it is restored from Postgres; when Redis is unreachable the durable copy is
+// served; both say Restored.
+func (s *Store) Get(ctx context.Context, db pg.DBTX, org, session string) (State, error) {
+	if err := checkIDs(org, session); err != nil {
+		return State{}, err
+	}
+	m, _, err := s.load(ctx, db, org, session, 0)
+	if err != nil {
+		return State{}, err
+	}
+	if m.doc == nil {
+		return State{}, strata.ErrNotFound
+	}
+	return s.stateOf(session, m, s.opt.Now()), nil
+}
+
+// load reads a session (and its newest nTurns turns), restoring it from Postgres when
+// Redis does not have it. It never creates a session.
+func (s *Store) load(ctx context.Context, db pg.DBTX, org, session string, nTurns int) (meta, []Turn, error) {
+	k := s.sessionKeys(org, session)
+	for range 3 {
+		res, err := loadScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, nTurns).Slice()
+		if errors.Is(err, redis.Nil) {
+			if err := s.restore(ctx, db, org, session, false); err != nil {
+				if isUnavailable(err) {
+					return s.loadDurable(ctx, db, org, session, nTurns)
+				}
+				return meta{}, nil, err
+			}
+			continue
+		}
+		if err != nil {
+			err = redisErr("loading session", err)
+			if isUnavailable(err) {
+				return s.loadDurable(ctx, db, org, session, nTurns)
+			}
+			return meta{}, nil, err
+		}
+		m, turns, err := decodeLoad(res)
+		if err != nil {
+			return meta{}, nil, err
+		}
+		if !m.exists() {
+			return meta{}, nil, strata.ErrNotFound
+		}
+		s.bumpDurableExpiry(ctx, org, session, m)
+		return m, turns, nil
+	}
+	return meta{}, nil, fmt.Errorf("working: session %s kept vanishing from Redis while loading", session)
+}
+
+func decodeLoad(res []any) (meta, []Turn, error) {
+	if len(res) != 2 {
+		return meta{}, nil, fmt.Errorf("working: unexpected load reply %v", res)
+	}
+	f, _ := res[0].([]any)
+	if len(f) != 11 {
+		return meta{}, nil, fmt.Errorf("working: unexpected load fields %v", res[0])
+	}
+	str := func(i int) string { v, _ := f[i].(string); return v }
+	num := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
+	m := meta{version: num(0), uid: str(2), aid: str(3), ttl: time.Duration(num(4)) * time.Millisecond,
+		ca: num(5), ua: num(6), dx: num(7), isNew: str(8) == "1", restored: str(9) == "1", seq: num(10)}
+	if d, ok := f[1].(string); ok {
+		m.doc = []byte(d)
+	}
+	entries, _ := res[1].([]any)
+	turns := make([]Turn, 0, len(entries))
+	for _, e := range entries {
+		es, _ := e.(string)
+		t, err := decodeEntry(es)
+		if err != nil {
+			return meta{}, nil, err
+		}
+		turns = append(turns, t)
+	}
+	return m, turns, nil
+}
+
+// bumpDurableExpiry moves the durable copy's expires_at along with the sliding Redis TTL,
+// at most once per TTL/10 per session, in its own small transaction (a read's request
+// transaction is rolled back). Best effort: a failure only means the durable copy may
+// expire up to TTL/10 early if Redis is later lost.
+func (s *Store) bumpDurableExpiry(ctx context.Context, org, session string, m meta) {
+	now := s.opt.Now()
+	exp := now.Add(m.ttl)
+	if s.pool == nil || m.isNew || m.dx == 0 || exp.UnixMilli()-m.dx < int64(m.ttl/time.Millisecond)/10 {
+		return
+	}
+	err := pg.InOrgTx(ctx, s.pool, org, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE working_sessions SET expires_at = $3
+			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL AND expires_at < $3`, org, session, exp)
+		return err
+	})
+	if err == nil {
+		k := s.sessionKeys(org, session)
+		_ = s.rdb.HSet(ctx, k.meta, "dx", exp.UnixMilli()).Err()
+	}
+}
+
+// durableRow is a working_sessions row.
+type durableRow struct {
+	uid, aid   string
+	state      []byte
+	version    int64
+	seq        int64
+	ttl        time.Duration
+	created    time.Time
+	updated    time.Time
+	expires    time.Time
+	deleted    bool
+	found      bool
+	liveAtTime bool
+}
+
+func (s *Store) durable(ctx context.Context, db pg.DBTX, org, session string) (durableRow, error) {
+	var r durableRow
+	var ttlMS int64
+	var state *string
+	err := db.QueryRow(ctx, `SELECT coalesce(user_id, ''), coalesce(agent_id, ''), state::text, version, turn_seq,
+			ttl_ms, created_at, updated_at, expires_at, deleted_at IS NOT NULL
+		FROM working_sessions WHERE org_id = $1 AND session_id = $2`, org, session).
+		Scan(&r.uid, &r.aid, &state, &r.version, &r.seq, &ttlMS, &r.created, &r.updated, &r.expires, &r.deleted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, nil
+	}
+	if err != nil {
+		return r, pg.Interpret(fmt.Errorf("reading durable session %s: %w", session, err))
+	}
+	r.found = true
+	r.ttl = time.Duration(ttlMS) * time.Millisecond
+	if state != nil {
+		r.state = []byte(*state)
+	}
+	r.liveAtTime = !r.deleted && r.expires.After(s.opt.Now())
+	return r, nil
+}
+
+// durableTurns returns the newest n turns of the session from Postgres, oldest first.
+func durableTurns(ctx context.Context, db pg.DBTX, org, session string, n int) ([]Turn, error) {
+	rows, err := db.Query(ctx, `SELECT seq, role, content, metadata::text, created_at FROM (
+			SELECT * FROM working_turns WHERE org_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3
+		) t ORDER BY seq`, org, session, n)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	return collectTurns(rows)
+}
+
+func collectTurns(rows pgx.Rows) ([]Turn, error) {
+	turns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Turn, error) {
+		var t Turn
+		var md *string
+		err := r.Scan(&t.Seq, &t.Role, &t.Content, &md, &t.CreatedAt)
+		if md != nil {
+			t.Metadata = json.RawMessage(*md)
+		}
+		t.CreatedAt = t.CreatedAt.UTC()
+		return t, err
+	})
+	if turns == nil {
+		turns = []Turn{}
+	}
+	return turns, pg.Interpret(err)
+}
+
+// loadDurable serves a read from Postgres alone (Redis unreachable).
+func (s *Store) loadDurable(ctx context.Context, db pg.DBTX, org, session string, nTurns int) (meta, []Turn, error) {
+	r, err := s.durable(ctx, db, org, session)
+	if err != nil {
+		return meta{}, nil, err
+	}
+	if !r.liveAtTime {
+		return meta{}, nil, strata.ErrNotFound
+	}
+	m := meta{version: r.version, doc: r.state, uid: r.uid, aid: r.aid, ttl: r.ttl, ca: r.created.UnixMilli(),
+		ua: r.updated.UnixMilli(), seq: r.seq, restored: true}
+	var turns []Turn
+	if nTurns > 0 {
+		if turns, err = durableTurns(ctx, db, org, session, nTurns); err != nil {
+			return meta{}, nil, err
+		}
+	}
+	return m, turns, nil
+}
+
+// restore rehydrates a session into Redis from Postgres. A live durable session comes back
+// as it was (marked restored); otherwise, when create is set, a fresh incarnation is
+// created that continues the version and turn numbering of any tombstone or expired row.
+// Without create, a session that is not live is strata.ErrNotFound and nothing is written.
+func (s *Store) restore(ctx context.Context, db pg.DBTX, org, session string, create bool) error {
+	r, err := s.durable(ctx, db, org, session)
+	if err != nil {
+		return err
+	}
+	now := s.opt.Now()
+	nowMS := now.UnixMilli()
+	var fields []any
+	var entries []any
+	ttl := s.opt.TTL
+	if r.liveAtTime {
+		ttl = r.ttl
+		fields = append(fields, "v", r.version, "ttl", ttl.Milliseconds(), "seq", r.seq, "dseq", r.seq,
+			"ca", r.created.UnixMilli(), "ua", r.updated.UnixMilli(), "dx", r.expires.UnixMilli(), "rs", "1")
+		if r.state != nil {
+			fields = append(fields, "doc", string(r.state))
+		}
+		if r.uid != "" {
+			fields = append(fields, "uid", r.uid)
+		}
+		if r.aid != "" {
+			fields = append(fields, "aid", r.aid)
+		}
+		turns, err := durableTurns(ctx, db, org, session, s.opt.BufferSize)
+		if err != nil {
+			return err
+		}
+		for _, t := range turns {
+			e, err := encodeEntry(t)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, e)
+		}
+	} else {
+		if !create {
+			return strata.ErrNotFound
+		}
+		fields = append(fields, "v", r.version, "ttl", ttl.Milliseconds(), "seq", r.seq, "dseq", r.seq,
+			"ca", nowMS, "ua", nowMS, "dx", 0, "new", "1")
+	}
+	args := append([]any{ttl.Milliseconds(), len(fields)}, fields...)
+	args = append(args, entries...)
+	k := s.sessionKeys(org, session)
+	if err := restoreScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, args...).Err(); err != nil {
+		return redisErr("restoring session", err)
+	}
+	if r.liveAtTime {
+		return s.index(ctx, org, session, r.uid)
+	}
+	return nil
+}
+
+// index adds the session to its org's and user's index sets.
+func (s *Store) index(ctx context.Context, org, session, user string) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SAdd(ctx, s.orgIndexKey(org), session)
+		if user != "" {
+			p.SAdd(ctx, s.userIndexKey(org, user), session)
+		}
+		return nil
+	})
+	return redisErr("indexing session", err)
+}
+
+// runScript runs a write script pipelined behind the SADDs that index the session under
+// org and user, so (on one Redis; across cluster nodes, nearly) an index entry exists
+// before the data it points to, at the cost of a single round trip.
+func (s *Store) runScript(ctx context.Context, sc *redis.Script, org, session, user string, args ...any) ([]any, error) {
+	k := s.sessionKeys(org, session)
+	keys := []string{k.meta, k.turns}
+	var cmd *redis.Cmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SAdd(ctx, s.orgIndexKey(org), session)
+		if user != "" {
+			p.SAdd(ctx, s.userIndexKey(org, user), session)
+		}
+		cmd = sc.EvalSha(ctx, p, keys, args...)
+		return nil
+	})
+	if err != nil && cmd != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = sc.Run(ctx, s.rdb, keys, args...) // script cache empty (Redis restarted): EVAL it
+		err = cmd.Err()
+	}
+	if err != nil {
+		return nil, redisErr("writing session", err)
+	}
+	res, err := cmd.Slice()
+	if err != nil {
+		return nil, redisErr("writing session", err)
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("working: empty script reply")
+	}
+	return res, nil
+}
+
+func replyInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func replyStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+func scopeConflict(field string) error {
+	return strata.Conflict("this session's "+field+" was set by its first write and differs from the one given",
+		map[string]any{"field": field})
+}
+
+func versionConflict(current int64) error {
+	return strata.Conflict("version mismatch: the state was changed since the version in If-Match; re-read and retry",
+		map[string]any{"version": current})
+}
+
+func (s *Store) checkTTL(d time.Duration) error {
+	if d < 0 || d > MaxTTL {
+		return strata.Invalid("body.ttl_seconds", "must be between 1 and %d", int64(MaxTTL/time.Second))
+	}
+	return nil
+}
+
+// Put replaces the state document. It reports whether this was the session's first state
+// document (201 Created). The Postgres half runs on tx, the request's transaction.
+func (s *Store) Put(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, error) {
+	if err := checkIDs(org, session); err != nil {
+		return State{}, false, err
+	}
+	doc, err := s.checkDoc("body.state", w.State)
+	if err != nil {
+		return State{}, false, err
+	}
+	if err := s.checkSize("body.state", doc); err != nil {
+		return State{}, false, err
+	}
+	return s.write(ctx, tx, org, session, w, func(meta) ([]byte, error) { return doc, nil }, false)
+}
+
+// Patch applies w.State as an RFC 7386 merge patch to the current document ({} when the
+// session has none). Without If-Match, a concurrent change is absorbed by re-reading and
+// re-applying the patch, so no update is lost.
+func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, error) {
+	if err := checkIDs(org, session); err != nil {
+		return State{}, false, err
+	}
+	patch := []byte(w.State)
+	if len(patch) == 0 {
+		patch = []byte("{}")
+	}
+	patch, err := s.checkDoc("body.state", patch)
+	if err != nil {
+		return State{}, false, err
+	}
+	return s.write(ctx, tx, org, session, w, func(m meta) ([]byte, error) {
+		doc, err := applyPatch(m.doc, patch)
+		if err != nil {
+			return nil, err
+		}
+		if d := depth(doc); d > s.opt.MaxDepth {
+			return nil, strata.Invalid("body.state", "the patched document would be nested %d levels deep; the limit is %d", d, s.opt.MaxDepth)
+		}
+		return doc, s.checkSize("body.state", doc)
+	}, true)
+}
+
+// current reads the session for a read-modify-write, creating a fresh incarnation when
+// there is none.
+func (s *Store) current(ctx context.Context, db pg.DBTX, org, session string) (meta, error) {
+	k := s.sessionKeys(org, session)
+	for range 3 {
+		res, err := loadScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, 0).Slice()
+		if errors.Is(err, redis.Nil) {
+			if err := s.restore(ctx, db, org, session, true); err != nil {
+				return meta{}, err
+			}
+			continue
+		}
+		if err != nil {
+			return meta{}, redisErr("loading session", err)
+		}
+		m, _, err := decodeLoad(res)
+		return m, err
+	}
+	return meta{}, fmt.Errorf("working: session %s kept vanishing from Redis", session)
+}
+
+func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Write,
+	next func(meta) ([]byte, error), readModify bool) (State, bool, error) {
+	if err := s.checkTTL(w.TTL); err != nil {
+		return State{}, false, err
+	}
+	var doc []byte
+	for range maxAttempts {
+		expected := int64(-1)
+		if w.IfMatch != nil {
+			expected = *w.IfMatch
+		}
+		if readModify || doc == nil {
+			var m meta
+			if readModify {
+				var err error
+				if m, err = s.current(ctx, tx, org, session); err != nil {
+					return State{}, false, err
+				}
+				if w.IfMatch != nil && *w.IfMatch != m.version {
+					return State{}, false, versionConflict(m.version)
+				}
+				expected = m.version
+			}
+			var err error
+			if doc, err = next(m); err != nil {
+				return State{}, false, err
+			}
+		}
+		now := s.opt.Now()
+		res, err := s.runScript(ctx, casScript, org, session, w.UserID,
+			expected, w.UserID, w.AgentID, w.TTL.Milliseconds(), now.UnixMilli(), doc)
+		if err != nil {
+			return State{}, false, err
+		}
+		switch replyStr(res[0]) {
+		case "MISSING":
+			if err := s.restore(ctx, tx, org, session, true); err != nil {
+				return State{}, false, err
+			}
+			continue
+		case "CONFLICT":
+			if w.IfMatch != nil || !readModify {
+				return State{}, false, versionConflict(replyInt(res[1]))
+			}
+			continue // a concurrent merge won: re-read and re-apply the patch
+		case "SCOPE":
+			return State{}, false, scopeConflict(replyStr(res[1]))
+		case "OK":
+		default:
+			return State{}, false, fmt.Errorf("working: unexpected cas reply %v", res)
+		}
+		m := meta{version: replyInt(res[1]), uid: replyStr(res[2]), aid: replyStr(res[3]),
+			ttl: time.Duration(replyInt(res[4])) * time.Millisecond, ca: replyInt(res[5]), ua: now.UnixMilli(), doc: doc}
+		created := replyInt(res[6]) == 0
+		if err := s.persistState(ctx, tx, org, session, m, now); err != nil {
+			k := s.sessionKeys(org, session)
+			_ = dropIfScript.Run(context.WithoutCancel(ctx), s.rdb, []string{k.meta, k.turns}, m.version).Err()
+			return State{}, false, err
+		}
+		return s.stateOf(session, m, now), created, nil
+	}
+	return State{}, false, strata.Conflict("too many concurrent writers on this session; retry", nil)
+}
+
+// persistState is the Postgres half of a state write: an upsert that never moves the
+// durable version backwards (a concurrent writer's newer version wins).
+func (s *Store) persistState(ctx context.Context, tx pg.DBTX, org, session string, m meta, now time.Time) error {
+	if s.afterRedisWrite != nil {
+		if err := s.afterRedisWrite(); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, state, version,
+			ttl_ms, created_at, updated_at, expires_at)
+		VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5::jsonb, $6, $7, $8, $9, $10)
+		ON CONFLICT (org_id, session_id) DO UPDATE SET user_id = excluded.user_id, agent_id = excluded.agent_id,
+			state = excluded.state, version = excluded.version, ttl_ms = excluded.ttl_ms,
+			created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+			deleted_at = NULL
+		WHERE w.version < excluded.version`,
+		org, session, m.uid, m.aid, string(m.doc), m.version, m.ttl.Milliseconds(), msTime(m.ca), now, now.Add(m.ttl))
+	if err != nil {
+		return pg.Interpret(fmt.Errorf("writing durable state of session %s: %w", session, err))
+	}
+	return nil
+}
+
+// Delete removes the session — state document, turn buffer, and their durable copies
+// (the turn log included) — keeping only a tombstone with its version and turn counter.
+// ifMatch, when set, must be the current version. A session that does not exist is
+// strata.ErrNotFound.
+func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifMatch *int64) error {
+	if err := checkIDs(org, session); err != nil {
+		return err
+	}
+	k := s.sessionKeys(org, session)
+	expected := int64(-1)
+	if ifMatch != nil {
+		expected = *ifMatch
+	}
+	for range 3 {
+		now := s.opt.Now()
+		res, err := tombstoneScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, expected, now.UnixMilli()).Slice()
+		if err != nil {
+			return redisErr("deleting session", err)
+		}
+		switch replyStr(res[0]) {
+		case "MISSING":
+			if err := s.restore(ctx, tx, org, session, false); err != nil {
+				return err
+			}
+			continue
+		case "CONFLICT":
+			return versionConflict(replyInt(res[1]))
+		case "OK":
+		default:
+			return fmt.Errorf("working: unexpected delete reply %v", res)
+		}
+		uid, existed, seq := replyStr(res[1]), replyInt(res[2]) == 1, replyInt(res[3])
+		tag, err := tx.Exec(ctx, `UPDATE working_sessions SET state = NULL, user_id = NULL, agent_id = NULL,
+				deleted_at = $3, updated_at = $3, turn_seq = greatest(turn_seq, $4)
+			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL`, org, session, now, seq)
+		if err == nil {
+			_, err = tx.Exec(ctx, `DELETE FROM working_turns WHERE org_id = $1 AND session_id = $2`, org, session)
+		}
+		if err != nil {
+			// Compensate: drop the Redis tombstone so the next access restores the durable
+			// copy, which the rolled-back transaction left as it was.
+			_ = s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()
+			return pg.Interpret(fmt.Errorf("deleting durable session %s: %w", session, err))
+		}
+		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.SRem(ctx, s.orgIndexKey(org), session)
+			if uid != "" {
+				p.SRem(ctx, s.userIndexKey(org, uid), session)
+			}
+			return nil
+		})
+		if !existed && tag.RowsAffected() == 0 {
+			return strata.ErrNotFound
+		}
+		return nil
+	}
+	return fmt.Errorf("working: session %s kept vanishing from Redis while deleting", session)
+}
