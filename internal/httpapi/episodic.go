@@ -220,9 +220,6 @@ func (s *Server) registerEvents(st *episodic.Store) {
 			return nil, err
 		}
 		prefix := "body"
-		if err := st.Validate(evs); err != nil {
-			return nil, relocate(stripSingle(err, array), prefix)
-		}
 		tx, err := pg.TxFrom(ctx)
 		if err != nil {
 			return nil, err
