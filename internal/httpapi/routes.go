@@ -40,5 +40,6 @@ func (s *Server) routes() {
 		s.registerKeyValue()
 
 		s.registerWorking()
+		s.registerEpisodic()
 	})
 }
