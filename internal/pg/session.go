@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -119,13 +120,13 @@ func beginOrg(ctx context.Context, pool *pgxpool.Pool, org string) (pgx.Tx, erro
 	if org == "" {
 		return nil, errors.New("pg: empty org")
 	}
-	tx, err := pool.Begin(ctx)
+	// BEGIN and the org setting travel in one round trip (a simple-protocol multi-statement;
+	// org ids are validated to [A-Za-z0-9._:-], and quoted regardless).
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{
+		BeginQuery: "BEGIN; SELECT set_config('app.org_id', '" + strings.ReplaceAll(org, "'", "''") + "', true)",
+	})
 	if err != nil {
 		return nil, Interpret(fmt.Errorf("beginning transaction: %w", err))
-	}
-	if _, err := tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", org); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return nil, Interpret(fmt.Errorf("setting org: %w", err))
 	}
 	return tx, nil
 }
