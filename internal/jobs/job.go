@@ -32,7 +32,9 @@ func ValidStatus(s string) bool {
 }
 
 // Terminal reports whether a job status is final.
-func Terminal(s string) bool { return s == StatusCompleted || s == StatusFailed || s == StatusCancelled }
+func Terminal(s string) bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
 
 // Job is a job record.
 type Job struct {
