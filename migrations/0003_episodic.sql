@@ -9,7 +9,7 @@
 -- owner in its own table keyed (org_id, job_id)).
 CREATE TABLE episodic_jobs (
   org_id         text NOT NULL CHECK (org_id <> ''),
-  job_id         text NOT NULL,
+  job_id         text NOT NULL CHECK (job_id <> ''),
   last_seq       bigint NOT NULL DEFAULT 0 CHECK (last_seq >= 0),
   parent_job_id  text,
   parent_seq     bigint CHECK (parent_seq >= 0),
@@ -75,7 +75,7 @@ CREATE TRIGGER episodic_events_append_only
 -- asset_versions for a one-row read).
 CREATE TABLE assets (
   org_id      text NOT NULL CHECK (org_id <> ''),
-  asset_id    text NOT NULL,
+  asset_id    text NOT NULL CHECK (asset_id <> ''),
   version     bigint NOT NULL CHECK (version > 0),
   uri         text NOT NULL,
   media_type  text NOT NULL DEFAULT '',

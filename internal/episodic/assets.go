@@ -75,8 +75,10 @@ type AssetVersion struct {
 }
 
 // checkAsset validates in and the event it names (which must exist in the org).
-func (s *Store) checkAsset(ctx context.Context, db pg.DBTX, org string, in *AssetInput) error {
+func (s *Store) checkAsset(ctx context.Context, db pg.DBTX, org, asset string, in *AssetInput) error {
 	switch {
+	case !strata.ValidID(asset):
+		return strata.Invalid("asset", "must be 1-%d characters of A-Z a-z 0-9 . _ : -", strata.MaxIDLen)
 	case in.URI == "":
 		return strata.Invalid("uri", "is required")
 	case len(in.URI) > MaxURILen:
@@ -168,7 +170,7 @@ func staleVersion(cur Asset, parent int64) error {
 // must not exist yet; it is created at version 1). A parent that is not the current version
 // is a conflict (409) carrying the current asset: no lost update. db must be a transaction.
 func (s *Store) AddVersion(ctx context.Context, db pg.DBTX, org, asset string, parent int64, in AssetInput) (AssetVersion, error) {
-	if err := s.checkAsset(ctx, db, org, &in); err != nil {
+	if err := s.checkAsset(ctx, db, org, asset, &in); err != nil {
 		return AssetVersion{}, err
 	}
 	if parent < 0 {
@@ -247,7 +249,7 @@ func insertVersion(ctx context.Context, db pg.DBTX, org, asset string, v, parent
 // PUT is idempotent). ifMatch, when given, must be the current version (else a conflict).
 // db must be a transaction.
 func (s *Store) PutAsset(ctx context.Context, db pg.DBTX, org, asset string, in AssetInput, ifMatch *int64) (Asset, bool, error) {
-	if err := s.checkAsset(ctx, db, org, &in); err != nil {
+	if err := s.checkAsset(ctx, db, org, asset, &in); err != nil {
 		return Asset{}, false, err
 	}
 	cur, err := lockAsset(ctx, db, org, asset)

@@ -341,6 +341,9 @@ func insert(ctx context.Context, db pg.DBTX, org, job string, ps []prepared) ([]
 // with Replayed set; reusing a key for another op or params is a 422. db must be a
 // transaction. Bad input is a *strata.FieldError naming "[i].field".
 func (s *Store) Append(ctx context.Context, db pg.DBTX, org, job string, in []EventInput) ([]Event, error) {
+	if err := strata.CheckID("job", job, false); err != nil {
+		return nil, err
+	}
 	ps, err := s.prepareAll(in)
 	if err != nil {
 		return nil, err
@@ -504,6 +507,9 @@ func (s *Store) EnsureJob(ctx context.Context, db pg.DBTX, org, job string) erro
 // is copied. Forking again with the same parent and seq returns the existing fork; a child
 // that exists otherwise is a conflict. atSeq beyond the parent's last seq is a 422.
 func (s *Store) Fork(ctx context.Context, db pg.DBTX, org, parent, child string, atSeq int64) (Head, error) {
+	if err := strata.CheckID("job", child, false); err != nil {
+		return Head{}, err
+	}
 	segs, ph, err := s.view(ctx, db, org, parent)
 	if err != nil {
 		return Head{}, err

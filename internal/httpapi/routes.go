@@ -37,6 +37,7 @@ func (s *Server) routes() {
 
 		// admin
 		s.registerAdminKeys()
+		s.registerEpisodic()
 		s.registerJobs()
 	})
 }

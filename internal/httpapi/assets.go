@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+type putAssetInput struct {
+	Asset   string `path:"asset" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The asset id (client-chosen)."`
+	IfMatch string `header:"If-Match" doc:"The current version (ETag); a stale one gets 409 and nothing is written."`
+	Body    episodic.AssetInput
+}
+
+type assetOutput struct {
+	Status int
+	ETag   string `header:"ETag"`
+	Body   episodic.Asset
+}
+
+type getAssetInput struct {
+	Asset string `path:"asset" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The asset id (client-chosen)."`
+}
+
+type addVersionInput struct {
+	Asset   string `path:"asset" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The asset id (client-chosen)."`
+	IfMatch string `header:"If-Match" doc:"Alternative to parent_version: the version this one replaces."`
+	Body    struct {
+		ParentVersion *int64 `json:"parent_version,omitempty" minimum:"0" doc:"The version this one replaces: the asset's current version (0 or absent: the asset must not exist yet). A stale parent gets 409 with the current asset."`
+		episodic.AssetInput
+	}
+}
+
+type versionOutput struct {
+	Status int
+	ETag   string `header:"ETag"`
+	Body   episodic.AssetVersion
+}
+
+type listVersionsInput struct {
+	Asset string `path:"asset" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The asset id (client-chosen)."`
+	Page
+}
+
+type listVersionsOutput struct {
+	Body List[episodic.AssetVersion]
+}
+
+func (s *Server) registerAssets(st *episodic.Store) {
+	register(s, agentRoles, huma.Operation{
+		OperationID: "put-asset", Method: http.MethodPut, Path: "/v1/assets/{asset}", Tags: []string{"assets"},
+		Summary: "Create or update an asset",
+		Description: "Creates the asset at version 1 (201), or, when uri, media_type, sha256 or metadata differ from the " +
+			"current version, adds a version whose parent is the current one (200). The same content again changes " +
+			"nothing. If-Match (the ETag) guards against lost updates: a stale version gets 409.",
+	}, func(ctx context.Context, in *putAssetInput) (*assetOutput, error) {
+		var im *int64
+		if v, ok, err := ifMatch(in.IfMatch); err != nil {
+			return nil, err
+		} else if ok {
+			im = &v
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		a, created, err := st.PutAsset(ctx, tx, orgOf(ctx), in.Asset, in.Body, im)
+		if err != nil {
+			return nil, relocate(err, "body")
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		return &assetOutput{Status: status, ETag: etag(a.Version), Body: a}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "get-asset", Method: http.MethodGet, Path: "/v1/assets/{asset}", Tags: []string{"assets"},
+		Summary: "Read an asset at its current version",
+	}, func(ctx context.Context, in *getAssetInput) (*assetOutput, error) {
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		a, err := st.GetAsset(ctx, tx, orgOf(ctx), in.Asset)
+		if err != nil {
+			return nil, err
+		}
+		return &assetOutput{Status: http.StatusOK, ETag: etag(a.Version), Body: a}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "add-asset-version", Method: http.MethodPost, Path: "/v1/assets/{asset}/versions", Tags: []string{"assets"},
+		Summary: "Add a version to an asset", DefaultStatus: http.StatusCreated,
+		Description: "The new version names its parent (parent_version, or If-Match): it must be the current version, " +
+			"else 409 with the current asset (no lost update). parent_version 0 or absent creates the asset. job_id and seq " +
+			"name the job event that produced the version.",
+	}, func(ctx context.Context, in *addVersionInput) (*versionOutput, error) {
+		v, ok, err := ifMatch(in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		parent := int64(0)
+		switch {
+		case in.Body.ParentVersion != nil && ok && *in.Body.ParentVersion != v:
+			return nil, strata.Invalid("body.parent_version", "differs from If-Match (%d)", v)
+		case in.Body.ParentVersion != nil:
+			parent = *in.Body.ParentVersion
+		case ok:
+			parent = v
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		av, err := st.AddVersion(ctx, tx, orgOf(ctx), in.Asset, parent, in.Body.AssetInput)
+		if err != nil {
+			return nil, relocate(err, "body")
+		}
+		return &versionOutput{Status: http.StatusCreated, ETag: etag(av.Version), Body: av}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "list-asset-versions", Method: http.MethodGet, Path: "/v1/assets/{asset}/versions", Tags: []string{"assets"},
+		Summary: "List an asset's lineage", Description: "Versions oldest first, each with its parent and producing event.",
+	}, func(ctx context.Context, in *listVersionsInput) (*listVersionsOutput, error) {
+		limit, err := in.Page.limit()
+		if err != nil {
+			return nil, err
+		}
+		after := int64(0)
+		if in.Cursor != "" {
+			after, err = strconv.ParseInt(in.Cursor, 10, 64)
+			if err != nil || after < 0 {
+				return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
+			}
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		vs, err := st.ListVersions(ctx, tx, orgOf(ctx), in.Asset, after, limit+1)
+		if err != nil {
+			return nil, err
+		}
+		return &listVersionsOutput{Body: page(vs, limit, func(v episodic.AssetVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
+	})
+}

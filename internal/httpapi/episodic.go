@@ -1,0 +1,363 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// registerEpisodic adds the episodic tier: job event logs and the asset registry.
+func (s *Server) registerEpisodic() {
+	st := episodic.NewStore(episodic.Options{MaxJSONDepth: s.cfg.MaxJSONDepth})
+	s.registerEvents(st)
+	s.registerAssets(st)
+}
+
+// relocate prefixes a store FieldError's field with where it came from in the request.
+func relocate(err error, prefix string) error {
+	var fe *strata.FieldError
+	if errors.As(err, &fe) {
+		field := prefix
+		if fe.Field != "" {
+			if strings.HasPrefix(fe.Field, "[") {
+				field += fe.Field
+			} else {
+				field += "." + fe.Field
+			}
+		}
+		return &strata.FieldError{Field: field, Msg: fe.Msg, Status: fe.Status}
+	}
+	return err
+}
+
+// appendBody is one event object or an array of them: the raw request body, decoded and
+// validated by the handler so that errors name body[i].field. The OpenAPI document
+// describes it as oneOf (appendBodySchema).
+type appendBody struct {
+	raw json.RawMessage
+}
+
+// appendBodySchema documents the body: an EventInput or an array of 1-1000 of them.
+func appendBodySchema(r huma.Registry) *huma.Schema {
+	ev := r.Schema(reflect.TypeFor[episodic.EventInput](), true, "EventInput")
+	one, maxItems := 1, episodic.MaxBatch
+	return &huma.Schema{
+		Description: "One event, or an array of 1-1000 events appended in one transaction.",
+		OneOf:       []*huma.Schema{ev, {Type: huma.TypeArray, Items: ev, MinItems: &one, MaxItems: &maxItems}},
+	}
+}
+
+// decode parses the body into events; array reports whether it was an array.
+func (b *appendBody) decode() (in []episodic.EventInput, array bool, err error) {
+	raw := bytes.TrimSpace(b.raw)
+	if len(raw) == 0 {
+		return nil, false, &strata.FieldError{Field: "body", Msg: "an event object or an array of events is required", Status: 400}
+	}
+	if !json.Valid(raw) {
+		var v any
+		err := json.Unmarshal(raw, &v)
+		return nil, false, &strata.FieldError{Field: "body", Msg: "malformed JSON: " + err.Error(), Status: 400}
+	}
+	var elems []json.RawMessage
+	if raw[0] == '[' {
+		array = true
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return nil, true, &strata.FieldError{Field: "body", Msg: err.Error(), Status: 400}
+		}
+	} else {
+		elems = []json.RawMessage{raw}
+	}
+	loc := func(i int) string {
+		if array {
+			return fmt.Sprintf("body[%d]", i)
+		}
+		return "body"
+	}
+	if array && len(elems) == 0 {
+		return nil, true, strata.Invalid("body", "at least one event is required")
+	}
+	if len(elems) > episodic.MaxBatch {
+		return nil, true, strata.Invalid("body", "at most %d events per request", episodic.MaxBatch)
+	}
+	in = make([]episodic.EventInput, len(elems))
+	for i, e := range elems {
+		e = bytes.TrimSpace(e)
+		if len(e) == 0 || e[0] != '{' {
+			return nil, array, strata.Invalid(loc(i), "must be an event object")
+		}
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in[i]); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				return nil, array, strata.Invalid(loc(i)+"."+te.Field, "must be a %s, not a JSON %s", jsonKind(te.Type), te.Value)
+			}
+			if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+				return nil, array, strata.Invalid(loc(i)+"."+strings.Trim(f, `"`), "unknown field")
+			}
+			return nil, array, strata.Invalid(loc(i), "%s", err.Error())
+		}
+	}
+	return in, array, nil
+}
+
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "integer"
+	case reflect.Bool:
+		return "boolean"
+	}
+	return t.String()
+}
+
+// appendResult answers an append: the event for a one-event body, a list for an array.
+type appendResult struct {
+	one   *episodic.Event
+	items []episodic.Event
+}
+
+// MarshalJSON writes the event or {"items": [...]}.
+func (r appendResult) MarshalJSON() ([]byte, error) {
+	if r.one != nil {
+		return json.Marshal(r.one)
+	}
+	return json.Marshal(List[episodic.Event]{Items: r.items})
+}
+
+// Schema documents the response: an Event, or {"items": [Event]} for an array body.
+func (appendResult) Schema(r huma.Registry) *huma.Schema {
+	ev := r.Schema(reflect.TypeFor[episodic.Event](), true, "Event")
+	return &huma.Schema{
+		Description: "The stored event for a one-event body; {\"items\": [...]} in input order for an array body.",
+		OneOf: []*huma.Schema{ev, {Type: huma.TypeObject, Required: []string{"items"},
+			Properties: map[string]*huma.Schema{"items": {Type: huma.TypeArray, Items: ev}}}},
+	}
+}
+
+type appendEventsInput struct {
+	Job     string `path:"job" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job id (client-chosen)."`
+	RawBody []byte `contentType:"application/json"`
+}
+
+type appendEventsOutput struct {
+	Status int
+	Body   appendResult
+}
+
+type listEventsInput struct {
+	Job      string    `path:"job" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job id (client-chosen)."`
+	AfterSeq int64     `query:"after_seq" minimum:"0" doc:"Only events with seq > after_seq."`
+	Cursor   string    `query:"cursor" maxLength:"20" doc:"next_cursor of the previous page (a seq; same as after_seq)."`
+	Limit    int       `query:"limit" minimum:"1" maximum:"1000" doc:"Page size (default 100, max 1000)."`
+	Op       string    `query:"op" maxLength:"800" doc:"Only events with this op."`
+	Since    time.Time `query:"since" doc:"Only events created at or after this time (RFC 3339)."`
+	Until    time.Time `query:"until" doc:"Only events created before this time (RFC 3339)."`
+}
+
+type listEventsOutput struct {
+	Body List[episodic.Event]
+}
+
+type appliedInput struct {
+	Job         string `path:"job" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job id (client-chosen)."`
+	Op          string `query:"op" maxLength:"800" doc:"The op to look for (with params)."`
+	Params      string `query:"params" doc:"The op's params as URL-encoded JSON (an object; absent means {})."`
+	Fingerprint string `query:"fingerprint" pattern:"^[0-9a-f]{64}$" doc:"Or: the fingerprint an append returned."`
+}
+
+type appliedBody struct {
+	Applied     bool            `json:"applied" doc:"True when an event with this fingerprint is in the job's log and not reverted."`
+	Fingerprint string          `json:"fingerprint"`
+	Event       *episodic.Event `json:"event" doc:"The latest such event; null when not applied."`
+}
+
+type appliedOutput struct {
+	Body appliedBody
+}
+
+type revertInput struct {
+	Job  string `path:"job" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job id (client-chosen)."`
+	Seq  int64  `path:"seq" minimum:"1" doc:"The seq of the event to revert."`
+	Body *struct {
+		ScopeBody
+		Reason string `json:"reason,omitempty" maxLength:"2000" doc:"Why (stored as the revert event's result)."`
+	}
+}
+
+type eventOutput struct {
+	Status int
+	Body   episodic.Event
+}
+
+func (s *Server) registerEvents(st *episodic.Store) {
+	register(s, agentRoles, huma.Operation{
+		OperationID: "append-events", Method: http.MethodPost, Path: "/v1/jobs/{job}/events", Tags: []string{"episodic"},
+		Summary: "Append events to a job's log", DefaultStatus: http.StatusCreated, SkipValidateBody: true,
+		Description: "Appends one event (object body) or several (array body) in one transaction; a job that has no log " +
+			"yet gets one. The server assigns seq: strictly increasing and gap-free per job. Each event is fingerprinted " +
+			"(SHA-256 of op and canonical params). An event whose idempotency_key the job already has is not appended " +
+			"again: the original comes back with replayed=true. 201 when anything was appended, 200 when all were replays. " +
+			"Errors name the element: body[3].op.",
+	}, func(ctx context.Context, in *appendEventsInput) (*appendEventsOutput, error) {
+		evs, array, err := (&appendBody{raw: in.RawBody}).decode()
+		if err != nil {
+			return nil, err
+		}
+		prefix := "body"
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		stored, err := st.Append(ctx, tx, orgOf(ctx), in.Job, evs)
+		if err != nil {
+			return nil, relocate(stripSingle(err, array), prefix)
+		}
+		out := &appendEventsOutput{Status: http.StatusOK}
+		for _, e := range stored {
+			if !e.Replayed {
+				out.Status = http.StatusCreated
+			}
+		}
+		if array {
+			out.Body.items = stored
+		} else {
+			out.Body.one = &stored[0]
+		}
+		return out, nil
+	})
+
+	// The raw body is documented as what it is: an event or an array of events.
+	if pi := s.api.OpenAPI().Paths["/v1/jobs/{job}/events"]; pi != nil && pi.Post != nil && pi.Post.RequestBody != nil {
+		pi.Post.RequestBody.Required = true
+		pi.Post.RequestBody.Content = map[string]*huma.MediaType{
+			"application/json": {Schema: appendBodySchema(s.api.OpenAPI().Components.Schemas)}}
+	}
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/jobs/{job}/events", Tags: []string{"episodic"},
+		Summary:     "Read a job's log",
+		Description: "Events in seq order (a fork shows its parent's events up to the fork point first). Page with after_seq or cursor; filter by op and creation time.",
+	}, func(ctx context.Context, in *listEventsInput) (*listEventsOutput, error) {
+		limit, err := Page{Limit: in.Limit}.limit()
+		if err != nil {
+			return nil, err
+		}
+		after := in.AfterSeq
+		if in.Cursor != "" {
+			c, err := strconv.ParseInt(in.Cursor, 10, 64)
+			if err != nil || c < 0 {
+				return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
+			}
+			after = c
+		}
+		if msg := episodic.CheckOp(in.Op); in.Op != "" && msg != "" {
+			return nil, strata.Invalid("query.op", "%s", msg)
+		}
+		if !in.Since.IsZero() && !in.Until.IsZero() && !in.Until.After(in.Since) {
+			return nil, strata.Invalid("query.until", "must be after since")
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		evs, err := st.List(ctx, tx, orgOf(ctx), in.Job, episodic.ListQuery{AfterSeq: after, Limit: limit + 1,
+			Op: in.Op, Since: in.Since, Until: in.Until})
+		if err != nil {
+			return nil, err
+		}
+		return &listEventsOutput{Body: page(evs, limit, func(e episodic.Event) string { return strconv.FormatInt(e.Seq, 10) })}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "event-applied", Method: http.MethodGet, Path: "/v1/jobs/{job}/applied", Tags: []string{"episodic"},
+		Summary: "Has exactly this edit been applied?",
+		Description: "Ask with op and params (URL-encoded JSON) or with a fingerprint. applied is true when the job's log " +
+			"holds an event with that fingerprint that has not been reverted; event is the latest such event. A job " +
+			"without a log has applied nothing.",
+	}, func(ctx context.Context, in *appliedInput) (*appliedOutput, error) {
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var ev *episodic.Event
+		var fp string
+		switch {
+		case in.Fingerprint != "" && (in.Op != "" || in.Params != ""):
+			return nil, strata.Invalid("query.fingerprint", "give either fingerprint or op (with params), not both")
+		case in.Fingerprint != "":
+			b, ok := episodic.ParseFingerprint(in.Fingerprint)
+			if !ok {
+				return nil, strata.Invalid("query.fingerprint", "must be 64 lowercase hex digits")
+			}
+			fp = in.Fingerprint
+			ev, err = st.Applied(ctx, tx, orgOf(ctx), in.Job, b)
+		case in.Op != "":
+			params := []byte(in.Params)
+			if p := bytes.TrimSpace(params); len(p) > 0 && string(p) != "null" && p[0] != '{' {
+				return nil, strata.Invalid("query.params", "must be a JSON object")
+			}
+			ev, fp, err = st.AppliedOp(ctx, tx, orgOf(ctx), in.Job, in.Op, params)
+			err = relocate(err, "query")
+		default:
+			return nil, strata.Invalid("query.op", "op (with params) or fingerprint is required")
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &appliedOutput{Body: appliedBody{Applied: ev != nil, Fingerprint: fp, Event: ev}}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "revert-event", Method: http.MethodPost, Path: "/v1/jobs/{job}/events/{seq}/revert", Tags: []string{"episodic"},
+		Summary: "Revert an event", DefaultStatus: http.StatusCreated,
+		Description: "Appends a compensating event (op \"revert\", reverts_seq = seq); the reverted edit no longer counts as " +
+			"applied, and the original stays in the log. Reverting again returns the existing revert event (200).",
+	}, func(ctx context.Context, in *revertInput) (*eventOutput, error) {
+		var ri episodic.RevertInput
+		if in.Body != nil {
+			ri = episodic.RevertInput{AgentID: in.Body.AgentID, UserID: in.Body.UserID, SessionID: in.Body.SessionID, Reason: in.Body.Reason}
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ev, created, err := st.Revert(ctx, tx, orgOf(ctx), in.Job, in.Seq, ri)
+		if err != nil {
+			var fe *strata.FieldError
+			if errors.As(err, &fe) && fe.Field == "seq" {
+				return nil, relocate(err, "path")
+			}
+			return nil, relocate(err, "body")
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		return &eventOutput{Status: status, Body: ev}, nil
+	})
+}
+
+// stripSingle turns "[0].op" into "op" for a one-object body.
+func stripSingle(err error, array bool) error {
+	var fe *strata.FieldError
+	if array || !errors.As(err, &fe) {
+		return err
+	}
+	return &strata.FieldError{Field: strings.TrimPrefix(strings.TrimPrefix(fe.Field, "[0]"), "."), Msg: fe.Msg, Status: fe.Status}
+}
