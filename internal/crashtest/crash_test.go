@@ -233,12 +233,12 @@ type agent struct {
 	killAt      map[string]bool // "point/step" → kill there once
 	owner       string
 	interrupts  int
-	claims      map[int]int              // times a step was claimed (ran)
-	acked       map[int]json.RawMessage  // step → result whose completion was acknowledged
-	ackedEvents map[int64]int            // seq → step of every acknowledged event
-	ackedCPs    map[int64]string         // checkpoint version → next_action acknowledged
-	cpVersion   int64                    // the latest checkpoint version this agent knows
-	sideEffects map[int]int              // side effects this agent performed, per step
+	claims      map[int]int             // times a step was claimed (ran)
+	acked       map[int]json.RawMessage // step → result whose completion was acknowledged
+	ackedEvents map[int64]int           // seq → step of every acknowledged event
+	ackedCPs    map[int64]string        // checkpoint version → next_action acknowledged
+	cpVersion   int64                   // the latest checkpoint version this agent knows
+	sideEffects map[int]int             // side effects this agent performed, per step
 	resumes     int
 	gen         int // server generation at the last resume
 	takeovers   int
