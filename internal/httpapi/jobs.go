@@ -646,8 +646,11 @@ func (s *Server) registerJobs() {
 			if err != nil && !errors.Is(err, strata.ErrNotFound) {
 				return nil, err
 			}
-			if evs != nil {
+			if len(evs) > 0 {
+				// The view's seqs are gap-free, so the last event's seq is the log's head.
 				out.Body.Events = evs
+				out.Body.LastEventSeq = evs[len(evs)-1].Seq
+				return out, nil
 			}
 		}
 		if out.Body.LastEventSeq, err = eventHead(ctx, ep, tx, org, in.Job); err != nil {

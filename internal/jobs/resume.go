@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,11 +23,20 @@ type Resume struct {
 	Checkpoint      *Checkpoint     `json:"checkpoint" doc:"The latest checkpoint (null: none yet)."`
 	NextAction      string          `json:"next_action" doc:"The latest checkpoint's next action."`
 	WorkingState    json.RawMessage `json:"working_state,omitempty" doc:"The working-state snapshot of the latest checkpoint."`
-	CompletedSteps  []Step          `json:"completed_steps" doc:"Steps done, with their results, in completion order. Never run these again."`
+	CompletedSteps  []CompletedStep `json:"completed_steps" doc:"Steps done, with their results, in completion order. Never run these again (GET .../steps/{step} has the full record)."`
 	InFlight        []Step          `json:"in_flight" doc:"Claimed steps with their lease state (live or expired: an expired one may be taken over)."`
 	FailedSteps     []Step          `json:"failed_steps" doc:"Failed steps with error, disposition and the input they failed on."`
 	PendingHandoffs []Handoff       `json:"pending_handoffs"`
 	StepsTruncated  bool            `json:"steps_truncated,omitempty" doc:"More than 1000 steps: the oldest completed ones were left out (GET .../steps lists all)."`
+}
+
+// CompletedStep is a completed step as resume shows it: its result and little else.
+type CompletedStep struct {
+	StepID       string          `json:"step_id"`
+	Result       json.RawMessage `json:"result"`
+	Attempts     int             `json:"attempts"`
+	FencingToken int64           `json:"fencing_token"`
+	FinishedAt   time.Time       `json:"finished_at"`
 }
 
 type batcher interface {
@@ -109,11 +119,12 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string) (Resu
 	if len(steps) > MaxResumeSteps {
 		steps, r.StepsTruncated = steps[:MaxResumeSteps], true
 	}
-	r.CompletedSteps, r.InFlight, r.FailedSteps = []Step{}, []Step{}, []Step{}
+	r.CompletedSteps, r.InFlight, r.FailedSteps = []CompletedStep{}, []Step{}, []Step{}
 	for _, st := range steps {
 		switch st.Status {
 		case StepCompleted:
-			r.CompletedSteps = append(r.CompletedSteps, st)
+			r.CompletedSteps = append(r.CompletedSteps, CompletedStep{StepID: st.StepID, Result: st.Result,
+				Attempts: st.Attempts, FencingToken: st.FencingToken, FinishedAt: *st.FinishedAt})
 		case StepRunning:
 			r.InFlight = append(r.InFlight, st)
 		case StepFailed:
@@ -121,7 +132,7 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string) (Resu
 		}
 	}
 	sort.SliceStable(r.CompletedSteps, func(a, b int) bool {
-		return r.CompletedSteps[a].FinishedAt.Before(*r.CompletedSteps[b].FinishedAt)
+		return r.CompletedSteps[a].FinishedAt.Before(r.CompletedSteps[b].FinishedAt)
 	})
 	r.PendingHandoffs = hands
 	if r.PendingHandoffs == nil {
