@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/apptest"
@@ -417,5 +416,4 @@ func TestEventTenantIsolation(t *testing.T) {
 	var n int
 	require.NoError(t, tx.QueryRow(context.Background(), "SELECT count(*) FROM episodic_events WHERE org_id = 'org-a'").Scan(&n))
 	require.Equal(t, 0, n)
-	_ = pgx.ErrNoRows
 }
