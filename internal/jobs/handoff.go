@@ -176,7 +176,7 @@ func (s *Store) AckHandoff(ctx context.Context, db pg.DBTX, org, jobID, id, agen
 	return h, j, nil
 }
 
-// ListHandoffs lists a job's handoffs, oldest first, after the cursor (a handoff id);
+// ListHandoffs lists a job's handoffs by id (server-assigned ids are UUIDv7, so time order), after the cursor;
 // status "" means any.
 func (s *Store) ListHandoffs(ctx context.Context, db pg.DBTX, org, jobID, status string, after string, limit int) ([]Handoff, error) {
 	if _, err := s.GetJob(ctx, db, org, jobID); err != nil {
