@@ -41,5 +41,6 @@ func (s *Server) routes() {
 
 		s.registerWorking()
 		s.registerEpisodic()
+		s.registerJobs()
 	})
 }
