@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/redisconn"
@@ -100,7 +101,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	keys := auth.NewStore(pool, adminKey, cfg.AdminOrg)
 
-	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys})
+	emb, err := embed.New(cfg)
+	if err != nil {
+		return err
+	}
+	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Embedder: emb})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

@@ -37,5 +37,6 @@ func (s *Server) routes() {
 
 		// admin
 		s.registerAdminKeys()
+		s.registerMemories()
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -25,6 +26,8 @@ type Deps struct {
 	Pool   *pgxpool.Pool
 	Redis  redis.UniversalClient
 	Keys   *auth.Store
+	// Embedder turns memory text into vectors; nil means the configured default.
+	Embedder embed.Embedder
 }
 
 // Server is the HTTP API. It holds the tier services and no global state.
@@ -34,6 +37,7 @@ type Server struct {
 	pool    *pgxpool.Pool
 	rdb     redis.UniversalClient
 	keys    *auth.Store
+	emb     embed.Embedder
 	metrics *metrics
 	router  chi.Router
 	api     huma.API
@@ -41,7 +45,7 @@ type Server struct {
 
 // NewServer wires every route and returns the server (an http.Handler).
 func NewServer(d Deps) *Server {
-	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys,
+	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, emb: d.Embedder,
 		metrics: newMetrics(d.Pool, d.Redis)}
 	s.router = chi.NewRouter()
 	s.routes()
