@@ -26,8 +26,6 @@ const (
 	maxSimilarJobs  = 50
 )
 
-const uuidPattern = `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
-
 type provenanceBody struct {
 	JobID    string `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job this memory came from."`
 	EventSeq *int64 `json:"event_seq,omitempty" minimum:"0" doc:"The episodic event (seq) it came from."`
@@ -73,8 +71,10 @@ type memoryIDInput struct {
 	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
 }
 
-func (in memoryIDInput) uuid() (uuid.UUID, error) {
-	id, err := uuid.Parse(in.ID)
+func (in memoryIDInput) uuid() (uuid.UUID, error) { return parseMemoryID(in.ID) }
+
+func parseMemoryID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
 	if err != nil {
 		return uuid.Nil, strata.Invalid("path.id", "must be a UUID")
 	}
@@ -82,7 +82,7 @@ func (in memoryIDInput) uuid() (uuid.UUID, error) {
 }
 
 type patchMemoryInput struct {
-	memoryIDInput
+	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
 	IfMatch string `header:"If-Match" doc:"The version you read (ETag); a stale one gets 409."`
 	Body    struct {
 		Text       *string         `json:"text,omitempty" minLength:"1" maxLength:"16384" doc:"New wording: re-embedded."`
@@ -153,7 +153,7 @@ type deleteMemoryOutput struct {
 }
 
 type retrievalsInput struct {
-	memoryIDInput
+	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
 	Page
 }
 
@@ -362,7 +362,7 @@ func (s *Server) registerMemories() {
 			"valid_to and superseded_by and stays readable in the history and to as_of searches. Only the current " +
 			"version can be patched (409 otherwise, naming the current one).",
 	}, func(ctx context.Context, in *patchMemoryInput) (*memoryOutput, error) {
-		id, err := in.uuid()
+		id, err := parseMemoryID(in.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -480,7 +480,7 @@ func (s *Server) registerMemories() {
 		Description: "The retrieval log of one memory version: request id, key, scope, job, rank, score and time. " +
 			"Answers \"which runs used this (possibly poisoned) memory?\".",
 	}, func(ctx context.Context, in *retrievalsInput) (*retrievalsOutput, error) {
-		id, err := in.uuid()
+		id, err := parseMemoryID(in.ID)
 		if err != nil {
 			return nil, err
 		}

@@ -257,7 +257,7 @@ func (s *Store) textCandidates(ctx context.Context, tx pgx.Tx, f *filter, text s
 	tq := qf.arg(text)
 	lim := qf.arg(n)
 	rows, err := tx.Query(ctx, `SELECT id, ts_rank_cd(tsv, q) AS r
-		FROM memories, replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery q
+		FROM memories, (SELECT replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery AS q) tq
 		WHERE `+qf.sql()+` AND q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...)
 	if err != nil {
 		return nil, pg.Interpret(err)
