@@ -82,7 +82,7 @@ func parseMemoryID(s string) (uuid.UUID, error) {
 }
 
 type patchMemoryInput struct {
-	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
+	ID      string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
 	IfMatch string `header:"If-Match" doc:"The version you read (ETag); a stale one gets 409."`
 	Body    struct {
 		Text       *string         `json:"text,omitempty" minLength:"1" maxLength:"16384" doc:"New wording: re-embedded."`
