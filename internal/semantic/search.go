@@ -3,7 +3,6 @@ package semantic
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -399,30 +398,35 @@ func (s *Store) rank(b *Breakdown, m Memory, now time.Time) {
 	}
 }
 
-// ExactNeighbours is the ground truth for recall measurements: the n nearest current
-// memories visible to scope by exact distance, through the same filters as Search.
-func (s *Store) ExactNeighbours(ctx context.Context, tx pgx.Tx, sc strata.Scope, v []float32, sp Space, n int) ([]uuid.UUID, error) {
-	f := newFilter(sc.OrgID)
-	f.visibleTo(sc)
-	f.current()
-	r, err := s.nearest(ctx, tx, f, v, sp, n, StrategyExact)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]uuid.UUID, len(r.hits))
-	for i, h := range r.hits {
-		ids[i] = h.id
-	}
-	return ids, nil
+// ExactNeighbours is the ground truth for recall measurements: q's n nearest by exact
+// distance, through the same filters.
+func (s *Store) ExactNeighbours(ctx context.Context, tx pgx.Tx, q VectorQuery) ([]uuid.UUID, error) {
+	q.Strategy = StrategyExact
+	ids, _, err := s.VectorSearch(ctx, tx, q)
+	return ids, err
 }
 
-// VectorSearch is the vector leg alone (benchmarks, recall tests): the n nearest current
-// memories visible to scope with the given strategy.
-func (s *Store) VectorSearch(ctx context.Context, tx pgx.Tx, sc strata.Scope, v []float32, sp Space, n int, st Strategy) ([]uuid.UUID, Strategy, error) {
-	f := newFilter(sc.OrgID)
-	f.visibleTo(sc)
+// VectorQuery is the vector leg alone (benchmarks, recall measurements).
+type VectorQuery struct {
+	Scope strata.Scope
+	// AnyScope searches every current memory of the org, whatever its scope (operators,
+	// consolidation, benchmarks); otherwise scopes compose as in Search.
+	AnyScope bool
+	Vector   []float32
+	Space    Space
+	N        int
+	Strategy Strategy
+}
+
+// VectorSearch runs the vector leg alone and returns the ids nearest first, and the
+// strategy used.
+func (s *Store) VectorSearch(ctx context.Context, tx pgx.Tx, q VectorQuery) ([]uuid.UUID, Strategy, error) {
+	f := newFilter(q.Scope.OrgID)
+	if !q.AnyScope {
+		f.visibleTo(q.Scope)
+	}
 	f.current()
-	r, err := s.nearest(ctx, tx, f, v, sp, n, st)
+	r, err := s.nearest(ctx, tx, f, q.Vector, q.Space, q.N, q.Strategy)
 	if err != nil {
 		return nil, "", err
 	}
@@ -433,4 +437,3 @@ func (s *Store) VectorSearch(ctx context.Context, tx pgx.Tx, sc strata.Scope, v 
 	return ids, r.strategy, nil
 }
 
-var _ = fmt.Sprint

@@ -64,7 +64,7 @@ type row struct {
 // bulkLoad writes rows straight into memories as the owner: it drops the HNSW index,
 // COPYs, and rebuilds the index with a large maintenance_work_mem (NOTES.md), which is
 // how a big import should be done and far faster than row-by-row indexed inserts.
-func bulkLoad(t testing.TB, dsn string, rows []row) {
+func bulkLoad(t testing.TB, dsn string, rows []row) time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	c := testenv.OwnerConn(t, dsn)
@@ -84,12 +84,15 @@ func bulkLoad(t testing.TB, dsn string, rows []row) {
 	_, err = c.CopyFrom(ctx, pgx.Identifier{"memories"}, []string{"org_id", "id", "root_id", "user_id", "kind", "text",
 		"text_hash", "trust", "embedding", "embedder", "model", "dims", "valid_from", "updated_at"}, pgx.CopyFromRows(src))
 	require.NoError(t, err)
-	_, err = c.Exec(ctx, `SET maintenance_work_mem = '512MB'`)
+	_, err = c.Exec(ctx, `SET maintenance_work_mem = '1GB'`)
 	require.NoError(t, err)
+	start := time.Now()
 	_, err = c.Exec(ctx, def)
 	require.NoError(t, err)
-	_, err = c.Exec(ctx, `ANALYZE memories`)
+	build := time.Since(start)
+	_, err = c.Exec(ctx, `VACUUM ANALYZE memories`)
 	require.NoError(t, err)
+	return build
 }
 
 func recallAt(approx, exact []uuid.UUID) float64 {
@@ -145,9 +148,10 @@ func TestSemanticRecallSmallScope(t *testing.T) {
 		for _, q := range queries {
 			require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
 				sc := strata.Scope{OrgID: org, UserID: user}
-				exact, err := store.ExactNeighbours(ctx, tx, sc, q, space384, 10)
+				vq := semantic.VectorQuery{Scope: sc, Vector: q, Space: space384, N: 10, Strategy: st}
+				exact, err := store.ExactNeighbours(ctx, tx, vq)
 				require.NoError(t, err)
-				got, s, err := store.VectorSearch(ctx, tx, sc, q, space384, 10, st)
+				got, s, err := store.VectorSearch(ctx, tx, vq)
 				require.NoError(t, err)
 				used = s
 				total += recallAt(got, exact)
@@ -175,7 +179,7 @@ func TestSemanticRecallSmallScope(t *testing.T) {
 	// rows, and row-level security alone (no org filter in the query) shows no acme row.
 	require.NoError(t, pg.InOrgTx(ctx, pool, "globex", func(tx pgx.Tx) error {
 		sc := strata.Scope{OrgID: "globex", UserID: "small"}
-		ids, _, err := store.VectorSearch(ctx, tx, sc, queries[0], space384, 100, semantic.StrategyHNSW)
+		ids, _, err := store.VectorSearch(ctx, tx, semantic.VectorQuery{Scope: sc, Vector: queries[0], Space: space384, N: 100, Strategy: semantic.StrategyHNSW})
 		require.NoError(t, err)
 		require.Len(t, ids, 100)
 		var foreign int
