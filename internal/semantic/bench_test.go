@@ -162,16 +162,24 @@ func BenchmarkSemantic100k(b *testing.B) {
 			store := semantic.NewStore(semantic.Options{}, nil)
 			var rec float64
 			used := map[semantic.Strategy]int{}
+			spent := map[semantic.Strategy]time.Duration{}
+			recs := map[semantic.Strategy]float64{}
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
 				x := sq[i%nq]
+				t0 := time.Now()
 				inTx(func(tx pgx.Tx) error {
 					ids, s, err := store.VectorSearch(ctx, tx, semantic.VectorQuery{Scope: strata.Scope{OrgID: "acme", UserID: x.user},
 						Vector: x.q, Space: space384, N: 10, Strategy: st})
 					used[s]++
+					spent[s] += time.Since(t0)
+					recs[s] += recallAt(ids, x.truth)
 					rec += recallAt(ids, x.truth)
 					return err
 				})
+			}
+			for s, c := range used {
+				b.Logf("%s: %d queries, mean %s, recall@10 %.3f", s, c, (spent[s] / time.Duration(c)).Round(time.Microsecond), recs[s]/float64(c))
 			}
 			ns := float64(time.Since(start).Nanoseconds()) / float64(b.N)
 			b.ReportMetric(rec/float64(b.N), "recall@10")
@@ -180,7 +188,6 @@ func BenchmarkSemantic100k(b *testing.B) {
 				scopedBare = ns
 			} else if scopedBare > 0 {
 				b.ReportMetric(ns/scopedBare, "x_naive_time")
-				b.Logf("strategies used: %v", used)
 			}
 		})
 	}
