@@ -436,4 +436,3 @@ func (s *Store) VectorSearch(ctx context.Context, tx pgx.Tx, q VectorQuery) ([]u
 	}
 	return ids, r.strategy, nil
 }
-
