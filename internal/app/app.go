@@ -18,6 +18,7 @@ import (
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
@@ -117,7 +118,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 
-	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Pseudo: pseudo})
+	emb, err := embed.New(cfg)
+	if err != nil {
+		return err
+	}
+	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Pseudo: pseudo, Embedder: emb})
 
 	// Background workers; stopped after the HTTP server has drained (defers run in reverse).
 	chainer := audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)

@@ -57,6 +57,12 @@ type Config struct {
 	KVMaxValueBytes       int           `env:"STRATA_KV_MAX_VALUE_BYTES" envDefault:"65536"`
 	StalledAfter          time.Duration `env:"STRATA_STALLED_AFTER" envDefault:"15m"`
 	DisableMigrateOnStart bool          `env:"STRATA_NO_MIGRATE"`
+
+	// Semantic memory (docs/semantic.md).
+	DedupThreshold   float64       `env:"STRATA_DEDUP_THRESHOLD" envDefault:"0.92"`
+	VerifyAge        time.Duration `env:"STRATA_VERIFY_AGE" envDefault:"2160h"`
+	HNSWEfSearch     int           `env:"STRATA_HNSW_EF_SEARCH" envDefault:"100"`
+	SearchExactBelow int           `env:"STRATA_SEARCH_EXACT_BELOW" envDefault:"5000"`
 }
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).
@@ -167,6 +173,18 @@ func (c Config) Validate() error {
 	}
 	if c.DBMaxConns < 2 {
 		bad("STRATA_DB_MAX_CONNS", "must be at least 2")
+	}
+	if c.DedupThreshold <= 0 || c.DedupThreshold > 1 {
+		bad("STRATA_DEDUP_THRESHOLD", "must be a cosine similarity in (0, 1], got %v", c.DedupThreshold)
+	}
+	if c.VerifyAge <= 0 {
+		bad("STRATA_VERIFY_AGE", "must be a positive duration such as 2160h")
+	}
+	if c.HNSWEfSearch < 1 || c.HNSWEfSearch > 1000 {
+		bad("STRATA_HNSW_EF_SEARCH", "must be between 1 and 1000, got %d", c.HNSWEfSearch)
+	}
+	if c.SearchExactBelow < 0 {
+		bad("STRATA_SEARCH_EXACT_BELOW", "must not be negative")
 	}
 	if len(errs) > 0 {
 		return errors.New("invalid configuration: " + strings.Join(errs, "; "))

@@ -17,6 +17,7 @@ import (
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -29,6 +30,8 @@ type Deps struct {
 	Keys   *auth.Store
 	// Pseudo pseudonymises data subjects in the audit log.
 	Pseudo *audit.Pseudonymizer
+	// Embedder turns memory text into vectors; nil means the configured default.
+	Embedder embed.Embedder
 }
 
 // Server is the HTTP API. It holds the tier services and no global state.
@@ -39,6 +42,7 @@ type Server struct {
 	rdb     redis.UniversalClient
 	keys    *auth.Store
 	pseudo  *audit.Pseudonymizer
+	emb     embed.Embedder
 	metrics *metrics
 	limiter *keyLimiter
 	opOnce  sync.Once
@@ -49,7 +53,7 @@ type Server struct {
 
 // NewServer wires every route and returns the server (an http.Handler).
 func NewServer(d Deps) *Server {
-	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo,
+	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo, emb: d.Embedder,
 		metrics: newMetrics(d.Pool, d.Redis), limiter: newKeyLimiter(d.Config.RateLimit, d.Config.RateBurst)}
 	if s.pseudo == nil {
 		s.pseudo = audit.NewPseudonymizer(d.Config.AdminKey + "/audit")

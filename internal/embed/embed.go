@@ -1,0 +1,80 @@
+// Package embed turns text into vectors for semantic memory. One interface, three kinds:
+//
+//   - lexical (STRATA_EMBEDDER=hash or lexical, the default): hashed word and character
+//     n-gram features, signed and L2-normalised. Offline, deterministic, fast. It measures
+//     lexical overlap (shared words, shared word pieces), not meaning: "car" and "automobile"
+//     are unrelated to it. Good enough for dedup, for recall of memories phrased like the
+//     query, and for tests; use a real model for meaning.
+//   - openai (STRATA_EMBEDDER=openai): any OpenAI-compatible /v1/embeddings endpoint
+//     (OpenAI, Azure, Ollama, vLLM, TEI) through go-openai, with batching, a per-attempt
+//     timeout, retries with backoff on 429/5xx, and a dimension check.
+//   - onnx: not in this build yet; New refuses it with a message saying so.
+//
+// The service layer calls an Embedder; the semantic store never does.
+package embed
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/strata-mem/strata/internal/config"
+)
+
+// Embedder turns texts into vectors of Dims() floats, one per text, in order.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	// Name is the embedder kind: "lexical" or "openai".
+	Name() string
+	// Model names the model (or feature scheme) that produced the vectors.
+	Model() string
+	// Dims is the length of every vector.
+	Dims() int
+}
+
+// New builds the embedder the configuration names.
+func New(cfg config.Config) (Embedder, error) {
+	switch cfg.Embedder {
+	case "", "hash", "lexical":
+		return NewLexical(cfg.EmbeddingDims), nil
+	case "openai":
+		return NewOpenAI(OpenAIOptions{
+			BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
+			Model: cfg.EmbeddingModel, Dims: cfg.EmbeddingDims,
+		})
+	case "onnx":
+		return nil, fmt.Errorf("STRATA_EMBEDDER=onnx is not available in this build yet: use hash (the offline lexical default) or openai with OPENAI_BASE_URL pointing at any OpenAI-compatible server (Ollama, vLLM, TEI)")
+	default:
+		return nil, fmt.Errorf("STRATA_EMBEDDER: unknown embedder %q (hash, lexical or openai)", cfg.Embedder)
+	}
+}
+
+// Normalize scales v to unit length in place (a zero vector stays zero) and returns it.
+func Normalize(v []float32) []float32 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 {
+		return v
+	}
+	inv := float32(1 / math.Sqrt(sum))
+	for i := range v {
+		v[i] *= inv
+	}
+	return v
+}
+
+// Cosine is the cosine similarity of a and b (0 when either is zero).
+func Cosine(a, b []float32) float64 {
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return dot / math.Sqrt(na*nb)
+}

@@ -1,0 +1,547 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/embed"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// Limits of the semantic API.
+const (
+	maxMemoryText   = 16384 // characters
+	maxMetadataSize = 16384 // bytes of JSON
+	maxTopK         = 100
+	maxSimilarJobs  = 50
+)
+
+type provenanceBody struct {
+	JobID    string `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job this memory came from."`
+	EventSeq *int64 `json:"event_seq,omitempty" minimum:"0" doc:"The episodic event (seq) it came from."`
+	AgentID  string `json:"agent_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The agent that wrote it."`
+}
+
+func (p *provenanceBody) provenance(ctx context.Context) semantic.Provenance {
+	pr, _ := auth.FromContext(ctx)
+	out := semantic.Provenance{KeyID: pr.KeyID}
+	if p != nil {
+		out.JobID, out.EventSeq, out.AgentID = p.JobID, p.EventSeq, p.AgentID
+	}
+	return out
+}
+
+type createMemoryInput struct {
+	Body struct {
+		Text string `json:"text" minLength:"1" maxLength:"16384" doc:"The memory, in natural language."`
+		Kind string `json:"kind,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"fact (default), preference, job, case, or a custom kind."`
+		ScopeBody
+		Metadata   map[string]any  `json:"metadata,omitempty" doc:"Free-form object (at most 16 KiB). Search can filter on containment. Job memories use job_id, outcome and parameters."`
+		Importance *float64        `json:"importance,omitempty" minimum:"0" maximum:"1" doc:"0-1, default 0.5: a ranking feature."`
+		Pinned     bool            `json:"pinned,omitempty" doc:"Pinned memories do not decay with age (and eviction keeps them)."`
+		Trust      string          `json:"trust,omitempty" enum:"verified,user_stated,agent_inferred,tool_output,consolidated" doc:"Where the content came from (default agent_inferred)."`
+		Provenance *provenanceBody `json:"provenance,omitempty"`
+	}
+}
+
+type memoryOut struct {
+	semantic.Memory
+	Deduplicated bool            `json:"deduplicated" doc:"true when no row was created: the memory answered is the existing duplicate."`
+	Dedup        *semantic.Dedup `json:"dedup,omitempty"`
+}
+
+type memoryOutput struct {
+	Status   int
+	ETag     string `header:"ETag"`
+	Location string `header:"Location"`
+	Body     memoryOut
+}
+
+type memoryIDInput struct {
+	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
+}
+
+func (in memoryIDInput) uuid() (uuid.UUID, error) { return parseMemoryID(in.ID) }
+
+func parseMemoryID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, strata.Invalid("path.id", "must be a UUID")
+	}
+	return id, nil
+}
+
+type patchMemoryInput struct {
+	ID      string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
+	IfMatch string `header:"If-Match" doc:"The version you read (ETag); a stale one gets 409."`
+	Body    struct {
+		Text       *string         `json:"text,omitempty" minLength:"1" maxLength:"16384" doc:"New wording: re-embedded."`
+		Metadata   map[string]any  `json:"metadata,omitempty" doc:"Replaces the metadata object."`
+		Importance *float64        `json:"importance,omitempty" minimum:"0" maximum:"1"`
+		Pinned     *bool           `json:"pinned,omitempty"`
+		Trust      *string         `json:"trust,omitempty" enum:"verified,user_stated,agent_inferred,tool_output,consolidated"`
+		Provenance *provenanceBody `json:"provenance,omitempty"`
+	}
+}
+
+type searchBody struct {
+	Query string `json:"query" minLength:"1" maxLength:"4096" doc:"What to look for, in natural language."`
+	ScopeBody
+	Kinds         []string       `json:"kinds,omitempty" maxItems:"20" doc:"Only these kinds."`
+	Metadata      map[string]any `json:"metadata,omitempty" doc:"Only memories whose metadata contains this object (jsonb @>)."`
+	Trust         []string       `json:"trust,omitempty" maxItems:"5" doc:"Only these trust levels."`
+	CreatedAfter  *time.Time     `json:"created_after,omitempty" doc:"Only versions written at or after this time."`
+	CreatedBefore *time.Time     `json:"created_before,omitempty" doc:"Only versions written before this time."`
+	AsOf          *time.Time     `json:"as_of,omitempty" doc:"Search the versions that were current at this time (superseded ones included as they were)."`
+	TopK          int            `json:"top_k,omitempty" minimum:"1" maximum:"100" doc:"Results wanted (default 10, at most 100)."`
+	ExcludeStale  bool           `json:"exclude_stale,omitempty" doc:"Drop facts not verified within the verification age."`
+	StaleAfter    string         `json:"stale_after,omitempty" maxLength:"32" doc:"Verification age for this search, as a Go duration (e.g. 720h); default the server's STRATA_VERIFY_AGE."`
+	JobID         string         `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job this search serves (recorded in the retrieval log)."`
+}
+
+type searchInput struct{ Body searchBody }
+
+type searchOutput struct {
+	Body struct {
+		Items  []semantic.Result   `json:"items"`
+		Search semantic.SearchInfo `json:"search"`
+	}
+}
+
+type similarJobsInput struct {
+	Body struct {
+		Query string `json:"query" minLength:"1" maxLength:"4096" doc:"The job at hand, described in natural language."`
+		ScopeBody
+		TopK  int    `json:"top_k,omitempty" minimum:"1" maximum:"50" doc:"Jobs wanted (default 5)."`
+		JobID string `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job asking (recorded in the retrieval log)."`
+	}
+}
+
+type similarJob struct {
+	MemoryID   uuid.UUID          `json:"memory_id"`
+	JobID      string             `json:"job_id,omitempty" doc:"metadata.job_id of the job memory."`
+	Outcome    any                `json:"outcome,omitempty" doc:"metadata.outcome: how the job ended."`
+	Parameters any                `json:"parameters,omitempty" doc:"metadata.parameters: the settled parameters."`
+	Summary    string             `json:"summary" doc:"The job memory's text."`
+	Score      semantic.Breakdown `json:"score"`
+	At         time.Time          `json:"at"`
+}
+
+type similarJobsOutput struct {
+	Body List[similarJob]
+}
+
+type historyOutput struct {
+	Body List[semantic.Memory]
+}
+
+type deleteMemoryOutput struct {
+	Body struct {
+		ID       string      `json:"id"`
+		Versions []uuid.UUID `json:"deleted_versions" doc:"Every version removed (text, vector and history)."`
+	}
+}
+
+type retrievalsInput struct {
+	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
+	Page
+}
+
+type retrievalsOutput struct {
+	Body List[semantic.Retrieval]
+}
+
+// checkMemoryText enforces what the schema cannot: not blank, no NUL.
+func checkMemoryText(field, text string) error {
+	if strings.TrimSpace(text) == "" {
+		return strata.Invalid(field, "must not be blank")
+	}
+	return strata.CheckText(field, text)
+}
+
+func checkMetadata(field string, m map[string]any) error {
+	if m == nil {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return strata.Invalid(field, "must be a JSON object")
+	}
+	if len(b) > maxMetadataSize {
+		return strata.Invalid(field, "must be at most %d bytes of JSON", maxMetadataSize)
+	}
+	return strata.CheckJSON(field, b)
+}
+
+func memoryOK(m semantic.Memory, status int, d *semantic.Dedup) *memoryOutput {
+	return &memoryOutput{Status: status, ETag: etag(int64(m.Version)), Location: "/v1/memories/" + m.ID.String(),
+		Body: memoryOut{Memory: m, Deduplicated: d != nil, Dedup: d}}
+}
+
+func (s *Server) registerMemories() {
+	emb := s.emb
+	if emb == nil {
+		e, err := embed.New(s.cfg)
+		if err != nil {
+			e = embed.NewLexical(s.cfg.EmbeddingDims)
+		}
+		emb = e
+	}
+	space := semantic.Space{Embedder: emb.Name(), Model: emb.Model(), Dims: emb.Dims()}
+	store := semantic.NewStore(semantic.Options{
+		DedupThreshold: s.cfg.DedupThreshold, StaleAfter: s.cfg.VerifyAge,
+		EfSearch: s.cfg.HNSWEfSearch, ExactBelow: s.cfg.SearchExactBelow,
+	}, nil)
+	embedOne := func(ctx context.Context, text string) ([]float32, error) {
+		vs, err := emb.Embed(ctx, []string{text})
+		if err != nil {
+			return nil, err
+		}
+		return vs[0], nil
+	}
+	tags := []string{"semantic"}
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "create-memory", Method: http.MethodPost, Path: "/v1/memories", Tags: tags,
+		Summary: "Write a memory (deduplicated)", DefaultStatus: http.StatusCreated,
+		Description: "Stores a memory in the given scope. An exact duplicate (same normalised text in the same scope) " +
+			"or a near duplicate (cosine similarity ≥ STRATA_DEDUP_THRESHOLD in the same scope) creates no row: the answer " +
+			"is 200 with the existing memory and `deduplicated: true`, and the existing memory's access data and provenance " +
+			"are updated. Concurrent identical writes leave one row.",
+	}, func(ctx context.Context, in *createMemoryInput) (*memoryOutput, error) {
+		b := in.Body
+		if err := checkMemoryText("body.text", b.Text); err != nil {
+			return nil, err
+		}
+		if err := checkMetadata("body.metadata", b.Metadata); err != nil {
+			return nil, err
+		}
+		kind := b.Kind
+		if kind == "" {
+			kind = semantic.KindFact
+		}
+		imp := 0.5
+		if b.Importance != nil {
+			imp = *b.Importance
+		}
+		vec, err := embedOne(ctx, b.Text)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m, dedup, err := store.Create(ctx, tx, semantic.NewMemory{
+			Scope: b.Scope(ctx), Kind: kind, Text: b.Text, Metadata: b.Metadata, Importance: imp,
+			Pinned: b.Pinned, Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Vector: vec, Space: space,
+		})
+		if err != nil {
+			return nil, err
+		}
+		status := http.StatusCreated
+		if dedup != nil {
+			status = http.StatusOK
+		}
+		return memoryOK(m, status, dedup), nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "search-memories", Method: http.MethodPost, Path: "/v1/memories/search", Tags: tags,
+		Summary: "Search memories (hybrid vector + full text, ranked)",
+		Description: "Scopes compose: a search for (user U, agent A, session S) sees the org's memories that are " +
+			"org-level or scoped to U, A, S or any combination of them. Vector (cosine) and full-text candidates are " +
+			"fused by reciprocal rank fusion (k=60), then scaled by recency, importance and access count; each result " +
+			"carries its score breakdown. Superseded versions are excluded unless as_of asks for the past. Every memory " +
+			"served is recorded in the retrieval log (GET /v1/memories/{id}/retrievals).",
+	}, func(ctx context.Context, in *searchInput) (*searchOutput, error) {
+		b := in.Body
+		q, err := s.searchQuery(ctx, b, space)
+		if err != nil {
+			return nil, err
+		}
+		if q.Vector, err = embedOne(ctx, b.Query); err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, info, err := store.Search(ctx, tx, q)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := auth.FromContext(ctx)
+		if err := store.RecordServed(ctx, tx, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+			Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
+			return nil, err
+		}
+		out := &searchOutput{}
+		out.Body.Items, out.Body.Search = res, info
+		return out, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "similar-jobs", Method: http.MethodPost, Path: "/v1/jobs/similar", Tags: []string{"jobs", "semantic"},
+		Summary: "Find similar past jobs",
+		Description: "Searches `job` memories (written by consolidation when jobs complete) and answers each job's " +
+			"outcome and settled parameters, read from the memory's metadata keys `job_id`, `outcome` and `parameters`.",
+	}, func(ctx context.Context, in *similarJobsInput) (*similarJobsOutput, error) {
+		b := in.Body
+		if err := checkMemoryText("body.query", b.Query); err != nil {
+			return nil, err
+		}
+		k := b.TopK
+		if k == 0 {
+			k = 5
+		}
+		vec, err := embedOne(ctx, b.Query)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Vector: vec, Space: space,
+			Kinds: []string{semantic.KindJob}, TopK: k}
+		res, _, err := store.Search(ctx, tx, q)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := auth.FromContext(ctx)
+		if err := store.RecordServed(ctx, tx, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+			Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
+			return nil, err
+		}
+		items := make([]similarJob, len(res))
+		for i, r := range res {
+			md := r.Memory.Metadata
+			jobID, _ := md["job_id"].(string)
+			items[i] = similarJob{MemoryID: r.Memory.ID, JobID: jobID, Outcome: md["outcome"],
+				Parameters: md["parameters"], Summary: r.Memory.Text, Score: r.Score, At: r.Memory.ValidFrom}
+		}
+		return &similarJobsOutput{Body: List[similarJob]{Items: items}}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "get-memory", Method: http.MethodGet, Path: "/v1/memories/{id}", Tags: tags,
+		Summary: "Read a memory version", Description: "Any version, current or superseded (then superseded_by says by which).",
+	}, func(ctx context.Context, in *memoryIDInput) (*memoryOutput, error) {
+		id, err := in.uuid()
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m, err := store.Get(ctx, tx, orgOf(ctx), id)
+		if err != nil {
+			return nil, err
+		}
+		out := memoryOK(m, http.StatusOK, nil)
+		out.Location = ""
+		return out, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "update-memory", Method: http.MethodPatch, Path: "/v1/memories/{id}", Tags: tags,
+		Summary: "Change a memory (new version)",
+		Description: "Every change writes a new version with a new id (text changes are re-embedded); the old version gets " +
+			"valid_to and superseded_by and stays readable in the history and to as_of searches. Only the current " +
+			"version can be patched (409 otherwise, naming the current one).",
+	}, func(ctx context.Context, in *patchMemoryInput) (*memoryOutput, error) {
+		id, err := parseMemoryID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		b := in.Body
+		if b.Text != nil {
+			if err := checkMemoryText("body.text", *b.Text); err != nil {
+				return nil, err
+			}
+		}
+		if err := checkMetadata("body.metadata", b.Metadata); err != nil {
+			return nil, err
+		}
+		v, ok, err := ifMatch(in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		p := semantic.Patch{Text: b.Text, Metadata: b.Metadata, Importance: b.Importance, Pinned: b.Pinned,
+			Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Space: space}
+		if ok {
+			p.IfVersion = &v
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if b.Text != nil {
+			cur, err := store.Get(ctx, tx, orgOf(ctx), id)
+			if err != nil {
+				return nil, err
+			}
+			if p.TextChanged(cur) {
+				if p.Vector, err = embedOne(ctx, *b.Text); err != nil {
+					return nil, err
+				}
+			}
+		}
+		m, err := store.Supersede(ctx, tx, orgOf(ctx), id, p)
+		if err != nil {
+			return nil, err
+		}
+		return memoryOK(m, http.StatusOK, nil), nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "delete-memory", Method: http.MethodDelete, Path: "/v1/memories/{id}", Tags: tags,
+		Summary: "Delete a memory with its history",
+		Description: "Removes every version (text, vector, history) of the memory this id belongs to, and stored " +
+			"idempotent responses that quoted it. The retrieval log keeps its rows (ids only, no text).",
+	}, func(ctx context.Context, in *memoryIDInput) (*deleteMemoryOutput, error) {
+		id, err := in.uuid()
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ids, err := store.Delete(ctx, tx, orgOf(ctx), id)
+		if err != nil {
+			return nil, err
+		}
+		out := &deleteMemoryOutput{}
+		out.Body.ID, out.Body.Versions = in.ID, ids
+		return out, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "memory-history", Method: http.MethodGet, Path: "/v1/memories/{id}/history", Tags: tags,
+		Summary: "List a memory's versions",
+		Description: "Oldest first. Each version says who wrote it (provenance.key_id, provenance.agent_id) and when " +
+			"(valid_from), and when and by what it was superseded (valid_to, superseded_by).",
+	}, func(ctx context.Context, in *memoryIDInput) (*historyOutput, error) {
+		id, err := in.uuid()
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := store.History(ctx, tx, orgOf(ctx), id)
+		if err != nil {
+			return nil, err
+		}
+		return &historyOutput{Body: List[semantic.Memory]{Items: ms}}, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "verify-memory", Method: http.MethodPost, Path: "/v1/memories/{id}/verify", Tags: tags,
+		Summary: "Re-confirm a memory",
+		Description: "Sets last_verified_at (and last_verified_by, the key) on the current version: it is no longer " +
+			"stale until the verification age passes again.",
+	}, func(ctx context.Context, in *memoryIDInput) (*memoryOutput, error) {
+		id, err := in.uuid()
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := auth.FromContext(ctx)
+		m, err := store.Verify(ctx, tx, orgOf(ctx), id, p.KeyID)
+		if err != nil {
+			return nil, err
+		}
+		out := memoryOK(m, http.StatusOK, nil)
+		out.Location = ""
+		return out, nil
+	})
+
+	register(s, agentRoles, huma.Operation{
+		OperationID: "memory-retrievals", Method: http.MethodGet, Path: "/v1/memories/{id}/retrievals", Tags: tags,
+		Summary: "Which requests were served this memory",
+		Description: "The retrieval log of one memory version: request id, key, scope, job, rank, score and time. " +
+			"Answers \"which runs used this (possibly poisoned) memory?\".",
+	}, func(ctx context.Context, in *retrievalsInput) (*retrievalsOutput, error) {
+		id, err := parseMemoryID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		limit, err := in.Page.limit()
+		if err != nil {
+			return nil, err
+		}
+		var after int64
+		if in.Cursor != "" {
+			if after, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || after < 0 {
+				return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
+			}
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := store.Retrievals(ctx, tx, orgOf(ctx), id, after, limit+1)
+		if err != nil {
+			return nil, err
+		}
+		return &retrievalsOutput{Body: page(rs, limit, func(r semantic.Retrieval) string { return strconv.FormatInt(r.ID, 10) })}, nil
+	})
+}
+
+// searchQuery validates a search body into a store query (the vector is added later).
+func (s *Server) searchQuery(ctx context.Context, b searchBody, space semantic.Space) (semantic.Query, error) {
+	q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Space: space, Kinds: b.Kinds, Metadata: b.Metadata,
+		Trust: b.Trust, CreatedAfter: b.CreatedAfter, CreatedBefore: b.CreatedBefore, AsOf: b.AsOf,
+		TopK: b.TopK, ExcludeStale: b.ExcludeStale}
+	if err := checkMemoryText("body.query", b.Query); err != nil {
+		return q, err
+	}
+	if q.TopK == 0 {
+		q.TopK = 10
+	}
+	if q.TopK > maxTopK {
+		return q, strata.Invalid("body.top_k", "must be at most %d", maxTopK)
+	}
+	for i, k := range b.Kinds {
+		if !strata.ValidID(k) {
+			return q, strata.Invalid("body.kinds["+strconv.Itoa(i)+"]", "must be 1-200 characters of A-Z a-z 0-9 . _ : -")
+		}
+	}
+	for i, t := range b.Trust {
+		if !semantic.ValidTrust(t) {
+			return q, strata.Invalid("body.trust["+strconv.Itoa(i)+"]", "must be one of %s", strings.Join(semantic.Trusts, ", "))
+		}
+	}
+	if err := checkMetadata("body.metadata", b.Metadata); err != nil {
+		return q, err
+	}
+	if b.StaleAfter != "" {
+		d, err := time.ParseDuration(b.StaleAfter)
+		if err != nil || d <= 0 {
+			return q, strata.Invalid("body.stale_after", "must be a positive Go duration such as 720h")
+		}
+		q.StaleAfter = d
+	}
+	if b.CreatedAfter != nil && b.CreatedBefore != nil && !b.CreatedAfter.Before(*b.CreatedBefore) {
+		return q, strata.Invalid("body.created_before", "must be after created_after")
+	}
+	return q, nil
+}

@@ -1,0 +1,84 @@
+package semantic
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// Retrieval is one memory served to one request.
+type Retrieval struct {
+	ID        int64     `json:"id"`
+	MemoryID  uuid.UUID `json:"memory_id"`
+	RequestID string    `json:"request_id"`
+	Operation string    `json:"operation" doc:"search or similar_jobs."`
+	KeyID     string    `json:"key_id,omitempty"`
+	UserID    string    `json:"user_id,omitempty"`
+	AgentID   string    `json:"agent_id,omitempty"`
+	SessionID string    `json:"session_id,omitempty"`
+	JobID     string    `json:"job_id,omitempty"`
+	Rank      int       `json:"rank"`
+	Score     float64   `json:"score"`
+	ServedAt  time.Time `json:"served_at"`
+}
+
+// Served describes the request that was served results.
+type Served struct {
+	Scope     strata.Scope
+	RequestID string
+	Operation string
+	KeyID     string
+	JobID     string
+}
+
+// RecordServed logs which memories a request was served (one row each, in rank order)
+// and counts the access on each (access_count, last_accessed_at: ranking features).
+func (s *Store) RecordServed(ctx context.Context, tx pgx.Tx, sv Served, results []Result) error {
+	if len(results) == 0 {
+		return nil
+	}
+	now := s.now().UTC()
+	ids := make([]uuid.UUID, len(results))
+	ranks := make([]int32, len(results))
+	scores := make([]float64, len(results))
+	for i, r := range results {
+		ids[i], ranks[i], scores[i] = r.Memory.ID, int32(i+1), r.Score.Score
+	}
+	sc := sv.Scope
+	if _, err := tx.Exec(ctx, `INSERT INTO memory_retrievals (org_id, memory_id, request_id, operation, key_id,
+		user_id, agent_id, session_id, job_id, rank, score, served_at)
+		SELECT $1, m, $4, $5, $6, $7, $8, $9, $10, r, s, $11
+		FROM unnest($2::uuid[], $3::int[], $12::float8[]) AS u(m, r, s)`,
+		sc.OrgID, ids, ranks, sv.RequestID, sv.Operation, sv.KeyID, sc.UserID, sc.AgentID, sc.SessionID,
+		sv.JobID, now, scores); err != nil {
+		return pg.Interpret(err)
+	}
+	_, err := tx.Exec(ctx, `UPDATE memories SET access_count = access_count + 1, last_accessed_at = $3
+		WHERE org_id = $1 AND id = ANY($2)`, sc.OrgID, ids, now)
+	return pg.Interpret(err)
+}
+
+// Retrievals lists the requests that were served memory id, oldest first, after the
+// cursor (a retrieval id).
+func (s *Store) Retrievals(ctx context.Context, q pg.DBTX, org string, id uuid.UUID, after int64, limit int) ([]Retrieval, error) {
+	rows, err := q.Query(ctx, `SELECT id, memory_id, request_id, operation, key_id, user_id, agent_id, session_id,
+		job_id, rank, score, served_at FROM memory_retrievals
+		WHERE org_id = $1 AND memory_id = $2 AND id > $3 ORDER BY id LIMIT $4`, org, id, after, limit)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Retrieval, error) {
+		var x Retrieval
+		var score float32
+		err := r.Scan(&x.ID, &x.MemoryID, &x.RequestID, &x.Operation, &x.KeyID, &x.UserID, &x.AgentID,
+			&x.SessionID, &x.JobID, &x.Rank, &score, &x.ServedAt)
+		x.Score, x.ServedAt = float64(score), x.ServedAt.UTC()
+		return x, err
+	})
+	return out, pg.Interpret(err)
+}

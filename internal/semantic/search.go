@@ -1,0 +1,438 @@
+package semantic
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// Strategy is how the vector leg finds its nearest neighbours.
+type Strategy string
+
+// Strategies. Auto picks exact for scopes of at most Options.ExactBelow current
+// memories, HNSW otherwise (and falls back to exact when HNSW comes back short).
+const (
+	StrategyAuto  Strategy = ""
+	StrategyExact Strategy = "exact"
+	StrategyHNSW  Strategy = "hnsw"
+	// StrategyHNSWPlain is an HNSW scan without iterative scanning: the naive query,
+	// kept for benchmarks and tests that show why it is not used.
+	StrategyHNSWPlain Strategy = "hnsw_plain"
+)
+
+// filter builds a WHERE clause with numbered parameters.
+type filter struct {
+	conds []string
+	args  []any
+}
+
+func newFilter(org string) *filter {
+	f := &filter{}
+	f.add("org_id = ?", org)
+	return f
+}
+
+// add appends cond, replacing each ? with the next parameter number.
+func (f *filter) add(cond string, args ...any) {
+	var b strings.Builder
+	i := 0
+	for _, r := range cond {
+		if r == '?' {
+			b.WriteString(f.arg(args[i]))
+			i++
+			continue
+		}
+		b.WriteRune(r)
+	}
+	f.conds = append(f.conds, b.String())
+}
+
+// arg adds a parameter and returns its placeholder.
+func (f *filter) arg(v any) string {
+	f.args = append(f.args, v)
+	return "$" + strconv.Itoa(len(f.args))
+}
+
+func (f *filter) sql() string { return strings.Join(f.conds, " AND ") }
+
+func (f *filter) clone() *filter {
+	return &filter{conds: append([]string(nil), f.conds...), args: append([]any(nil), f.args...)}
+}
+
+// exactScope: exactly this scope (dedup).
+func (f *filter) exactScope(sc strata.Scope) {
+	f.add("user_id = ? AND agent_id = ? AND session_id = ?", sc.UserID, sc.AgentID, sc.SessionID)
+}
+
+// visibleTo composes scopes: a memory is visible to a query when every level the memory
+// sets matches the query's. So a query for (user U, agent A, session S) sees org-level
+// memories, U's, A's, S's, and those scoped to any combination of them — never another
+// user's, agent's or session's.
+func (f *filter) visibleTo(sc strata.Scope) {
+	levels := func(v string) []string {
+		if v == "" {
+			return []string{""}
+		}
+		return []string{"", v}
+	}
+	f.add("user_id = ANY(?) AND agent_id = ANY(?) AND session_id = ANY(?)",
+		levels(sc.UserID), levels(sc.AgentID), levels(sc.SessionID))
+}
+
+// current: not superseded.
+func (f *filter) current() { f.conds = append(f.conds, "valid_to IS NULL") }
+
+// asOf: the versions that were current at t.
+func (f *filter) asOf(t time.Time) {
+	f.add("valid_from <= ? AND (valid_to IS NULL OR valid_to > ?)", t, t)
+}
+
+// Query is a search.
+type Query struct {
+	Scope  strata.Scope // OrgID required; the other levels compose (see visibleTo)
+	Text   string
+	Vector []float32
+	Space  Space
+	Kinds  []string
+	// Metadata: results' metadata must contain this object (jsonb @>).
+	Metadata      map[string]any
+	Trust         []string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
+	// AsOf searches the versions current at that time instead of today's.
+	AsOf *time.Time
+	TopK int
+	// StaleAfter overrides Options.StaleAfter; ExcludeStale drops stale facts.
+	StaleAfter   time.Duration
+	ExcludeStale bool
+	Strategy     Strategy
+	// Candidates per leg [max(4·TopK, 40)].
+	Candidates int
+	// SkipText turns off the full-text leg (benchmarks of the vector leg alone).
+	SkipText bool
+}
+
+// Breakdown is how a result's score came about.
+type Breakdown struct {
+	VectorRank       int     `json:"vector_rank,omitempty" doc:"1-based rank in the vector leg; absent when the vector leg did not return it."`
+	VectorSimilarity float64 `json:"vector_similarity,omitempty" doc:"Cosine similarity to the query."`
+	TextRank         int     `json:"text_rank,omitempty" doc:"1-based rank in the full-text leg."`
+	TextScore        float64 `json:"text_score,omitempty" doc:"ts_rank_cd of the full-text match."`
+	RRF              float64 `json:"rrf" doc:"Reciprocal rank fusion: sum over legs of 1/(k + rank)."`
+	Relevance        float64 `json:"relevance" doc:"rrf divided by its maximum 2/(k+1), in (0, 1]."`
+	Recency          float64 `json:"recency" doc:"0.5^(age / half-life); 1 for pinned memories."`
+	Importance       float64 `json:"importance"`
+	Access           float64 `json:"access" doc:"ln(1+access_count)/ln(101), at most 1."`
+	Score            float64 `json:"score" doc:"relevance × (1 + w_r·recency + w_i·importance + w_a·access)."`
+}
+
+// Result is one ranked memory.
+type Result struct {
+	Memory Memory    `json:"memory"`
+	Score  Breakdown `json:"score"`
+	Stale  bool      `json:"stale" doc:"A fact whose last verification is older than the verification age."`
+}
+
+// SearchInfo says how a search ran.
+type SearchInfo struct {
+	Strategy         Strategy `json:"strategy" doc:"exact or hnsw (iterative scan)."`
+	ScopeSize        int      `json:"scope_size" doc:"Visible memories counted to choose the strategy (counting stops past the exact threshold)."`
+	VectorCandidates int      `json:"vector_candidates"`
+	TextCandidates   int      `json:"text_candidates"`
+	Fallback         bool     `json:"fallback,omitempty" doc:"HNSW returned too few rows and the exact search answered."`
+}
+
+type hit struct {
+	id   uuid.UUID
+	dist float64
+}
+
+type nearResult struct {
+	hits      []hit
+	strategy  Strategy
+	scopeSize int
+	fallback  bool
+}
+
+// vecExpr is the indexed expression for a space's dimension.
+func vecExpr(dims int) string { return "embedding::vector(" + strconv.Itoa(dims) + ")" }
+
+// nearest returns the n nearest current vectors of space sp passing f, by cosine
+// distance, choosing exact or HNSW per strategy.
+func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, sp Space, n int, strategy Strategy) (nearResult, error) {
+	res := nearResult{strategy: strategy, scopeSize: -1}
+	if err := checkVector(v, sp); err != nil {
+		return res, err
+	}
+	// The dimension is a literal so the partial HNSW index (WHERE dims = N) applies.
+	f = f.clone()
+	f.conds = append(f.conds, "dims = "+strconv.Itoa(sp.Dims))
+	f.add("model = ? AND embedder = ?", sp.Model, sp.Embedder)
+	if strategy == StrategyAuto {
+		// Count the scope (bounded): the b-tree on (org, user, agent, session) answers it.
+		cf := f.clone()
+		var cnt int
+		err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+cf.sql()+
+			` LIMIT `+cf.arg(s.o.ExactBelow+1)+`) x`, cf.args...).Scan(&cnt)
+		if err != nil {
+			return res, pg.Interpret(err)
+		}
+		res.scopeSize = cnt
+		res.strategy = StrategyHNSW
+		if cnt <= s.o.ExactBelow {
+			res.strategy = StrategyExact
+		}
+	}
+	vec := pgvector.NewVector(v)
+	expr := vecExpr(sp.Dims)
+	run := func(strategy Strategy) ([]hit, error) {
+		qf := f.clone()
+		qv := qf.arg(vec) + "::vector(" + strconv.Itoa(sp.Dims) + ")"
+		lim := qf.arg(n)
+		var sql string
+		switch strategy {
+		case StrategyExact:
+			// "+ 0" keeps the planner off the HNSW index: an exact top-n sort over the
+			// rows the filter (and its b-tree) selects.
+			sql = `SELECT id, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` + qf.sql() +
+				` ORDER BY (` + expr + ` <=> ` + qv + `) + 0, id LIMIT ` + lim
+		default:
+			ef := max(s.o.EfSearch, n)
+			mode := "relaxed_order"
+			if strategy == StrategyHNSWPlain {
+				mode = "off"
+			}
+			if _, err := tx.Exec(ctx, `SELECT set_config('hnsw.ef_search', $1, true),
+				set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
+				set_config('plan_cache_mode', 'force_custom_plan', true)`,
+				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples)); err != nil {
+				return nil, pg.Interpret(err)
+			}
+			// relaxed_order may return rows slightly out of order: re-sort the
+			// materialised candidates (pgvector's documented pattern).
+			sql = `WITH nn AS MATERIALIZED (SELECT id, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
+				qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT id, d FROM nn ORDER BY d, id`
+		}
+		rows, err := tx.Query(ctx, sql, qf.args...)
+		if err != nil {
+			return nil, pg.Interpret(err)
+		}
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
+			var h hit
+			err := r.Scan(&h.id, &h.dist)
+			return h, err
+		})
+	}
+	hits, err := run(res.strategy)
+	if err != nil {
+		return res, pg.Interpret(err)
+	}
+	if res.strategy == StrategyHNSW && len(hits) < n && strategy == StrategyAuto {
+		// The iterative scan hit max_scan_tuples before finding n rows that pass the
+		// filters (a very selective filter in a big scope): the exact sort is right.
+		res.fallback = true
+		if hits, err = run(StrategyExact); err != nil {
+			return res, pg.Interpret(err)
+		}
+	}
+	res.hits = hits
+	return res, nil
+}
+
+// textCandidates is the full-text leg: memories matching any query word, by ts_rank_cd.
+func (s *Store) textCandidates(ctx context.Context, tx pgx.Tx, f *filter, text string, n int) ([]hit, error) {
+	qf := f.clone()
+	tq := qf.arg(text)
+	lim := qf.arg(n)
+	rows, err := tx.Query(ctx, `SELECT id, ts_rank_cd(tsv, q) AS r
+		FROM memories, (SELECT replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery AS q) tq
+		WHERE `+qf.sql()+` AND q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
+		var h hit
+		err := r.Scan(&h.id, &h.dist)
+		return h, err
+	})
+}
+
+// Search runs the hybrid search: vector and full-text candidates under the same filters,
+// fused by reciprocal rank, then scaled by recency, importance and access count.
+func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, SearchInfo, error) {
+	var info SearchInfo
+	if q.TopK <= 0 {
+		q.TopK = 10
+	}
+	n := q.Candidates
+	if n <= 0 {
+		n = max(4*q.TopK, 40)
+	}
+	now := s.now().UTC()
+	staleAfter := q.StaleAfter
+	if staleAfter <= 0 {
+		staleAfter = s.o.StaleAfter
+	}
+	f := newFilter(q.Scope.OrgID)
+	f.visibleTo(q.Scope)
+	if q.AsOf != nil {
+		f.asOf(*q.AsOf)
+	} else {
+		f.current()
+	}
+	if len(q.Kinds) > 0 {
+		f.add("kind = ANY(?)", q.Kinds)
+	}
+	if len(q.Trust) > 0 {
+		f.add("trust = ANY(?)", q.Trust)
+	}
+	if len(q.Metadata) > 0 {
+		b, err := json.Marshal(q.Metadata)
+		if err != nil {
+			return nil, info, err
+		}
+		f.add("metadata @> ?::jsonb", string(b))
+	}
+	if q.CreatedAfter != nil {
+		f.add("valid_from >= ?", *q.CreatedAfter)
+	}
+	if q.CreatedBefore != nil {
+		f.add("valid_from < ?", *q.CreatedBefore)
+	}
+	if q.ExcludeStale {
+		f.add("NOT (kind = 'fact' AND greatest(valid_from, coalesce(last_verified_at, valid_from)) < ?)", now.Add(-staleAfter))
+	}
+
+	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy)
+	if err != nil {
+		return nil, info, err
+	}
+	info.Strategy, info.ScopeSize, info.Fallback, info.VectorCandidates = near.strategy, near.scopeSize, near.fallback, len(near.hits)
+	var texts []hit
+	if !q.SkipText && strings.TrimSpace(q.Text) != "" {
+		if texts, err = s.textCandidates(ctx, tx, f, q.Text, n); err != nil {
+			return nil, info, err
+		}
+	}
+	info.TextCandidates = len(texts)
+
+	bd := map[uuid.UUID]*Breakdown{}
+	var ids []uuid.UUID
+	get := func(id uuid.UUID) *Breakdown {
+		b, ok := bd[id]
+		if !ok {
+			b = &Breakdown{}
+			bd[id] = b
+			ids = append(ids, id)
+		}
+		return b
+	}
+	k := s.o.RRFK
+	for i, h := range near.hits {
+		b := get(h.id)
+		b.VectorRank, b.VectorSimilarity = i+1, 1-h.dist
+		b.RRF += 1 / (k + float64(i+1))
+	}
+	for i, h := range texts {
+		b := get(h.id)
+		b.TextRank, b.TextScore = i+1, h.dist
+		b.RRF += 1 / (k + float64(i+1))
+	}
+	if len(ids) == 0 {
+		return []Result{}, info, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT `+memCols+` FROM memories WHERE org_id = $1 AND id = ANY($2)`, q.Scope.OrgID, ids)
+	if err != nil {
+		return nil, info, pg.Interpret(err)
+	}
+	mems, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Memory, error) { return scanMemory(r) })
+	if err != nil {
+		return nil, info, pg.Interpret(err)
+	}
+	out := make([]Result, 0, len(mems))
+	for _, m := range mems {
+		b := bd[m.ID]
+		s.rank(b, m, now)
+		out = append(out, Result{Memory: m, Score: *b,
+			Stale: m.Kind == KindFact && now.Sub(m.VerifiedAt()) > staleAfter})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Score.Score != out[j].Score.Score {
+			return out[i].Score.Score > out[j].Score.Score
+		}
+		return out[i].Memory.ID.String() < out[j].Memory.ID.String()
+	})
+	if len(out) > q.TopK {
+		out = out[:q.TopK]
+	}
+	return out, info, nil
+}
+
+// rank fills the features and the final score of b (its RRF already summed).
+func (s *Store) rank(b *Breakdown, m Memory, now time.Time) {
+	k := s.o.RRFK
+	b.Relevance = b.RRF / (2 / (k + 1))
+	if m.Pinned {
+		b.Recency = 1
+	} else {
+		age := now.Sub(m.VerifiedAt())
+		b.Recency = math.Pow(0.5, max(age.Hours(), 0)/s.o.HalfLife.Hours())
+	}
+	b.Importance = m.Importance
+	b.Access = min(math.Log1p(float64(m.AccessCount))/math.Log(101), 1)
+	b.Score = b.Relevance * (1 + s.o.WRecency*b.Recency + s.o.WImportance*b.Importance + s.o.WAccess*b.Access)
+	round := func(x *float64) { *x = math.Round(*x*1e6) / 1e6 }
+	for _, x := range []*float64{&b.VectorSimilarity, &b.TextScore, &b.RRF, &b.Relevance, &b.Recency, &b.Access, &b.Score} {
+		round(x)
+	}
+}
+
+// ExactNeighbours is the ground truth for recall measurements: q's n nearest by exact
+// distance, through the same filters.
+func (s *Store) ExactNeighbours(ctx context.Context, tx pgx.Tx, q VectorQuery) ([]uuid.UUID, error) {
+	q.Strategy = StrategyExact
+	ids, _, err := s.VectorSearch(ctx, tx, q)
+	return ids, err
+}
+
+// VectorQuery is the vector leg alone (benchmarks, recall measurements).
+type VectorQuery struct {
+	Scope strata.Scope
+	// AnyScope searches every current memory of the org, whatever its scope (operators,
+	// consolidation, benchmarks); otherwise scopes compose as in Search.
+	AnyScope bool
+	Vector   []float32
+	Space    Space
+	N        int
+	Strategy Strategy
+}
+
+// VectorSearch runs the vector leg alone and returns the ids nearest first, and the
+// strategy used.
+func (s *Store) VectorSearch(ctx context.Context, tx pgx.Tx, q VectorQuery) ([]uuid.UUID, Strategy, error) {
+	f := newFilter(q.Scope.OrgID)
+	if !q.AnyScope {
+		f.visibleTo(q.Scope)
+	}
+	f.current()
+	r, err := s.nearest(ctx, tx, f, q.Vector, q.Space, q.N, q.Strategy)
+	if err != nil {
+		return nil, "", err
+	}
+	ids := make([]uuid.UUID, len(r.hits))
+	for i, h := range r.hits {
+		ids[i] = h.id
+	}
+	return ids, r.strategy, nil
+}

@@ -1,0 +1,333 @@
+package semantic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// memCols are the columns scanMemory reads, in order.
+const memCols = `id, root_id, version, kind, text, user_id, agent_id, session_id, metadata,
+	importance, pinned, trust, created_by_key, source_agent_id, source_job_id, source_event_seq,
+	embedder, model, dims, valid_from, valid_to, superseded_by, access_count, last_accessed_at,
+	dedup_count, last_verified_at, coalesce(last_verified_by, ''), updated_at`
+
+func scanMemory(r pgx.Row) (Memory, error) {
+	var m Memory
+	var imp float32
+	var meta []byte
+	err := r.Scan(&m.ID, &m.RootID, &m.Version, &m.Kind, &m.Text, &m.UserID, &m.AgentID, &m.SessionID, &meta,
+		&imp, &m.Pinned, &m.Trust, &m.Provenance.KeyID, &m.Provenance.AgentID, &m.Provenance.JobID, &m.Provenance.EventSeq,
+		&m.Embedding.Embedder, &m.Embedding.Model, &m.Embedding.Dims, &m.ValidFrom, &m.ValidTo, &m.SupersededBy,
+		&m.AccessCount, &m.LastAccessed, &m.DedupCount, &m.LastVerified, &m.VerifiedBy, &m.UpdatedAt)
+	if err != nil {
+		return m, err
+	}
+	m.Importance = float64(imp)
+	if err := json.Unmarshal(meta, &m.Metadata); err != nil {
+		return m, err
+	}
+	if m.Metadata == nil {
+		m.Metadata = map[string]any{}
+	}
+	utc(&m.ValidFrom, &m.UpdatedAt)
+	utcp(m.ValidTo, m.LastAccessed, m.LastVerified)
+	return m, nil
+}
+
+func utc(ts ...*time.Time) {
+	for _, t := range ts {
+		*t = t.UTC()
+	}
+}
+
+func utcp(ts ...*time.Time) {
+	for _, t := range ts {
+		if t != nil {
+			*t = t.UTC()
+		}
+	}
+}
+
+// NewMemory is a write. Scope.OrgID is required; Vector must be of Space.Dims.
+type NewMemory struct {
+	Scope      strata.Scope
+	Kind       string
+	Text       string
+	Metadata   map[string]any
+	Importance float64
+	Pinned     bool
+	Trust      string
+	Provenance Provenance
+	Vector     []float32
+	Space      Space
+}
+
+// Dedup says why a write created no row.
+type Dedup struct {
+	Reason     string  `json:"reason" enum:"exact,near" doc:"exact: same normalised text in the same scope; near: cosine similarity at or above the threshold."`
+	Similarity float64 `json:"similarity"`
+}
+
+// lockScope serialises writes to one scope of one org until the transaction ends, so the
+// duplicate checks of concurrent writes see each other.
+func lockScope(ctx context.Context, tx pgx.Tx, sc strata.Scope) error {
+	key := strings.Join([]string{"strata.semantic", sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID}, "\x1f")
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, key)
+	return pg.Interpret(err)
+}
+
+func checkVector(v []float32, sp Space) error {
+	if sp.Dims <= 0 || len(v) != sp.Dims {
+		return fmt.Errorf("semantic: vector has %d dimensions, space %s/%s says %d", len(v), sp.Embedder, sp.Model, sp.Dims)
+	}
+	return nil
+}
+
+// Create stores a memory unless the same scope already holds its exact duplicate
+// (normalised text) or a near duplicate (cosine ≥ DedupThreshold, same embedding space).
+// On a duplicate it returns the existing memory and a non-nil Dedup, after recording the
+// write on it: dedup_count and last_accessed_at, the newer provenance, the higher
+// importance, pinned if either was. Concurrent writes to one scope are serialised by an
+// advisory lock, so 20 identical writes at once leave one row.
+func (s *Store) Create(ctx context.Context, tx pgx.Tx, n NewMemory) (Memory, *Dedup, error) {
+	if err := checkVector(n.Vector, n.Space); err != nil {
+		return Memory{}, nil, err
+	}
+	if n.Trust == "" {
+		n.Trust = DefaultTrust
+	}
+	if n.Metadata == nil {
+		n.Metadata = map[string]any{}
+	}
+	sc := n.Scope
+	if err := lockScope(ctx, tx, sc); err != nil {
+		return Memory{}, nil, err
+	}
+	now := s.now().UTC()
+	hash := TextHash(n.Text)
+
+	var dupID uuid.UUID
+	var dedup *Dedup
+	err := tx.QueryRow(ctx, `SELECT id FROM memories WHERE org_id = $1 AND user_id = $2 AND agent_id = $3
+		AND session_id = $4 AND text_hash = $5 AND valid_to IS NULL`,
+		sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID, hash).Scan(&dupID)
+	switch {
+	case err == nil:
+		dedup = &Dedup{Reason: "exact", Similarity: 1}
+	case errors.Is(err, pgx.ErrNoRows):
+		f := newFilter(sc.OrgID)
+		f.exactScope(sc)
+		f.current()
+		near, err := s.nearest(ctx, tx, f, n.Vector, n.Space, 1, StrategyAuto)
+		if err != nil {
+			return Memory{}, nil, err
+		}
+		if len(near.hits) == 1 && 1-near.hits[0].dist >= s.o.DedupThreshold {
+			dupID = near.hits[0].id
+			dedup = &Dedup{Reason: "near", Similarity: 1 - near.hits[0].dist}
+		}
+	default:
+		return Memory{}, nil, pg.Interpret(err)
+	}
+	if dedup != nil {
+		m, err := scanMemory(tx.QueryRow(ctx, `UPDATE memories SET dedup_count = dedup_count + 1,
+			last_accessed_at = $3, updated_at = $3,
+			importance = greatest(importance, $4), pinned = pinned OR $5,
+			created_by_key = CASE WHEN $6 <> '' THEN $6 ELSE created_by_key END,
+			source_agent_id = CASE WHEN $7 <> '' THEN $7 ELSE source_agent_id END,
+			source_job_id = CASE WHEN $8 <> '' THEN $8 ELSE source_job_id END,
+			source_event_seq = coalesce($9, source_event_seq)
+			WHERE org_id = $1 AND id = $2 RETURNING `+memCols,
+			sc.OrgID, dupID, now, n.Importance, n.Pinned, n.Provenance.KeyID, n.Provenance.AgentID,
+			n.Provenance.JobID, n.Provenance.EventSeq))
+		return m, dedup, pg.Interpret(err)
+	}
+
+	id := uuid.Must(uuid.NewV7())
+	meta, err := json.Marshal(n.Metadata)
+	if err != nil {
+		return Memory{}, nil, err
+	}
+	m, err := scanMemory(tx.QueryRow(ctx, `INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id,
+		session_id, kind, text, text_hash, metadata, importance, pinned, trust, created_by_key, source_agent_id,
+		source_job_id, source_event_seq, embedding, embedder, model, dims, valid_from, updated_at)
+		VALUES ($1, $2, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21)
+		RETURNING `+memCols,
+		sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, n.Kind, n.Text, hash, meta, n.Importance, n.Pinned,
+		n.Trust, n.Provenance.KeyID, n.Provenance.AgentID, n.Provenance.JobID, n.Provenance.EventSeq,
+		pgvector.NewVector(n.Vector), n.Space.Embedder, n.Space.Model, n.Space.Dims, now))
+	return m, nil, pg.Interpret(err)
+}
+
+// Get returns one version of a memory (current or superseded).
+func (s *Store) Get(ctx context.Context, q pg.DBTX, org string, id uuid.UUID) (Memory, error) {
+	m, err := scanMemory(q.QueryRow(ctx, `SELECT `+memCols+` FROM memories WHERE org_id = $1 AND id = $2`, org, id))
+	return m, pg.Interpret(err)
+}
+
+// History returns every version of the memory that id is a version of, oldest first.
+func (s *Store) History(ctx context.Context, q pg.DBTX, org string, id uuid.UUID) ([]Memory, error) {
+	rows, err := q.Query(ctx, `SELECT `+memCols+` FROM memories
+		WHERE org_id = $1 AND root_id = (SELECT root_id FROM memories WHERE org_id = $1 AND id = $2)
+		ORDER BY version`, org, id)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Memory, error) { return scanMemory(r) })
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	if len(ms) == 0 {
+		return nil, strata.ErrNotFound
+	}
+	return ms, nil
+}
+
+// Patch changes a memory. Nil fields keep their value. Vector/Space are required when
+// Text changes (the caller embeds the new text) and ignored otherwise.
+type Patch struct {
+	Text       *string
+	Metadata   map[string]any // replaces the whole object when non-nil
+	Importance *float64
+	Pinned     *bool
+	Trust      *string
+	Provenance Provenance
+	Vector     []float32
+	Space      Space
+	// IfVersion, when set, must equal the current version (If-Match).
+	IfVersion *int64
+}
+
+// TextChanged reports whether p changes m's text (beyond normalisation-insensitive
+// differences such as case and spacing, which still count as a change of wording).
+func (p Patch) TextChanged(m Memory) bool { return p.Text != nil && *p.Text != m.Text }
+
+// Supersede writes a new version of the memory id (which must be the current version):
+// the old version gets valid_to and superseded_by, the new one version+1 with the same
+// root_id. Every change is a new version, so the history shows who changed what and when.
+// The vector is copied when the text is unchanged.
+func (s *Store) Supersede(ctx context.Context, tx pgx.Tx, org string, id uuid.UUID, p Patch) (Memory, error) {
+	old, err := s.Get(ctx, tx, org, id)
+	if err != nil {
+		return Memory{}, err
+	}
+	if err := lockScope(ctx, tx, old.Scope(org)); err != nil {
+		return Memory{}, err
+	}
+	// Re-read under the lock, with the row locked.
+	old, err = scanMemory(tx.QueryRow(ctx, `SELECT `+memCols+` FROM memories WHERE org_id = $1 AND id = $2 FOR UPDATE`, org, id))
+	if err != nil {
+		return Memory{}, pg.Interpret(err)
+	}
+	if old.SupersededBy != nil {
+		return Memory{}, strata.Conflict("this memory version was superseded; patch the current version",
+			map[string]any{"superseded_by": old.SupersededBy.String()})
+	}
+	if p.IfVersion != nil && *p.IfVersion != int64(old.Version) {
+		return Memory{}, strata.Conflict("version mismatch (If-Match)", map[string]any{"version": old.Version})
+	}
+	textChanged := p.TextChanged(old)
+	if textChanged {
+		if err := checkVector(p.Vector, p.Space); err != nil {
+			return Memory{}, err
+		}
+	}
+	now := s.now().UTC()
+	newID := uuid.Must(uuid.NewV7())
+	if _, err := tx.Exec(ctx, `UPDATE memories SET valid_to = $3, superseded_by = $4, updated_at = $3
+		WHERE org_id = $1 AND id = $2`, org, id, now, newID); err != nil {
+		return Memory{}, pg.Interpret(err)
+	}
+	text := old.Text
+	if p.Text != nil {
+		text = *p.Text
+	}
+	meta := old.Metadata
+	if p.Metadata != nil {
+		meta = p.Metadata
+	}
+	metaJSON, err := json.Marshal(meta)
+	if err != nil {
+		return Memory{}, err
+	}
+	imp := old.Importance
+	if p.Importance != nil {
+		imp = *p.Importance
+	}
+	pinned := old.Pinned
+	if p.Pinned != nil {
+		pinned = *p.Pinned
+	}
+	trust := old.Trust
+	if p.Trust != nil {
+		trust = *p.Trust
+	}
+	// A text change is a new claim: its verification starts again at valid_from.
+	vecSQL := `embedding, embedder, model, dims, embedding_next, next_embedder, next_model, next_dims, last_verified_at, last_verified_by`
+	args := []any{org, newID, id, text, TextHash(text), metaJSON, imp, pinned, trust,
+		p.Provenance.KeyID, p.Provenance.AgentID, p.Provenance.JobID, p.Provenance.EventSeq, now}
+	if textChanged {
+		vecSQL = `$15::vector, $16, $17, $18::int, NULL::vector, NULL, NULL, NULL::int, NULL::timestamptz, NULL`
+		args = append(args, pgvector.NewVector(p.Vector), p.Space.Embedder, p.Space.Model, p.Space.Dims)
+	}
+	m, err := scanMemory(tx.QueryRow(ctx, `INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id,
+		session_id, kind, text, text_hash, metadata, importance, pinned, trust, created_by_key, source_agent_id,
+		source_job_id, source_event_seq, embedding, embedder, model, dims, embedding_next, next_embedder, next_model,
+		next_dims, last_verified_at, last_verified_by, access_count, last_accessed_at, valid_from, updated_at)
+		SELECT $1, $2, root_id, version + 1, user_id, agent_id, session_id, kind, $4, $5, $6, $7, $8, $9,
+		$10, $11, $12, $13, `+vecSQL+`, access_count, last_accessed_at, $14, $14
+		FROM memories WHERE org_id = $1 AND id = $3
+		RETURNING `+memCols, args...))
+	return m, pg.Interpret(err)
+}
+
+// Verify records that someone re-confirmed the current version id now.
+func (s *Store) Verify(ctx context.Context, tx pgx.Tx, org string, id uuid.UUID, by string) (Memory, error) {
+	m, err := scanMemory(tx.QueryRow(ctx, `UPDATE memories SET last_verified_at = $3, last_verified_by = $4, updated_at = $3
+		WHERE org_id = $1 AND id = $2 AND valid_to IS NULL RETURNING `+memCols, org, id, s.now().UTC(), by))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if cur, gerr := s.Get(ctx, tx, org, id); gerr == nil && cur.SupersededBy != nil {
+			return Memory{}, strata.Conflict("this memory version was superseded; verify the current version",
+				map[string]any{"superseded_by": cur.SupersededBy.String()})
+		}
+	}
+	return m, pg.Interpret(err)
+}
+
+// Delete removes every version of the memory id belongs to — rows, text, vectors, history
+// — and the stored idempotent responses that quoted any of them, so no copy of the text
+// stays in the database. The retrieval log keeps its rows (ids only, no text). It returns
+// the ids removed.
+func (s *Store) Delete(ctx context.Context, tx pgx.Tx, org string, id uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := tx.Query(ctx, `DELETE FROM memories
+		WHERE org_id = $1 AND root_id = (SELECT root_id FROM memories WHERE org_id = $1 AND id = $2)
+		RETURNING id`, org, id)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	if len(ids) == 0 {
+		return nil, strata.ErrNotFound
+	}
+	strs := make([]string, len(ids))
+	for i, x := range ids {
+		strs[i] = x.String()
+	}
+	_, err = tx.Exec(ctx, `DELETE FROM idempotency_keys k WHERE org_id = $1
+		AND EXISTS (SELECT 1 FROM unnest($2::text[]) i WHERE position(convert_to(i, 'UTF8') IN k.response_body) > 0)`, org, strs)
+	return ids, pg.Interpret(err)
+}
