@@ -42,5 +42,6 @@ func (s *Server) routes() {
 		s.registerWorking()
 		s.registerEpisodic()
 		s.registerJobs()
+		s.registerLangGraph()
 	})
 }
