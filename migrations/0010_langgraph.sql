@@ -55,7 +55,8 @@ SELECT strata_enable_rls('langgraph_blobs');
 -- write's position in the task's batch, or LangGraph's negative index for its special
 -- channels (ERROR -1, SCHEDULED -2, INTERRUPT -3, RESUME -4). A repeated write keeps the
 -- first value, except a batch made only of special channels, which replaces (as
--- PostgresSaver does). No foreign key to the checkpoint: with durability "async" a task's
+-- PostgresSaver does). Reads order a checkpoint's writes by (task_path, task_id, idx), the
+-- order live execution applies them (LangGraph's writesSortKey; "C" = code point order). No foreign key to the checkpoint: with durability "async" a task's
 -- writes may arrive before its checkpoint's put.
 CREATE TABLE langgraph_writes (
   org_id        text NOT NULL CHECK (org_id <> ''),
@@ -67,7 +68,7 @@ CREATE TABLE langgraph_writes (
   channel       text NOT NULL,
   type          text NOT NULL,
   blob          bytea,
-  task_path     text NOT NULL DEFAULT '',
+  task_path     text COLLATE "C" NOT NULL DEFAULT '',
   user_id       text,
   created_at    timestamptz NOT NULL,
   PRIMARY KEY (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx),

@@ -107,7 +107,7 @@ type LangGraphTuple struct {
 	Checkpoint         json.RawMessage         `json:"checkpoint" doc:"The checkpoint document as put, without channel_values."`
 	Metadata           json.RawMessage         `json:"metadata"`
 	ChannelValues      []LangGraphValue        `json:"channel_values" doc:"The value of every channel in checkpoint.channel_versions at that version (channels marked empty are left out)."`
-	PendingWrites      []LangGraphPendingWrite `json:"pending_writes" doc:"Writes stored against this checkpoint, by task_id then idx."`
+	PendingWrites      []LangGraphPendingWrite `json:"pending_writes" doc:"Writes stored against this checkpoint in LangGraph's writesSortKey order: task_path, task_id, idx (strings by code point)."`
 	PendingSends       []LangGraphValue        `json:"pending_sends,omitempty" doc:"For a checkpoint older than format 4 with a parent: the parent's writes to __pregel_tasks (the client migrates them into channel_values)."`
 	JobVersion         int64                   `json:"job_version,omitempty" doc:"The job checkpoint version this checkpoint recorded (root namespace only)."`
 	CreatedAt          time.Time               `json:"created_at"`
@@ -290,19 +290,27 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 	types := make([]string, len(in.Writes))
 	data := make([][]byte, len(in.Writes))
 	special := len(in.Writes) > 0
-	seen := map[int]bool{}
-	for i, w := range in.Writes {
-		if seen[w.Idx] {
-			return 0, false, strata.Invalid("body.writes["+strconv.Itoa(i)+"].idx", "repeats idx %d in one batch", w.Idx)
-		}
-		seen[w.Idx] = true
+	for _, w := range in.Writes {
 		if w.Idx >= 0 {
 			special = false
 		}
+	}
+	// One row per idx: a repeated idx in one batch keeps its first write, or its last when the
+	// batch replaces (a statement may not upsert one row twice).
+	at := map[int]int{}
+	idx, channels, types, data = idx[:0], channels[:0], types[:0], data[:0]
+	for _, w := range in.Writes {
 		if w.Data == nil {
 			w.Data = []byte{}
 		}
-		idx[i], channels[i], types[i], data[i] = int32(w.Idx), w.Channel, w.Type, w.Data
+		if i, ok := at[w.Idx]; ok {
+			if special {
+				channels[i], types[i], data[i] = w.Channel, w.Type, w.Data
+			}
+			continue
+		}
+		at[w.Idx] = len(idx)
+		idx, channels, types, data = append(idx, int32(w.Idx)), append(channels, w.Channel), append(types, w.Type), append(data, w.Data)
 	}
 	j, created, err := s.ensureThread(ctx, db, org, jobID, in.UserID, in.AgentID, in.SessionID)
 	if err != nil {
@@ -344,7 +352,7 @@ const tupleCols = `cp.job_id, cp.checkpoint_ns, cp.checkpoint_id, coalesce(cp.pa
 			AND bl.checkpoint_ns = cp.checkpoint_ns AND bl.channel = v.key AND bl.version = v.value
 		WHERE bl.type <> 'empty'),
 	(SELECT jsonb_agg(jsonb_build_object('task_id', w.task_id, 'channel', w.channel, 'type', w.type,
-			'data', translate(encode(w.blob, 'base64'), E'\n', '')) ORDER BY w.task_id, w.idx)
+			'data', translate(encode(w.blob, 'base64'), E'\n', '')) ORDER BY w.task_path, w.task_id, w.idx)
 		FROM langgraph_writes w WHERE w.org_id = cp.org_id AND w.job_id = cp.job_id
 			AND w.checkpoint_ns = cp.checkpoint_ns AND w.checkpoint_id = cp.checkpoint_id),
 	CASE WHEN cp.parent_checkpoint_id IS NOT NULL AND jsonb_typeof(cp.checkpoint -> 'v') = 'number'
