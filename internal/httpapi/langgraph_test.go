@@ -176,6 +176,14 @@ func TestLangGraphFinishedJobRefusesPuts(t *testing.T) {
 	require.Equal(t, 201, s.Do("PUT", "/v1/jobs/done-1", k, map[string]any{"status": "completed"}).Status)
 	requireProblem(t, s.Do("POST", "/v1/jobs/done-1/langgraph/checkpoints", k, map[string]any{"checkpoint_id": "c1",
 		"checkpoint": lgCheckpoint("c1", map[string]any{})}), 409, "")
+	requireProblem(t, s.Do("POST", "/v1/jobs/done-1/langgraph/writes", k, map[string]any{"checkpoint_id": "c1",
+		"task_id": "t", "writes": []map[string]any{{"idx": 0, "channel": "a", "type": "json", "data": b64("1")}}}), 409, "")
+	require.Zero(t, countRows(t, s, "langgraph_writes"))
+	// Writes may come before their checkpoint (durability "async"): they create the thread.
+	r := s.Do("POST", "/v1/jobs/early/langgraph/writes", k, map[string]any{"checkpoint_id": "c1",
+		"task_id": "t", "writes": []map[string]any{{"idx": 0, "channel": "a", "type": "json", "data": b64("1")}}})
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.Equal(t, 200, s.Do("GET", "/v1/jobs/early", k, nil).Status)
 	// Idempotency-Key: a retried put replays the first answer.
 	body := map[string]any{"checkpoint_id": "c1", "checkpoint": lgCheckpoint("c1", map[string]any{})}
 	r1 := s.Do("POST", "/v1/jobs/t-9/langgraph/checkpoints", k, body, "Idempotency-Key", "put-1")

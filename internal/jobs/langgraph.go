@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
@@ -145,44 +146,64 @@ func checkObject(field string, raw json.RawMessage, required bool) error {
 	return strata.CheckJSON(field, raw)
 }
 
-// ensureThread locks the thread's job, creating it (running, metadata {"langgraph": true})
-// when it does not exist. The job must be running.
-func (s *Store) ensureThread(ctx context.Context, db pg.DBTX, org, jobID, userID, agentID, sessionID string) (Job, bool, error) {
-	j, err := s.lockJob(ctx, db, org, jobID)
-	created := false
-	if errors.Is(err, strata.ErrNotFound) {
-		now := s.Now()
-		j, err = scanJob(db.QueryRow(ctx, `INSERT INTO jobs (org_id, job_id, goal, status, owner, user_id, agent_id,
-				session_id, metadata, progress_at, created_at, updated_at)
-			VALUES ($1, $2, '', 'running', '', $3, $4, $5, '{"langgraph": true}', $6, $6, $6)
-			ON CONFLICT (org_id, job_id) DO NOTHING
-			RETURNING `+jobCols,
-			org, jobID, nullable(userID), nullable(agentID), nullable(sessionID), now))
-		created = err == nil
-		if errors.Is(err, strata.ErrNotFound) { // created concurrently: the insert waited for it
-			j, err = s.lockJob(ctx, db, org, jobID)
-		}
-	}
-	if err != nil {
-		return Job{}, false, err
-	}
-	if j.Status != StatusRunning {
-		return Job{}, false, notRunning(j)
-	}
-	return j, created, nil
+// batchResults is what a pipelined batch answers; seqResults runs the queue statement by
+// statement on a DBTX that cannot pipeline.
+type batchResults interface {
+	Exec() (pgconn.CommandTag, error)
+	QueryRow() pgx.Row
+	Close() error
 }
 
-func subjectOr(given, job string) any {
-	if given != "" {
-		return given
+type seqResults struct {
+	ctx context.Context
+	db  pg.DBTX
+	q   []*pgx.QueuedQuery
+	i   int
+}
+
+func (r *seqResults) next() *pgx.QueuedQuery { q := r.q[r.i]; r.i++; return q }
+func (r *seqResults) Exec() (pgconn.CommandTag, error) {
+	q := r.next()
+	return r.db.Exec(r.ctx, q.SQL, q.Arguments...)
+}
+func (r *seqResults) QueryRow() pgx.Row {
+	q := r.next()
+	return r.db.QueryRow(r.ctx, q.SQL, q.Arguments...)
+}
+func (r *seqResults) Close() error { return nil }
+
+// send runs b in one round trip when db can pipeline (batcher: resume.go).
+func send(ctx context.Context, db pg.DBTX, b *pgx.Batch) batchResults {
+	if bt, ok := db.(batcher); ok {
+		return bt.SendBatch(ctx, b)
 	}
-	return nullable(job)
+	return &seqResults{ctx: ctx, db: db, q: b.QueuedQueries}
+}
+
+// lockOrCreateThread creates the thread's job (running, metadata {"langgraph": true}) or, when
+// it exists, locks its row (FOR NO KEY UPDATE, like lockJob) without changing it: ON CONFLICT
+// DO UPDATE locks the conflicting row even when its WHERE is false. It answers a row only
+// when it created the job.
+const lockOrCreateThread = `INSERT INTO jobs (org_id, job_id, goal, status, owner, user_id, agent_id, session_id,
+		metadata, progress_at, created_at, updated_at)
+	VALUES ($1, $2, '', 'running', '', $3, $4, $5, '{"langgraph": true}', $6, $6, $6)
+	ON CONFLICT (org_id, job_id) DO UPDATE SET progress_at = EXCLUDED.progress_at WHERE false
+	RETURNING true`
+
+// threadNotRunning explains why a write to the thread's job was refused (it is finished).
+func (s *Store) threadNotRunning(ctx context.Context, db pg.DBTX, org, jobID string) error {
+	j, err := s.GetJob(ctx, db, org, jobID)
+	if err != nil {
+		return err
+	}
+	return notRunning(j)
 }
 
 // LangGraphPut stores a checkpoint of thread jobID (see the type). Putting the same
 // (namespace, checkpoint id) again overwrites its checkpoint document and metadata (as
 // LangGraph's own savers do) and records no new job checkpoint version. Blobs already
-// stored for a (channel, version) are kept.
+// stored for a (channel, version) are kept. The job's row is locked first (created when
+// new), so puts to one thread are serialised; the statements go in one round trip.
 func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphPut) (LangGraphPutResult, error) {
 	if in.CheckpointID == "" {
 		return LangGraphPutResult{}, strata.Invalid("body.checkpoint_id", "is required")
@@ -206,25 +227,6 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 		}
 		channels[i], versions[i], types[i], data[i] = b.Channel, b.Version, b.Type, b.Data
 	}
-	j, created, err := s.ensureThread(ctx, db, org, jobID, in.UserID, in.AgentID, in.SessionID)
-	if err != nil {
-		return LangGraphPutResult{}, err
-	}
-	subject := subjectOr(in.UserID, j.UserID)
-	now := s.Now()
-	if len(in.Blobs) > 0 {
-		if _, err := db.Exec(ctx, `INSERT INTO langgraph_blobs (org_id, job_id, checkpoint_ns, channel, version, type, blob, user_id)
-			SELECT $1, $2, $3, b.channel, b.version, b.type, b.blob, $8
-			FROM unnest($4::text[], $5::text[], $6::text[], $7::bytea[]) AS b (channel, version, type, blob)
-			ON CONFLICT (org_id, job_id, checkpoint_ns, channel, version) DO NOTHING`,
-			org, jobID, in.CheckpointNS, channels, versions, types, data, subject); err != nil {
-			return LangGraphPutResult{}, pg.Interpret(err)
-		}
-	}
-	var jobVersion any // the job checkpoint version a new root-namespace checkpoint records
-	if in.CheckpointNS == "" {
-		jobVersion = j.CheckpointVersion + 1
-	}
 	var meta struct {
 		Source string          `json:"source"`
 		Step   json.RawMessage `json:"step"`
@@ -241,29 +243,66 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 	if step != "" && step != "null" && len(step) < 100 {
 		currentStep = "langgraph step " + step
 	}
-	res := LangGraphPutResult{ThreadID: jobID, CheckpointNS: in.CheckpointNS, CheckpointID: in.CheckpointID, JobCreated: created}
-	var recorded *int64
-	err = db.QueryRow(ctx, `WITH up AS (
+	now := s.Now()
+	// The data subject of every row: the put's user_id, else the job's.
+	subject := func(n int) string {
+		return `coalesce($` + strconv.Itoa(n) + `::text, (SELECT user_id FROM jobs WHERE org_id = $1 AND job_id = $2))`
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockOrCreateThread, org, jobID, nullable(in.UserID), nullable(in.AgentID), nullable(in.SessionID), now)
+	if len(in.Blobs) > 0 {
+		b.Queue(`INSERT INTO langgraph_blobs (org_id, job_id, checkpoint_ns, channel, version, type, blob, user_id)
+			SELECT $1, $2, $3, b.channel, b.version, b.type, b.blob, `+subject(8)+`
+			FROM unnest($4::text[], $5::text[], $6::text[], $7::bytea[]) AS b (channel, version, type, blob)
+			ON CONFLICT (org_id, job_id, checkpoint_ns, channel, version) DO NOTHING`,
+			org, jobID, in.CheckpointNS, channels, versions, types, data, nullable(in.UserID))
+	}
+	// A new root-namespace checkpoint records the job's next checkpoint version.
+	b.Queue(`WITH j AS (
+			SELECT checkpoint_version, goal, `+subject(8)+` AS subject FROM jobs
+			WHERE org_id = $1 AND job_id = $2 AND status = 'running'
+		), up AS (
 			INSERT INTO langgraph_checkpoints AS c (org_id, job_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
 				checkpoint, metadata, job_version, user_id, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9, $10, $10)
+			SELECT $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, CASE WHEN $3 = '' THEN j.checkpoint_version + 1 END,
+				j.subject, $9, $9 FROM j
 			ON CONFLICT (org_id, job_id, checkpoint_ns, checkpoint_id) DO UPDATE
 				SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at
 			RETURNING (c.xmax = 0) AS inserted, c.job_version
 		), cp AS (
 			INSERT INTO job_checkpoints (org_id, job_id, version, goal, current_step, next_action, state, event_seq,
 				agent_id, user_id, created_at)
-			SELECT $1, $2, $8, $11, $12, $13, $14::jsonb, $15, $16, $9, $10 FROM up WHERE up.inserted AND $8::bigint IS NOT NULL
+			SELECT $1, $2, up.job_version, j.goal, $10, $11, $12::jsonb, $13, $14, j.subject, $9
+			FROM up, j WHERE up.inserted AND up.job_version IS NOT NULL
 			RETURNING version
 		)
 		UPDATE jobs SET checkpoint_version = coalesce((SELECT version FROM cp), checkpoint_version),
-			progress_at = greatest(progress_at, $10), user_id = coalesce(user_id, $9)
-		WHERE org_id = $1 AND job_id = $2
+			progress_at = greatest(progress_at, $9), user_id = coalesce(user_id, $8)
+		WHERE org_id = $1 AND job_id = $2 AND status = 'running'
 		RETURNING (SELECT inserted FROM up), (SELECT job_version FROM up)`,
 		org, jobID, in.CheckpointNS, in.CheckpointID, nullable(in.ParentCheckpointID), string(in.Checkpoint),
-		string(orEmpty(in.Metadata, "{}")), jobVersion, subject, now,
-		j.Goal, currentStep, "continue the LangGraph thread from checkpoint "+in.CheckpointID, string(link), in.EventSeq,
-		nullable(in.AgentID)).Scan(&res.Created, &recorded)
+		string(orEmpty(in.Metadata, "{}")), nullable(in.UserID), now,
+		currentStep, "continue the LangGraph thread from checkpoint "+in.CheckpointID, string(link), in.EventSeq,
+		nullable(in.AgentID))
+	res := LangGraphPutResult{ThreadID: jobID, CheckpointNS: in.CheckpointNS, CheckpointID: in.CheckpointID}
+	var recorded *int64
+	br := send(ctx, db, b)
+	err = br.QueryRow().Scan(&res.JobCreated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil // the job existed (and is locked now)
+	}
+	if err == nil && len(in.Blobs) > 0 {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&res.Created, &recorded)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) { // the job is not running
+		return LangGraphPutResult{}, s.threadNotRunning(ctx, db, org, jobID)
+	}
 	if err != nil {
 		return LangGraphPutResult{}, pg.Interpret(err)
 	}
@@ -312,28 +351,44 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 		at[w.Idx] = len(idx)
 		idx, channels, types, data = append(idx, int32(w.Idx)), append(channels, w.Channel), append(types, w.Type), append(data, w.Data)
 	}
-	j, created, err := s.ensureThread(ctx, db, org, jobID, in.UserID, in.AgentID, in.SessionID)
-	if err != nil {
-		return 0, false, err
-	}
 	conflict := `DO NOTHING`
 	if special {
 		conflict = `DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path`
 	}
-	var n int
-	err = db.QueryRow(ctx, `WITH ins AS (
+	now := s.Now()
+	b := &pgx.Batch{}
+	b.Queue(lockOrCreateThread, org, jobID, nullable(in.UserID), nullable(in.AgentID), nullable(in.SessionID), now)
+	b.Queue(`WITH j AS (
+			SELECT coalesce($11::text, user_id) AS subject FROM jobs WHERE org_id = $1 AND job_id = $2 AND status = 'running'
+		), ins AS (
 			INSERT INTO langgraph_writes (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob,
 				task_path, user_id, created_at)
-			SELECT $1, $2, $3, $4, $5, w.idx, w.channel, w.type, w.blob, $10, $11, $12
-			FROM unnest($6::int[], $7::text[], $8::text[], $9::bytea[]) AS w (idx, channel, type, blob)
+			SELECT $1, $2, $3, $4, $5, w.idx, w.channel, w.type, w.blob, $10, j.subject, $12
+			FROM unnest($6::int[], $7::text[], $8::text[], $9::bytea[]) AS w (idx, channel, type, blob), j
 			ON CONFLICT (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx) `+conflict+`
 			RETURNING 1
-		), j AS (
-			UPDATE jobs SET progress_at = $12 WHERE org_id = $1 AND job_id = $2 AND progress_at < $12
+		), touched AS (
+			UPDATE jobs SET progress_at = $12 WHERE org_id = $1 AND job_id = $2 AND progress_at < $12 AND status = 'running'
 		)
-		SELECT count(*) FROM ins`,
+		SELECT (SELECT count(*) FROM ins) FROM j`,
 		org, jobID, in.CheckpointNS, in.CheckpointID, in.TaskID, idx, channels, types, data, in.TaskPath,
-		subjectOr(in.UserID, j.UserID), s.Now()).Scan(&n)
+		nullable(in.UserID), now)
+	var n int
+	var created bool
+	br := send(ctx, db, b)
+	err := br.QueryRow().Scan(&created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil // the job existed (and is locked now)
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&n)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) { // the job is not running
+		return 0, false, s.threadNotRunning(ctx, db, org, jobID)
+	}
 	if err != nil {
 		return 0, false, pg.Interpret(err)
 	}

@@ -33,6 +33,13 @@ export interface StrataSaverOptions {
   sessionId?: string;
   /** Attempts per call when Strata is unreachable or answers 5xx/429 (default 6). */
   maxAttempts?: number;
+  /**
+   * Send an Idempotency-Key with every write (default true), so a retried call replays the
+   * first answer. Strata's LangGraph writes are also idempotent by construction (upserts keyed
+   * by the ids LangGraph chooses), so false is safe too and saves three statements per write
+   * (see docs/benchmarks.md).
+   */
+  idempotencyKeys?: boolean;
   /** Per-request timeout in ms (default 30000). */
   timeoutMs?: number;
   /** fetch implementation (default: the global one). */
@@ -142,7 +149,9 @@ export class StrataSaver extends BaseCheckpointSaver {
       payload = JSON.stringify(body);
       headers["Content-Type"] = "application/json";
     }
-    if (method === "POST" || method === "PUT") headers["Idempotency-Key"] = randomUUID();
+    if ((method === "POST" || method === "PUT") && this.opts.idempotencyKeys !== false) {
+      headers["Idempotency-Key"] = randomUUID(); // one per call, the same on every retry
+    }
     let lastErr: unknown;
     for (let attempt = 1; attempt <= attempts; attempt++) {
       let res: Response;
