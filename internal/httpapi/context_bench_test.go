@@ -269,12 +269,14 @@ func BenchmarkContext100k(b *testing.B) {
 // BenchmarkContextCost200Turns is the cost argument: a 200-turn job run against the real
 // server, one step per turn (claim, check, log the side effect, complete, checkpoint). At
 // each turn it counts (o200k_base) what the model is sent:
+//
 //   - history: the system prompt plus the whole transcript so far (every tool call and
 //     tool result of every earlier turn) plus this turn's;
+//
 //   - context: the system prompt plus POST /v1/context's prompt (max_tokens 2000) plus
 //     this turn's calls.
 //
-//	go test ./internal/httpapi/ -run '^$' -bench ContextCost200Turns -benchtime 1x -v
+//     go test ./internal/httpapi/ -run '^$' -bench ContextCost200Turns -benchtime 1x -v
 func BenchmarkContextCost200Turns(b *testing.B) {
 	const turns = 200
 	s := apptest.Start(b, apptest.Env("STRATA_RATE_LIMIT", "0"), apptest.Env("STRATA_LOG_LEVEL", "error"))
