@@ -97,10 +97,10 @@ type Policy struct {
 	Consolidation ConsolidationRules `json:"consolidation,omitempty"`
 }
 
-func sp(s string) *string    { return &s }
-func ip(i int) *int          { return &i }
-func fp(f float64) *float64  { return &f }
-func bp(b bool) *bool        { return &b }
+func sp(s string) *string   { return &s }
+func ip(i int) *int         { return &i }
+func fp(f float64) *float64 { return &f }
+func bp(b bool) *bool       { return &b }
 func durString(d time.Duration) string {
 	if d <= 0 {
 		return "0"

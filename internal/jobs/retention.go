@@ -153,3 +153,26 @@ func (s *Store) DeleteCheckpoints(ctx context.Context, tx pg.DBTX, org string, r
 		org, jobs, versions)
 	return tag.RowsAffected(), pg.Interpret(err)
 }
+
+// RetainableLogs lists org's jobs finished before cutoff whose episodic log still holds
+// events, whose consolidation has run (no unprocessed outbox row) and whose log no fork
+// reads: what episodic retention may delete, oldest first. (The jobs tier shares the key
+// (org_id, job_id) with the episodic log, so it joins it here.)
+func (s *Store) RetainableLogs(ctx context.Context, q pg.DBTX, org string, cutoff time.Time, limit int) ([]FinishedJob, error) {
+	rows, err := q.Query(ctx, `SELECT j.job_id, j.status, j.finished_at FROM jobs j
+		WHERE j.org_id = $1 AND j.status <> 'running' AND j.finished_at < $2
+		  AND EXISTS (SELECT 1 FROM episodic_events e WHERE e.org_id = j.org_id AND e.job_id = j.job_id)
+		  AND NOT EXISTS (SELECT 1 FROM job_outbox o WHERE o.org_id = j.org_id AND o.job_id = j.job_id AND o.processed_at IS NULL)
+		  AND NOT EXISTS (SELECT 1 FROM episodic_jobs c WHERE c.org_id = j.org_id AND c.parent_job_id = j.job_id)
+		ORDER BY j.finished_at, j.job_id LIMIT $3`, org, cutoff, limit)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FinishedJob, error) {
+		var j FinishedJob
+		err := r.Scan(&j.JobID, &j.Status, &j.FinishedAt)
+		j.FinishedAt = j.FinishedAt.UTC()
+		return j, err
+	})
+	return out, pg.Interpret(err)
+}

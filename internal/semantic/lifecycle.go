@@ -278,20 +278,21 @@ func (s *Store) NearDuplicatePairs(ctx context.Context, q pg.DBTX, org string, s
 func (s *Store) SessionFactPairs(ctx context.Context, q pg.DBTX, org string, kinds []string, threshold float64, limit int) ([]Pair, error) {
 	return collectPairs(q.Query(ctx, `SELECT DISTINCT least(m.id, n.id), greatest(m.id, n.id), n.sim
 		FROM (SELECT * FROM memories WHERE org_id = $1 AND valid_to IS NULL AND session_id <> '' AND user_id <> ''
-		      AND kind = ANY($2::text[]) ORDER BY id LIMIT $4) m
+		      AND NOT pinned AND kind = ANY($2::text[]) ORDER BY id LIMIT $4) m
 		CROSS JOIN LATERAL (
 			SELECT o.id, 1 - (o.embedding <=> m.embedding) AS sim FROM memories o
 			WHERE o.org_id = m.org_id AND o.user_id = m.user_id AND o.session_id <> '' AND o.session_id <> m.session_id
-			  AND o.kind = m.kind AND o.valid_to IS NULL
+			  AND o.kind = m.kind AND o.valid_to IS NULL AND NOT o.pinned
 			  AND o.dims = m.dims AND o.model = m.model AND o.embedder = m.embedder
 			ORDER BY (o.embedding <=> m.embedding) + 0 LIMIT 8) n
 		WHERE n.sim >= $3`, org, kinds, threshold, limit))
 }
 
-// SessionFacts lists current session-level memories of a user (kinds), id order.
+// SessionFacts lists current, unpinned session-level memories that name a user (kinds),
+// in id order: the promotion candidates.
 func (s *Store) SessionFacts(ctx context.Context, q pg.DBTX, org string, kinds []string, limit int) ([]Memory, error) {
 	rows, err := q.Query(ctx, `SELECT `+memCols+` FROM memories WHERE org_id = $1 AND valid_to IS NULL
-		AND session_id <> '' AND user_id <> '' AND kind = ANY($2::text[]) ORDER BY id LIMIT $3`, org, kinds, limit)
+		AND session_id <> '' AND user_id <> '' AND NOT pinned AND kind = ANY($2::text[]) ORDER BY id LIMIT $3`, org, kinds, limit)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}
