@@ -66,7 +66,7 @@ func (s *Store) CurrentWrittenBefore(ctx context.Context, q pg.DBTX, org string,
 	return collectRefs(q.Query(ctx, kindCutoffsCTE+`
 		SELECT m.id, m.root_id, m.kind FROM memories m LEFT JOIN k ON k.kind = m.kind
 		WHERE m.org_id = $1 AND m.valid_to IS NULL AND NOT m.pinned AND m.valid_from < coalesce(k.cutoff, $4)
-		  AND NOT (m.id = ANY($5::uuid[]))
+		  AND NOT (m.id = ANY(coalesce($5::uuid[], '{}')))
 		ORDER BY m.valid_from, m.id LIMIT $6`, org, c.Kinds, c.Cutoffs, c.Default, exclude, limit))
 }
 
@@ -79,7 +79,7 @@ func (s *Store) CurrentInactiveBefore(ctx context.Context, q pg.DBTX, org string
 	return collectRefs(q.Query(ctx, kindCutoffsCTE+`
 		SELECT m.id, m.root_id, m.kind FROM memories m LEFT JOIN k ON k.kind = m.kind
 		WHERE m.org_id = $1 AND m.valid_to IS NULL AND NOT m.pinned AND `+lastActive+` < coalesce(k.cutoff, $4)
-		  AND NOT (m.id = ANY($5::uuid[]))
+		  AND NOT (m.id = ANY(coalesce($5::uuid[], '{}')))
 		ORDER BY `+lastActive+`, m.id LIMIT $6`, org, c.Kinds, c.Cutoffs, c.Default, exclude, limit))
 }
 
@@ -102,7 +102,7 @@ func (s *Store) OverCap(ctx context.Context, q pg.DBTX, org string, kinds []stri
 				row_number() OVER (PARTITION BY m.user_id, m.agent_id, m.session_id, m.kind
 					ORDER BY `+retentionScoreSQL("$5::timestamptz")+` DESC, m.id DESC) AS rn
 			FROM memories m LEFT JOIN k ON k.kind = m.kind
-			WHERE m.org_id = $1 AND m.valid_to IS NULL AND NOT m.pinned AND NOT (m.id = ANY($6::uuid[])))
+			WHERE m.org_id = $1 AND m.valid_to IS NULL AND NOT m.pinned AND NOT (m.id = ANY(coalesce($6::uuid[], '{}'))))
 		SELECT id, root_id, kind FROM ranked WHERE cap > 0 AND rn > cap ORDER BY score, id LIMIT $7`,
 		org, kinds, caps, defCap, now, exclude, limit))
 }
