@@ -52,7 +52,7 @@ type Consolidator struct {
 	Jobs       *jobs.Store
 	Embedder   embed.Embedder
 	Summarizer Summarizer // nil: extractive
-	Defaults   eviction.Policy
+	Defaults   eviction.LifecyclePolicy
 	Now        func() time.Time
 	Log        *slog.Logger
 	// BatchLimit bounds the jobs (summaries, compaction) one run handles per org [200];
@@ -98,7 +98,7 @@ func (c *Consolidator) space() semantic.Space {
 func isNotFound(err error) bool { return errors.Is(err, strata.ErrNotFound) }
 
 // JobSummary is the result of summarising one job.
-type JobSummary struct {
+type ConsolidatedJob struct {
 	JobID      string     `json:"job_id"`
 	MemoryID   *uuid.UUID `json:"memory_id,omitempty"`
 	Summarizer string     `json:"summarizer,omitempty" doc:"extractive, or llm:<model>."`
@@ -108,11 +108,11 @@ type JobSummary struct {
 
 // SummariesReport counts job summaries.
 type SummariesReport struct {
-	Written int          `json:"written"`
-	Exists  int          `json:"exists"`
-	Skipped int          `json:"skipped"`
-	Failed  int          `json:"failed"`
-	Items   []JobSummary `json:"items" doc:"Up to 20 of them."`
+	Written int               `json:"written"`
+	Exists  int               `json:"exists"`
+	Skipped int               `json:"skipped"`
+	Failed  int               `json:"failed"`
+	Items   []ConsolidatedJob `json:"items" doc:"Up to 20 of them."`
 }
 
 // CompactionReport counts episodic compaction.
@@ -159,7 +159,7 @@ type PromotionReport struct {
 }
 
 // Report is what a consolidation run did.
-type Report struct {
+type ConsolidationReport struct {
 	OrgID         string           `json:"org_id"`
 	At            time.Time        `json:"at"`
 	PolicyVersion int64            `json:"policy_version"`
@@ -170,9 +170,9 @@ type Report struct {
 	Promotion     PromotionReport  `json:"promotion"`
 }
 
-func newReport(org string, at time.Time, tasks []string) Report {
-	return Report{OrgID: org, At: at, Tasks: tasks,
-		JobSummaries: SummariesReport{Items: []JobSummary{}}, Compaction: CompactionReport{JobIDs: []string{}},
+func newReport(org string, at time.Time, tasks []string) ConsolidationReport {
+	return ConsolidationReport{OrgID: org, At: at, Tasks: tasks,
+		JobSummaries: SummariesReport{Items: []ConsolidatedJob{}}, Compaction: CompactionReport{JobIDs: []string{}},
 		Merge: MergeReport{Items: []MergeItem{}}, Promotion: PromotionReport{Items: []PromotionItem{}}}
 }
 
@@ -278,8 +278,8 @@ func (c *Consolidator) store(ctx context.Context, tx pgx.Tx, org string, outboxI
 // transaction, then in a second transaction claim the outbox row (waiting for a
 // concurrent consumer), re-check, write the memory and mark the row processed. Running it
 // twice, or on two workers at once, writes one memory.
-func (c *Consolidator) SummarizeJob(ctx context.Context, org, job string) (JobSummary, error) {
-	res := JobSummary{JobID: job}
+func (c *Consolidator) SummarizeJob(ctx context.Context, org, job string) (ConsolidatedJob, error) {
+	res := ConsolidatedJob{JobID: job}
 	var facts Facts
 	var done bool
 	err := pg.InOrgTx(ctx, c.Pool, org, func(tx pgx.Tx) error {
@@ -347,7 +347,7 @@ func (c *Consolidator) markDone(ctx context.Context, org, job string) error {
 
 // failed records a failed attempt on the outbox row (attempts, last_error) and returns err
 // so that River retries with backoff.
-func (c *Consolidator) failed(ctx context.Context, org, job string, res JobSummary, err error) (JobSummary, error) {
+func (c *Consolidator) failed(ctx context.Context, org, job string, res ConsolidatedJob, err error) (ConsolidatedJob, error) {
 	res.Status, res.Error = "failed", err.Error()
 	_ = pg.InOrgTx(context.WithoutCancel(ctx), c.Pool, org, func(tx pgx.Tx) error {
 		return c.Jobs.RecordOutboxFailure(ctx, tx, org, job, jobs.OutboxKindConsolidate, err.Error())
@@ -357,13 +357,13 @@ func (c *Consolidator) failed(ctx context.Context, org, job string, res JobSumma
 
 // summarizeTx is the on-demand path (POST /v1/admin/consolidation/run): everything in the
 // caller's transaction; rows another consumer holds are skipped, not waited for.
-func (c *Consolidator) summarizeTx(ctx context.Context, tx pgx.Tx, org string, rep *Report) error {
+func (c *Consolidator) summarizeTx(ctx context.Context, tx pgx.Tx, org string, rep *ConsolidationReport) error {
 	rows, err := c.Jobs.PendingOutbox(ctx, tx, org, jobs.OutboxKindConsolidate, c.maxAttempts(), c.limit())
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
-		res := JobSummary{JobID: r.JobID}
+		res := ConsolidatedJob{JobID: r.JobID}
 		// A savepoint per job: one job's failure does not undo the others.
 		sp, err := tx.Begin(ctx)
 		if err != nil {
@@ -429,10 +429,10 @@ func (c *Consolidator) summarizeTx(ctx context.Context, tx pgx.Tx, org string, r
 
 // RunTx runs tasks for org in tx (the on-demand path: the request's transaction) and
 // returns the report. Metrics are counted by the returned function, to call after commit.
-func (c *Consolidator) RunTx(ctx context.Context, tx pgx.Tx, org string, tasks []string) (Report, func(), error) {
+func (c *Consolidator) RunTx(ctx context.Context, tx pgx.Tx, org string, tasks []string) (ConsolidationReport, func(), error) {
 	pol, err := eviction.LoadEffective(ctx, tx, org, c.Defaults)
 	if err != nil {
-		return Report{}, func() {}, err
+		return ConsolidationReport{}, func() {}, err
 	}
 	rep := newReport(org, c.now(), tasks)
 	rep.PolicyVersion = pol.Version
@@ -448,13 +448,13 @@ func (c *Consolidator) RunTx(ctx context.Context, tx pgx.Tx, org string, tasks [
 			err = c.promote(ctx, tx, org, pol, &rep)
 		}
 		if err != nil {
-			return Report{}, func() {}, fmt.Errorf("consolidation %s: %w", t, err)
+			return ConsolidationReport{}, func() {}, fmt.Errorf("consolidation %s: %w", t, err)
 		}
 	}
 	return rep, func() { countReport(rep) }, nil
 }
 
-func countReport(rep Report) {
+func countReport(rep ConsolidationReport) {
 	eviction.Consolidated.WithLabelValues("job_summary").Add(float64(rep.JobSummaries.Written))
 	eviction.Consolidated.WithLabelValues("compacted_events").Add(float64(rep.Compaction.Events))
 	eviction.Consolidated.WithLabelValues("merged").Add(float64(rep.Merge.Superseded))
@@ -463,7 +463,7 @@ func countReport(rep Report) {
 
 // RunOrg is the periodic path: compaction, merge and promotion for org, each in its own
 // transaction (job summaries run as their own River jobs, from the outbox).
-func (c *Consolidator) RunOrg(ctx context.Context, org string) (Report, error) {
+func (c *Consolidator) RunOrg(ctx context.Context, org string) (ConsolidationReport, error) {
 	rep := newReport(org, c.now(), []string{TaskCompaction, TaskMerge, TaskPromotion})
 	for _, t := range rep.Tasks {
 		err := pg.InOrgTx(ctx, c.Pool, org, func(tx pgx.Tx) error {

@@ -74,7 +74,7 @@ func (e *env) tx(fn func(tx pgx.Tx) error) {
 	require.NoError(e.t, pg.InOrgTx(e.ctx, e.pool, org, fn))
 }
 
-func (e *env) setPolicy(p eviction.Policy) {
+func (e *env) setPolicy(p eviction.LifecyclePolicy) {
 	e.t.Helper()
 	e.tx(func(tx pgx.Tx) error {
 		_, _, err := eviction.Save(e.ctx, tx, org, p, e.c.Defaults, nil, "test", e.clock.Now())
@@ -82,9 +82,9 @@ func (e *env) setPolicy(p eviction.Policy) {
 	})
 }
 
-func (e *env) run(tasks ...string) consolidation.Report {
+func (e *env) run(tasks ...string) consolidation.ConsolidationReport {
 	e.t.Helper()
-	var rep consolidation.Report
+	var rep consolidation.ConsolidationReport
 	e.tx(func(tx pgx.Tx) error {
 		var err error
 		rep, _, err = e.c.RunTx(e.ctx, tx, org, tasks)
@@ -531,7 +531,7 @@ func TestPromotionThreshold(t *testing.T) {
 
 	// Lowering the threshold promotes the cold fact too; re-running changes nothing more.
 	thr := 2.2
-	e.setPolicy(eviction.Policy{Consolidation: eviction.ConsolidationRules{Promotion: eviction.PromotionRules{Threshold: &thr}}})
+	e.setPolicy(eviction.LifecyclePolicy{Consolidation: eviction.ConsolidationRules{Promotion: eviction.PromotionRules{Threshold: &thr}}})
 	rep = e.run(consolidation.TaskPromotion)
 	require.Equal(t, 1, rep.Promotion.Promoted)
 	require.NotNil(t, e.get(cold1.ID).ValidTo)

@@ -134,7 +134,7 @@ func setLastRun(ctx context.Context, tx pgx.Tx, org, task string, t time.Time) e
 // superseded_by), never deleted: history and as_of searches still show them, and
 // eviction's delete_superseded_after removes them later. Pinned memories are never
 // absorbed (they can survive).
-func (c *Consolidator) merge(ctx context.Context, tx pgx.Tx, org string, pol eviction.Effective, rep *Report) error {
+func (c *Consolidator) merge(ctx context.Context, tx pgx.Tx, org string, pol eviction.Effective, rep *ConsolidationReport) error {
 	if pol.MergeThreshold >= 1 {
 		return nil
 	}

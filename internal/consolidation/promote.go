@@ -39,7 +39,7 @@ func Heat(p eviction.Promotion, sessions, reads int, sinceLastRead time.Duration
 // representative's text, kind, trust and vector, the highest importance, and
 // metadata.promoted_from (every session memory's provenance) and metadata.promotion (the
 // score and its parts); the session memories are superseded by it.
-func (c *Consolidator) promote(ctx context.Context, tx pgx.Tx, org string, pol eviction.Effective, rep *Report) error {
+func (c *Consolidator) promote(ctx context.Context, tx pgx.Tx, org string, pol eviction.Effective, rep *ConsolidationReport) error {
 	pr := pol.Promotion
 	if !pr.Enabled || len(pr.Kinds) == 0 {
 		return nil

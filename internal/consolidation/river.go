@@ -136,7 +136,7 @@ type SummarizeJobWorker struct {
 	river.WorkerDefaults[SummarizeJobArgs]
 	Consolidator *Consolidator
 	// Done, when set, is called after each summary (tests count executions with it).
-	Done func(JobSummary)
+	Done func(ConsolidatedJob)
 }
 
 // Timeout leaves room for an LLM call and embedding.

@@ -40,7 +40,7 @@ func TestTwoWorkerProcessesSummarizeEachJobOnce(t *testing.T) {
 		require.NoError(t, err)
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &consolidation.DispatchWorker{Consolidator: c, ExtraOrg: org})
-		river.AddWorker(workers, &consolidation.SummarizeJobWorker{Consolidator: c, Done: func(r consolidation.JobSummary) {
+		river.AddWorker(workers, &consolidation.SummarizeJobWorker{Consolidator: c, Done: func(r consolidation.ConsolidatedJob) {
 			mu.Lock()
 			defer mu.Unlock()
 			executions++

@@ -38,27 +38,27 @@ const (
 )
 
 // Item is what one rule removes (or would remove).
-type Item struct {
-	Tier      string   `json:"tier" enum:"memories,working,episodic,checkpoints,key_value"`
-	Reason    string   `json:"reason" doc:"The policy rule: delete_superseded_after, max_age, max_inactivity, max_items_per_scope, session_ttl, completed_job_retention, keep_versions, history_retention."`
-	Kind      string   `json:"kind,omitempty" doc:"Memory kind, for memory rules."`
-	Policy    string   `json:"policy" doc:"The rule's value as applied (e.g. 365d, 50)."`
-	Count     int      `json:"count" doc:"Memories (lineages, or versions for delete_superseded_after), sessions, job logs, checkpoint versions or history versions."`
-	SampleIDs []string `json:"sample_ids" doc:"Up to 10 of the ids, in the order they are taken."`
-	More      bool     `json:"more" doc:"More candidates matched than one run takes; the next run continues."`
-	ids       []string
-	refs      any
+type EvictionItem struct {
+	Tier            string   `json:"tier" enum:"memories,working,episodic,checkpoints,key_value"`
+	Reason          string   `json:"reason" doc:"The policy rule: delete_superseded_after, max_age, max_inactivity, max_items_per_scope, session_ttl, completed_job_retention, keep_versions, history_retention."`
+	Kind            string   `json:"kind,omitempty" doc:"Memory kind, for memory rules."`
+	LifecyclePolicy string   `json:"policy" doc:"The rule's value as applied (e.g. 365d, 50)."`
+	Count           int      `json:"count" doc:"Memories (lineages, or versions for delete_superseded_after), sessions, job logs, checkpoint versions or history versions."`
+	SampleIDs       []string `json:"sample_ids" doc:"Up to 10 of the ids, in the order they are taken."`
+	More            bool     `json:"more" doc:"More candidates matched than one run takes; the next run continues."`
+	ids             []string
+	refs            any
 }
 
 // Report is what a run removed (or a preview would remove).
-type Report struct {
-	OrgID             string    `json:"org_id"`
-	At                time.Time `json:"at" doc:"The clock the rules were evaluated at."`
-	Applied           bool      `json:"applied" doc:"false for a preview: nothing was changed."`
-	PolicyVersion     int64     `json:"policy_version" doc:"0: the org runs on the defaults."`
-	Total             int       `json:"total"`
-	Items             []Item    `json:"items"`
-	NeedsVerification int       `json:"needs_verification" doc:"Current facts past the verification age (search flags them stale; not removed)."`
+type EvictionReport struct {
+	OrgID             string         `json:"org_id"`
+	At                time.Time      `json:"at" doc:"The clock the rules were evaluated at."`
+	Applied           bool           `json:"applied" doc:"false for a preview: nothing was changed."`
+	PolicyVersion     int64          `json:"policy_version" doc:"0: the org runs on the defaults."`
+	Total             int            `json:"total"`
+	Items             []EvictionItem `json:"items"`
+	NeedsVerification int            `json:"needs_verification" doc:"Current facts past the verification age (search flags them stale; not removed)."`
 }
 
 // Actor is who runs an eviction (recorded in the audit log).
@@ -78,7 +78,7 @@ type Evictor struct {
 	Jobs     *jobs.Store
 	Working  *working.Store   // nil: session purges skip Redis (the live copies expire by their TTL)
 	KV       *keyvalue.Store  // history pruning only uses its SQL
-	Defaults Policy           // DefaultPolicy(cfg.VerifyAge)
+	Defaults LifecyclePolicy  // DefaultPolicy(cfg.VerifyAge)
 	Now      func() time.Time // clock (default time.Now)
 	Log      *slog.Logger
 	// BatchLimit bounds what one rule takes per run [5000]; SampleSize the ids a report
@@ -137,7 +137,7 @@ func sortedKinds(pol Effective) []string {
 func policyString(d time.Duration) string { return durString(d) }
 
 // addMemoryItems groups refs by kind into items of one reason.
-func (e *Evictor) addMemoryItems(rep *Report, reason string, refs []semantic.Ref, more bool, pol Effective, val func(Rules) string) {
+func (e *Evictor) addMemoryItems(rep *EvictionReport, reason string, refs []semantic.Ref, more bool, pol Effective, val func(Rules) string) {
 	byKind := map[string][]semantic.Ref{}
 	var kinds []string
 	for _, r := range refs {
@@ -153,11 +153,11 @@ func (e *Evictor) addMemoryItems(rep *Report, reason string, refs []semantic.Ref
 		for i, r := range rs {
 			ids[i] = r.ID.String()
 		}
-		rep.add(Item{Tier: TierMemories, Reason: reason, Kind: k, Policy: val(pol.ForKind(k)), More: more, ids: ids, refs: rs}, e.sample())
+		rep.add(EvictionItem{Tier: TierMemories, Reason: reason, Kind: k, LifecyclePolicy: val(pol.ForKind(k)), More: more, ids: ids, refs: rs}, e.sample())
 	}
 }
 
-func (r *Report) add(it Item, sample int) {
+func (r *EvictionReport) add(it EvictionItem, sample int) {
 	if len(it.ids) == 0 {
 		return
 	}
@@ -168,14 +168,14 @@ func (r *Report) add(it Item, sample int) {
 }
 
 type plan struct {
-	rep      Report
+	rep      EvictionReport
 	sessions []string
 	cutoffs  map[string]time.Time
 }
 
 // Plan decides what org's policy removes now, without changing anything. tx must run
 // for org.
-func (e *Evictor) Plan(ctx context.Context, tx pgx.Tx, org string) (Report, error) {
+func (e *Evictor) Plan(ctx context.Context, tx pgx.Tx, org string) (EvictionReport, error) {
 	p, err := e.plan(ctx, tx, org)
 	return p.rep, err
 }
@@ -187,7 +187,7 @@ func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error
 	}
 	now := e.now()
 	lim := e.limit()
-	p := &plan{rep: Report{OrgID: org, At: now, PolicyVersion: pol.Version, Items: []Item{}}, cutoffs: map[string]time.Time{}}
+	p := &plan{rep: EvictionReport{OrgID: org, At: now, PolicyVersion: pol.Version, Items: []EvictionItem{}}, cutoffs: map[string]time.Time{}}
 	rep := &p.rep
 
 	// Memories: superseded versions, then current memories by age, inactivity and cap. A
@@ -249,7 +249,7 @@ func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error
 		more := len(ids) > lim
 		ids = ids[:min(len(ids), lim)]
 		p.sessions = ids
-		rep.add(Item{Tier: TierWorking, Reason: ReasonSessionTTL, Policy: policyString(pol.SessionTTL), More: more, ids: ids}, e.sample())
+		rep.add(EvictionItem{Tier: TierWorking, Reason: ReasonSessionTTL, LifecyclePolicy: policyString(pol.SessionTTL), More: more, ids: ids}, e.sample())
 	}
 
 	// Episodic logs of long-finished, consolidated, unforked jobs.
@@ -264,7 +264,7 @@ func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error
 		for i, j := range js {
 			ids[i] = j.JobID
 		}
-		rep.add(Item{Tier: TierEpisodic, Reason: ReasonJobRetention, Policy: policyString(pol.JobRetention), More: more, ids: ids}, e.sample())
+		rep.add(EvictionItem{Tier: TierEpisodic, Reason: ReasonJobRetention, LifecyclePolicy: policyString(pol.JobRetention), More: more, ids: ids}, e.sample())
 	}
 
 	// Checkpoint versions beyond the newest N per job.
@@ -279,7 +279,7 @@ func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error
 		for i, c := range cs {
 			ids[i] = c.JobID + "@" + strconv.FormatInt(c.Version, 10)
 		}
-		rep.add(Item{Tier: TierCheckpoints, Reason: ReasonKeepVersions, Policy: strconv.Itoa(pol.KeepVersions), More: more, ids: ids, refs: cs}, e.sample())
+		rep.add(EvictionItem{Tier: TierCheckpoints, Reason: ReasonKeepVersions, LifecyclePolicy: strconv.Itoa(pol.KeepVersions), More: more, ids: ids, refs: cs}, e.sample())
 	}
 
 	// Key-value history.
@@ -294,7 +294,7 @@ func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error
 		for i, h := range hs {
 			ids[i] = h.String()
 		}
-		rep.add(Item{Tier: TierKeyValue, Reason: ReasonKVHistory, Policy: policyString(pol.KVHistory), More: more, ids: ids, refs: hs}, e.sample())
+		rep.add(EvictionItem{Tier: TierKeyValue, Reason: ReasonKVHistory, LifecyclePolicy: policyString(pol.KVHistory), More: more, ids: ids, refs: hs}, e.sample())
 	}
 	return p, nil
 }
@@ -311,11 +311,11 @@ func (e *Evictor) idleSessions(ctx context.Context, tx pgx.Tx, org string, c tim
 // for org) and writes the audit records. The returned function drops the Redis copies of
 // purged sessions: call it after tx commits. A preview (apply false) changes nothing and
 // reports the same as a run at the same moment would.
-func (e *Evictor) Run(ctx context.Context, tx pgx.Tx, org string, apply bool, actor Actor) (Report, func(context.Context), error) {
+func (e *Evictor) Run(ctx context.Context, tx pgx.Tx, org string, apply bool, actor Actor) (EvictionReport, func(context.Context), error) {
 	noop := func(context.Context) {}
 	p, err := e.plan(ctx, tx, org)
 	if err != nil {
-		return Report{}, noop, err
+		return EvictionReport{}, noop, err
 	}
 	if !apply {
 		return p.rep, noop, nil
@@ -325,10 +325,10 @@ func (e *Evictor) Run(ctx context.Context, tx pgx.Tx, org string, apply bool, ac
 	for _, it := range p.rep.Items {
 		rows, err := e.apply(ctx, tx, org, it, p, &purged)
 		if err != nil {
-			return Report{}, noop, fmt.Errorf("eviction %s/%s: %w", it.Tier, it.Reason, err)
+			return EvictionReport{}, noop, fmt.Errorf("eviction %s/%s: %w", it.Tier, it.Reason, err)
 		}
 		if err := e.audit(ctx, tx, org, it, rows, p.rep, actor); err != nil {
-			return Report{}, noop, err
+			return EvictionReport{}, noop, err
 		}
 	}
 	after := func(ctx context.Context) {
@@ -345,7 +345,7 @@ func (e *Evictor) Run(ctx context.Context, tx pgx.Tx, org string, apply bool, ac
 }
 
 // apply removes one item's rows and returns how many rows went underneath.
-func (e *Evictor) apply(ctx context.Context, tx pgx.Tx, org string, it Item, p *plan, purged *[]working.PurgedSession) (int64, error) {
+func (e *Evictor) apply(ctx context.Context, tx pgx.Tx, org string, it EvictionItem, p *plan, purged *[]working.PurgedSession) (int64, error) {
 	switch it.Tier {
 	case TierMemories:
 		refs := it.refs.([]semantic.Ref)
@@ -399,12 +399,12 @@ func (e *Evictor) apply(ctx context.Context, tx pgx.Tx, org string, it Item, p *
 // auditChunk bounds the ids one audit record lists.
 const auditChunk = 500
 
-func (e *Evictor) audit(ctx context.Context, tx pgx.Tx, org string, it Item, rows int64, rep Report, actor Actor) error {
+func (e *Evictor) audit(ctx context.Context, tx pgx.Tx, org string, it EvictionItem, rows int64, rep EvictionReport, actor Actor) error {
 	chunks := (len(it.ids) + auditChunk - 1) / auditChunk
 	for c := 0; c < chunks; c++ {
 		ids := it.ids[c*auditChunk : min(len(it.ids), (c+1)*auditChunk)]
 		d := map[string]any{
-			"tier": it.Tier, "reason": it.Reason, "policy": it.Policy, "policy_version": rep.PolicyVersion,
+			"tier": it.Tier, "reason": it.Reason, "policy": it.LifecyclePolicy, "policy_version": rep.PolicyVersion,
 			"count": it.Count, "rows": rows, "ids": ids, "chunk": c + 1, "chunks": chunks, "evaluated_at": rep.At,
 		}
 		if it.Kind != "" {

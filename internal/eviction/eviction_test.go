@@ -79,7 +79,7 @@ func (e *env) tx(fn func(tx pgx.Tx) error) {
 	require.NoError(e.t, pg.InOrgTx(e.ctx, e.pool, org, fn))
 }
 
-func (e *env) setPolicy(p eviction.Policy) {
+func (e *env) setPolicy(p eviction.LifecyclePolicy) {
 	e.t.Helper()
 	e.tx(func(tx pgx.Tx) error {
 		_, _, err := eviction.Save(e.ctx, tx, org, p, e.ev.Defaults, nil, "test", e.clock.Now())
@@ -126,9 +126,9 @@ func (e *env) exists(id uuid.UUID) bool {
 	return found
 }
 
-func (e *env) run(apply bool) eviction.Report {
+func (e *env) run(apply bool) eviction.EvictionReport {
 	e.t.Helper()
-	var rep eviction.Report
+	var rep eviction.EvictionReport
 	var after func(context.Context)
 	e.tx(func(tx pgx.Tx) error {
 		var err error
@@ -140,7 +140,7 @@ func (e *env) run(apply bool) eviction.Report {
 }
 
 // item finds the report item of tier/reason/kind.
-func item(rep eviction.Report, tier, reason, kind string) *eviction.Item {
+func item(rep eviction.EvictionReport, tier, reason, kind string) *eviction.EvictionItem {
 	for i := range rep.Items {
 		it := rep.Items[i]
 		if it.Tier == tier && it.Reason == reason && it.Kind == kind {
@@ -159,10 +159,10 @@ func ids(ms ...semantic.Memory) []string {
 }
 
 // off is a policy with every eviction rule off, to switch on one at a time.
-func off() eviction.Policy {
+func off() eviction.LifecyclePolicy {
 	z, zero := "0", 0
-	return eviction.Policy{
-		Memories: eviction.MemoryPolicy{Default: eviction.MemoryRules{MaxAge: &z, MaxInactivity: &z, MaxItemsPerScope: &zero,
+	return eviction.LifecyclePolicy{
+		Memories: eviction.MemoryLifecyclePolicy{Default: eviction.MemoryRules{MaxAge: &z, MaxInactivity: &z, MaxItemsPerScope: &zero,
 			DeleteSupersededAfter: &z}},
 		Working:     eviction.WorkingRules{SessionTTL: &z},
 		Episodic:    eviction.EpisodicRules{CompletedJobRetention: &z},
@@ -192,7 +192,7 @@ func TestEvictionMaxAgePerKind(t *testing.T) {
 	require.NotNil(t, it, "%+v", rep)
 	require.Equal(t, 1, it.Count)
 	require.Equal(t, ids(job), it.SampleIDs)
-	require.Equal(t, "10d", it.Policy)
+	require.Equal(t, "10d", it.LifecyclePolicy)
 	require.Equal(t, 1, rep.Total)
 	require.False(t, e.exists(job.ID))
 	require.True(t, e.exists(pinnedJob.ID), "pinned memories are exempt")

@@ -82,19 +82,19 @@ type ConsolidationRules struct {
 }
 
 // MemoryPolicy is the memory part of a policy.
-type MemoryPolicy struct {
+type MemoryLifecyclePolicy struct {
 	Default MemoryRules            `json:"default,omitempty"`
 	Kinds   map[string]MemoryRules `json:"kinds,omitempty" doc:"Overrides per memory kind (fact, preference, job, case or custom)."`
 }
 
 // Policy is an org's lifecycle policy as stored and as the API shows it.
-type Policy struct {
-	Memories      MemoryPolicy       `json:"memories,omitempty"`
-	Working       WorkingRules       `json:"working,omitempty"`
-	Episodic      EpisodicRules      `json:"episodic,omitempty"`
-	Checkpoints   CheckpointRules    `json:"checkpoints,omitempty"`
-	KeyValue      KeyValueRules      `json:"key_value,omitempty"`
-	Consolidation ConsolidationRules `json:"consolidation,omitempty"`
+type LifecyclePolicy struct {
+	Memories      MemoryLifecyclePolicy `json:"memories,omitempty"`
+	Working       WorkingRules          `json:"working,omitempty"`
+	Episodic      EpisodicRules         `json:"episodic,omitempty"`
+	Checkpoints   CheckpointRules       `json:"checkpoints,omitempty"`
+	KeyValue      KeyValueRules         `json:"key_value,omitempty"`
+	Consolidation ConsolidationRules    `json:"consolidation,omitempty"`
 }
 
 func sp(s string) *string   { return &s }
@@ -113,12 +113,12 @@ func durString(d time.Duration) string {
 
 // DefaultPolicy is what an org without a stored policy runs on. verifyAge is the server's
 // STRATA_VERIFY_AGE.
-func DefaultPolicy(verifyAge time.Duration) Policy {
+func DefaultPolicy(verifyAge time.Duration) LifecyclePolicy {
 	if verifyAge <= 0 {
 		verifyAge = 90 * 24 * time.Hour
 	}
-	return Policy{
-		Memories: MemoryPolicy{Default: MemoryRules{
+	return LifecyclePolicy{
+		Memories: MemoryLifecyclePolicy{Default: MemoryRules{
 			MaxAge:                sp("0"),
 			MaxInactivity:         sp("365d"),
 			MaxItemsPerScope:      ip(10000),
@@ -191,7 +191,7 @@ type Effective struct {
 	MergeThreshold float64
 	Promotion      Promotion
 	// Doc is the filled-in document (what GET answers).
-	Doc Policy
+	Doc LifecyclePolicy
 }
 
 // ForKind returns the rules of a memory kind.
@@ -204,7 +204,7 @@ func (e Effective) ForKind(kind string) Rules {
 
 // Fill returns p with every absent field taken from def (kind overrides inherit
 // p's filled default).
-func Fill(p, def Policy) Policy {
+func Fill(p, def LifecyclePolicy) LifecyclePolicy {
 	s := func(v, d *string) *string {
 		if v == nil {
 			return d
@@ -228,7 +228,7 @@ func Fill(p, def Policy) Policy {
 			MaxItemsPerScope:      i(v.MaxItemsPerScope, d.MaxItemsPerScope),
 			DeleteSupersededAfter: s(v.DeleteSupersededAfter, d.DeleteSupersededAfter), VerifyAge: s(v.VerifyAge, d.VerifyAge)}
 	}
-	out := Policy{}
+	out := LifecyclePolicy{}
 	out.Memories.Default = mem(p.Memories.Default, def.Memories.Default)
 	out.Memories.Kinds = map[string]MemoryRules{}
 	for k, r := range def.Memories.Kinds {
@@ -264,7 +264,7 @@ func Fill(p, def Policy) Policy {
 
 // Compile validates p (filled against def) and resolves it. Errors name the field as
 // body.<path> (422).
-func Compile(p, def Policy) (Effective, error) {
+func Compile(p, def LifecyclePolicy) (Effective, error) {
 	doc := Fill(p, def)
 	e := Effective{Doc: doc, Kinds: map[string]Rules{}}
 	var errs []error
@@ -361,7 +361,7 @@ func Compile(p, def Policy) (Effective, error) {
 
 // Stored is a policy row.
 type Stored struct {
-	Policy    Policy
+	Policy    LifecyclePolicy
 	Version   int64
 	UpdatedAt *time.Time
 	UpdatedBy string
@@ -390,14 +390,14 @@ func Load(ctx context.Context, q pg.DBTX, org string) (Stored, error) {
 
 // LoadEffective reads and resolves org's policy. A stored policy that no longer compiles
 // (it was valid when written) falls back to the defaults rather than stopping the workers.
-func LoadEffective(ctx context.Context, q pg.DBTX, org string, def Policy) (Effective, error) {
+func LoadEffective(ctx context.Context, q pg.DBTX, org string, def LifecyclePolicy) (Effective, error) {
 	st, err := Load(ctx, q, org)
 	if err != nil {
 		return Effective{}, err
 	}
 	e, err := Compile(st.Policy, def)
 	if err != nil {
-		e, err = Compile(Policy{}, def)
+		e, err = Compile(LifecyclePolicy{}, def)
 		if err != nil {
 			return e, err
 		}
@@ -408,7 +408,7 @@ func LoadEffective(ctx context.Context, q pg.DBTX, org string, def Policy) (Effe
 
 // Save replaces org's policy after validating it. ifMatch, when set, must be the current
 // version (0 for "none stored yet"). It returns the new version.
-func Save(ctx context.Context, tx pgx.Tx, org string, p Policy, def Policy, ifMatch *int64, by string, now time.Time) (Effective, Stored, error) {
+func Save(ctx context.Context, tx pgx.Tx, org string, p LifecyclePolicy, def LifecyclePolicy, ifMatch *int64, by string, now time.Time) (Effective, Stored, error) {
 	e, err := Compile(p, def)
 	if err != nil {
 		return e, Stored{}, err

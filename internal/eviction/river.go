@@ -112,7 +112,7 @@ func (w *OrgWorker) Timeout(*river.Job[OrgArgs]) time.Duration { return 30 * tim
 func (w *OrgWorker) Work(ctx context.Context, job *river.Job[OrgArgs]) error {
 	for range 20 {
 		var after func(context.Context)
-		var rep Report
+		var rep EvictionReport
 		err := pg.InOrgTx(ctx, w.Pool, job.Args.Org, func(tx pgx.Tx) error {
 			var err error
 			rep, after, err = w.Evictor.Run(ctx, tx, job.Args.Org, true, WorkerActor)

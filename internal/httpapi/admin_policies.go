@@ -20,9 +20,9 @@ type PolicyDoc struct {
 	Version   int64           `json:"version" doc:"0 while the org runs on the defaults; also the ETag."`
 	UpdatedAt *time.Time      `json:"updated_at,omitempty"`
 	UpdatedBy string          `json:"updated_by,omitempty" doc:"The API key that wrote it."`
-	Policy    eviction.Policy `json:"policy" doc:"The effective policy: what the org set, every absent field filled from the defaults."`
-	Stored    eviction.Policy `json:"stored" doc:"What the org set (absent fields follow the defaults, also when the defaults change)."`
-	Defaults  eviction.Policy `json:"defaults" doc:"The server's defaults."`
+	Policy    eviction.LifecyclePolicy `json:"policy" doc:"The effective policy: what the org set, every absent field filled from the defaults."`
+	Stored    eviction.LifecyclePolicy `json:"stored" doc:"What the org set (absent fields follow the defaults, also when the defaults change)."`
+	Defaults  eviction.LifecyclePolicy `json:"defaults" doc:"The server's defaults."`
 }
 
 type policyOutput struct {
@@ -33,17 +33,17 @@ type policyOutput struct {
 
 type putPolicyInput struct {
 	IfMatch string `header:"If-Match" doc:"The version you read (ETag; \"0\" when none was stored); a stale one gets 409."`
-	Body    eviction.Policy
+	Body    eviction.LifecyclePolicy
 }
 
-func (s *Server) policyDefaults() eviction.Policy { return eviction.DefaultPolicy(s.cfg.VerifyAge) }
+func (s *Server) policyDefaults() eviction.LifecyclePolicy { return eviction.DefaultPolicy(s.cfg.VerifyAge) }
 
 func (s *Server) policyDoc(org string, st eviction.Stored) (*policyOutput, error) {
 	def := s.policyDefaults()
 	e, err := eviction.Compile(st.Policy, def)
 	if err != nil {
 		// Valid when stored; only a server default change can make it fail now.
-		e, _ = eviction.Compile(eviction.Policy{}, def)
+		e, _ = eviction.Compile(eviction.LifecyclePolicy{}, def)
 	}
 	return &policyOutput{Status: http.StatusOK, ETag: etag(st.Version), Body: PolicyDoc{OrgID: org, Version: st.Version,
 		UpdatedAt: st.UpdatedAt, UpdatedBy: st.UpdatedBy, Policy: e.Doc, Stored: st.Policy, Defaults: def}}, nil

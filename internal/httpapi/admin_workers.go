@@ -14,7 +14,7 @@ import (
 )
 
 type evictionOutput struct {
-	Body eviction.Report
+	Body eviction.EvictionReport
 }
 
 type consolidationInput struct {
@@ -24,7 +24,7 @@ type consolidationInput struct {
 }
 
 type consolidationOutput struct {
-	Body consolidation.Report
+	Body consolidation.ConsolidationReport
 }
 
 // registerLifecycleAdmin registers the policy, eviction and consolidation endpoints and
