@@ -16,10 +16,10 @@ import (
 
 // PolicyDoc is an org's lifecycle policy as GET/PUT /v1/admin/policies answer it.
 type PolicyDoc struct {
-	OrgID     string          `json:"org_id"`
-	Version   int64           `json:"version" doc:"0 while the org runs on the defaults; also the ETag."`
-	UpdatedAt *time.Time      `json:"updated_at,omitempty"`
-	UpdatedBy string          `json:"updated_by,omitempty" doc:"The API key that wrote it."`
+	OrgID     string                   `json:"org_id"`
+	Version   int64                    `json:"version" doc:"0 while the org runs on the defaults; also the ETag."`
+	UpdatedAt *time.Time               `json:"updated_at,omitempty"`
+	UpdatedBy string                   `json:"updated_by,omitempty" doc:"The API key that wrote it."`
 	Policy    eviction.LifecyclePolicy `json:"policy" doc:"The effective policy: what the org set, every absent field filled from the defaults."`
 	Stored    eviction.LifecyclePolicy `json:"stored" doc:"What the org set (absent fields follow the defaults, also when the defaults change)."`
 	Defaults  eviction.LifecyclePolicy `json:"defaults" doc:"The server's defaults."`
@@ -36,7 +36,9 @@ type putPolicyInput struct {
 	Body    eviction.LifecyclePolicy
 }
 
-func (s *Server) policyDefaults() eviction.LifecyclePolicy { return eviction.DefaultPolicy(s.cfg.VerifyAge) }
+func (s *Server) policyDefaults() eviction.LifecyclePolicy {
+	return eviction.DefaultPolicy(s.cfg.VerifyAge)
+}
 
 func (s *Server) policyDoc(org string, st eviction.Stored) (*policyOutput, error) {
 	def := s.policyDefaults()
