@@ -49,5 +49,6 @@ func (s *Server) routes() {
 		s.registerLangGraph()
 		s.registerContext()
 		s.registerTools()
+		s.registerLifecycleAdmin()
 	})
 }
