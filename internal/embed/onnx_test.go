@@ -22,7 +22,7 @@ import (
 )
 
 // tinyBERT is the generated fixture: a one-layer BERT-shaped encoder with random weights
-// (hidden size genmodel.Hidden), model.onnx + tokenizer.json.
+// (hidden size genmodel.Tiny.Hidden), model.onnx + tokenizer.json.
 const tinyBERT = "testdata/tiny-bert"
 
 func loadTiny(t *testing.T, o ONNXOptions) *ONNX {
@@ -31,7 +31,7 @@ func loadTiny(t *testing.T, o ONNXOptions) *ONNX {
 		o.Dir = tinyBERT
 	}
 	if o.Dims == 0 {
-		o.Dims = genmodel.Hidden
+		o.Dims = genmodel.Tiny.Hidden
 	}
 	e, err := NewONNX(o)
 	require.NoError(t, err)
@@ -68,7 +68,7 @@ var onnxTexts = []string{
 // The committed fixture is exactly what the generator writes, and small.
 func TestEmbedONNXFixtureIsGenerated(t *testing.T) {
 	t.Parallel()
-	files, err := genmodel.Files()
+	files, err := genmodel.Tiny.Files()
 	require.NoError(t, err)
 	require.Len(t, files, 2)
 	for name, want := range files {
@@ -83,13 +83,13 @@ func TestEmbedONNXLoadsAndEmbedsDeterministically(t *testing.T) {
 	t.Parallel()
 	e := loadTiny(t, ONNXOptions{})
 	require.Equal(t, "onnx", e.Name())
-	require.Equal(t, genmodel.Hidden, e.Dims())
+	require.Equal(t, genmodel.Tiny.Hidden, e.Dims())
 	require.Regexp(t, regexp.MustCompile(`^tiny-bert@[0-9a-f]{12}$`), e.Model())
-	require.Equal(t, genmodel.MaxPositions, e.MaxTokens(), "from tokenizer.json's truncation")
+	require.Equal(t, genmodel.Tiny.Truncate, e.MaxTokens(), "from tokenizer.json's truncation")
 
 	vs := embedAll(t, e, onnxTexts...)
 	for i, v := range vs {
-		require.Len(t, v, genmodel.Hidden)
+		require.Len(t, v, genmodel.Tiny.Hidden)
 		var norm float64
 		for _, x := range v {
 			require.False(t, math.IsNaN(float64(x)) || math.IsInf(float64(x), 0))
@@ -189,7 +189,7 @@ func TestEmbedONNXMissingOrBrokenFilesFailAtLoad(t *testing.T) {
 		{"tokenizer without a model", fixture(t, map[string][]byte{"model.onnx": model, "tokenizer.json": []byte(`{"version":"1.0"}`)}), "loading the model failed"},
 	}
 	for _, c := range cases {
-		_, err := NewONNX(ONNXOptions{Dir: c.dir, Dims: genmodel.Hidden})
+		_, err := NewONNX(ONNXOptions{Dir: c.dir, Dims: genmodel.Tiny.Hidden})
 		require.ErrorContains(t, err, c.want, c.name)
 		if c.dir != "" {
 			require.ErrorContains(t, err, c.dir, "%s: the error names the directory", c.name)
@@ -246,7 +246,7 @@ func TestEmbedONNXWaitsForASlotUntilCancelled(t *testing.T) {
 	_, err := e.Embed(ctx, []string{"x"})
 	require.ErrorIs(t, err, context.Canceled)
 	<-e.sem
-	require.Len(t, embedAll(t, e, "x")[0], genmodel.Hidden)
+	require.Len(t, embedAll(t, e, "x")[0], genmodel.Tiny.Hidden)
 
 	// A failing forward pass is an UnavailableError for the embedder (503 to the client).
 	broken := loadTiny(t, ONNXOptions{})

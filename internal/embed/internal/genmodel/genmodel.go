@@ -5,11 +5,13 @@
 // template, truncation and fixed padding like all-MiniLM-L6-v2's), both written from code
 // because no model weights can be downloaded here.
 //
-// The network is one transformer encoder layer — word, position and token-type embeddings,
-// LayerNorm, two-head self-attention with the additive attention mask, LayerNorm, a GELU
+// The network is a BERT encoder — word, position and token-type embeddings, LayerNorm, then
+// per layer multi-head self-attention with the additive attention mask, LayerNorm, a GELU
 // feed-forward block, LayerNorm — with weights drawn from a fixed-seed PCG. It means nothing;
-// it exercises the same ONNX operators, shapes and masking as the real thing. The output is
-// byte-for-byte deterministic, so the committed fixture can be checked against Files().
+// it exercises the same ONNX operators, shapes and masking as the real thing. Tiny (one
+// layer, 32 wide) is the committed test fixture; MiniLM has all-MiniLM-L6-v2's shape, for
+// timing. The output is byte-for-byte deterministic, so the committed fixture can be
+// checked against Tiny.Files().
 //
 // The ONNX protobuf is written with protowire from the field numbers of onnx.proto (stable
 // since ONNX 1.0), so no ONNX Go types are needed.
@@ -27,18 +29,29 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Shape of the generated model.
-const (
-	Hidden       = 32 // embedding dimension
-	Heads        = 2
-	FFN          = 64
-	MaxPositions = 64 // position table rows; tokenizer.json truncates to this
-	seed         = 20261130
-)
+// Spec is the shape of a generated model.
+type Spec struct {
+	Layers       int // encoder layers
+	Hidden       int // embedding dimension
+	Heads        int // attention heads (Hidden must divide by it)
+	FFN          int // feed-forward width
+	MaxPositions int // rows of the position table
+	Truncate     int // tokenizer.json's truncation.max_length (≤ MaxPositions)
+	Vocab        int // vocabulary size; the word list is padded with [unusedN] tokens
+}
+
+// Tiny is the committed test fixture (testdata/tiny-bert): about 100 KB.
+var Tiny = Spec{Layers: 1, Hidden: 32, Heads: 2, FFN: 64, MaxPositions: 64, Truncate: 64}
+
+// MiniLM has the shape of all-MiniLM-L6-v2 (6 layers, 384 wide, 12 heads, 30522 tokens,
+// ~90 MB) with random weights: for measuring the pure-Go runtime's speed, not meaning.
+var MiniLM = Spec{Layers: 6, Hidden: 384, Heads: 12, FFN: 1536, MaxPositions: 512, Truncate: 128, Vocab: 30522}
+
+const seed = 20261130
 
 // vocabulary: special tokens first (BERT's order differs, ids don't matter), then
 // punctuation, digits, letters, continuation pieces and a few hundred common words.
-func vocab() []string {
+func vocab(size int) []string {
 	v := []string{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
 	for _, r := range `.,!?'"-:;()/&%$#@*+=<>[]_` {
 		v = append(v, string(r))
@@ -82,6 +95,9 @@ also just very too so than can could will would should may might must shall`
 			v = append(v, w)
 		}
 	}
+	for i := 0; len(v) < size; i++ {
+		v = append(v, fmt.Sprintf("[unused%d]", i))
+	}
 	return v
 }
 
@@ -104,19 +120,22 @@ func splitFields(s string) []string {
 	return out
 }
 
-// Files returns the fixture's files by name: model.onnx and tokenizer.json.
-func Files() (map[string][]byte, error) {
-	voc := vocab()
-	tok, err := tokenizerJSON(voc)
+// Files returns the files of a model of shape sp by name: model.onnx and tokenizer.json.
+func (sp Spec) Files() (map[string][]byte, error) {
+	if sp.Hidden%sp.Heads != 0 || sp.Truncate > sp.MaxPositions || sp.Layers < 1 {
+		return nil, fmt.Errorf("genmodel: bad spec %+v", sp)
+	}
+	voc := vocab(sp.Vocab)
+	tok, err := sp.tokenizerJSON(voc)
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{"model.onnx": modelONNX(len(voc)), "tokenizer.json": tok}, nil
+	return map[string][]byte{"model.onnx": sp.modelONNX(len(voc)), "tokenizer.json": tok}, nil
 }
 
-// Write writes Files() into dir (created if missing).
-func Write(dir string) error {
-	files, err := Files()
+// Write writes sp.Files() into dir (created if missing).
+func (sp Spec) Write(dir string) error {
+	files, err := sp.Files()
 	if err != nil {
 		return err
 	}
@@ -133,7 +152,7 @@ func Write(dir string) error {
 
 // --- tokenizer.json (Hugging Face tokenizers format, as all-MiniLM-L6-v2 ships it) ---
 
-func tokenizerJSON(voc []string) ([]byte, error) {
+func (sp Spec) tokenizerJSON(voc []string) ([]byte, error) {
 	ids := map[string]int{}
 	for i, t := range voc {
 		if _, dup := ids[t]; dup {
@@ -150,9 +169,9 @@ func tokenizerJSON(voc []string) ([]byte, error) {
 	}
 	spec := map[string]any{
 		"version": "1.0",
-		"truncation": map[string]any{"direction": "Right", "max_length": MaxPositions,
+		"truncation": map[string]any{"direction": "Right", "max_length": sp.Truncate,
 			"strategy": "LongestFirst", "stride": 0},
-		"padding": map[string]any{"strategy": map[string]any{"Fixed": MaxPositions}, "direction": "Right",
+		"padding": map[string]any{"strategy": map[string]any{"Fixed": sp.Truncate}, "direction": "Right",
 			"pad_to_multiple_of": nil, "pad_id": 0, "pad_type_id": 0, "pad_token": "[PAD]"},
 		"added_tokens": []any{special("[PAD]"), special("[UNK]"), special("[CLS]"), special("[SEP]"), special("[MASK]")},
 		"normalizer": map[string]any{"type": "BertNormalizer", "clean_text": true,
@@ -204,6 +223,7 @@ type graph struct {
 	nodes, inits [][]byte
 	n            int
 	rng          *rand.Rand
+	hidden       int64
 }
 
 func (g *graph) name(prefix string) string {
@@ -336,7 +356,7 @@ func (g *graph) constant(prefix string, v float32, dims ...int64) string {
 }
 
 func (g *graph) layerNorm(x string) string {
-	return g.node("LayerNormalization", []string{x, g.constant("ln_gamma", 1, Hidden), g.random("ln_beta", 0.02, Hidden)},
+	return g.node("LayerNormalization", []string{x, g.constant("ln_gamma", 1, g.hidden), g.random("ln_beta", 0.02, g.hidden)},
 		attrI("axis", -1), attrF("epsilon", 1e-12))
 }
 
@@ -376,39 +396,44 @@ func valueInfo(name string, elem int, dims ...any) []byte {
 	return protowire.AppendBytes(b, typ)
 }
 
-func modelONNX(vocabSize int) []byte {
-	g := &graph{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	const headDim = Hidden / Heads
+func (sp Spec) modelONNX(vocabSize int) []byte {
+	g := &graph{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), hidden: int64(sp.Hidden)}
+	hidden, ffn, nHeads := int64(sp.Hidden), int64(sp.FFN), int64(sp.Heads)
+	headDim := hidden / nHeads
 
 	// Embeddings: word + token type + position (a slice of the table as long as the input).
-	word := g.node("Gather", []string{g.random("word_embeddings", 1, int64(vocabSize), Hidden), "input_ids"})
-	typ := g.node("Gather", []string{g.random("token_type_embeddings", 0.5, 2, Hidden), "token_type_ids"})
+	word := g.node("Gather", []string{g.random("word_embeddings", 1, int64(vocabSize), hidden), "input_ids"})
+	typ := g.node("Gather", []string{g.random("token_type_embeddings", 0.5, 2, hidden), "token_type_ids"})
 	seqLen := g.node("Slice", []string{g.node("Shape", []string{"input_ids"}), g.ints("one", 1), g.ints("two", 2), g.ints("axis0", 0)})
-	pos := g.node("Slice", []string{g.random("position_embeddings", 0.5, MaxPositions, Hidden), g.ints("zero", 0), seqLen, g.ints("axis0", 0)})
+	pos := g.node("Slice", []string{g.random("position_embeddings", 0.5, int64(sp.MaxPositions), hidden), g.ints("zero", 0), seqLen, g.ints("axis0", 0)})
 	h := g.layerNorm(g.node("Add", []string{g.node("Add", []string{word, typ}), pos}))
 
-	// Self-attention, two heads, with BERT's additive mask (1 - mask) * -10000.
-	heads := func(x string, perm ...int64) string {
-		r := g.node("Reshape", []string{x, g.ints("heads_shape", 0, 0, Heads, headDim)})
-		return g.node("Transpose", []string{r}, attrIs("perm", perm...))
-	}
-	q := heads(g.linear(h, Hidden, Hidden), 0, 2, 1, 3) // [B, H, S, d]
-	k := heads(g.linear(h, Hidden, Hidden), 0, 2, 3, 1) // [B, H, d, S]
-	v := heads(g.linear(h, Hidden, Hidden), 0, 2, 1, 3) // [B, H, S, d]
-	scores := g.node("Mul", []string{g.node("MatMul", []string{q, k}), g.scalar("scale", float32(1/math.Sqrt(headDim)))})
+	// BERT's additive mask (1 - mask) * -10000, shaped [B, 1, 1, S].
 	mask := g.node("Unsqueeze", []string{g.node("Cast", []string{"attention_mask"}, attrI("to", tFloat)), g.ints("mask_axes", 1, 2)})
 	additive := g.node("Mul", []string{g.node("Sub", []string{g.scalar("one_f", 1), mask}), g.scalar("neg", -10000)})
-	probs := g.node("Softmax", []string{g.node("Add", []string{scores, additive})}, attrI("axis", -1))
-	ctx := g.node("Transpose", []string{g.node("MatMul", []string{probs, v})}, attrIs("perm", 0, 2, 1, 3))
-	ctx = g.node("Reshape", []string{ctx, g.ints("merge_shape", 0, 0, Hidden)})
-	h = g.layerNorm(g.node("Add", []string{g.linear(ctx, Hidden, Hidden), h}))
 
-	// Feed-forward with exact GELU: x * 0.5 * (1 + erf(x / sqrt 2)).
-	f := g.linear(h, Hidden, FFN)
-	erf := g.node("Erf", []string{g.node("Div", []string{f, g.scalar("sqrt2", math.Sqrt2)})})
-	gelu := g.node("Mul", []string{g.node("Mul", []string{f, g.node("Add", []string{erf, g.scalar("one_f", 1)})}), g.scalar("half", 0.5)})
-	out := g.layerNorm(g.node("Add", []string{g.linear(gelu, FFN, Hidden), h}))
-	g.nodeOut("Identity", "last_hidden_state", []string{out}) // the name BERT exports use
+	for range sp.Layers {
+		// Multi-head self-attention.
+		heads := func(x string, perm ...int64) string {
+			r := g.node("Reshape", []string{x, g.ints("heads_shape", 0, 0, nHeads, headDim)})
+			return g.node("Transpose", []string{r}, attrIs("perm", perm...))
+		}
+		q := heads(g.linear(h, hidden, hidden), 0, 2, 1, 3) // [B, H, S, d]
+		k := heads(g.linear(h, hidden, hidden), 0, 2, 3, 1) // [B, H, d, S]
+		v := heads(g.linear(h, hidden, hidden), 0, 2, 1, 3) // [B, H, S, d]
+		scores := g.node("Mul", []string{g.node("MatMul", []string{q, k}), g.scalar("scale", float32(1/math.Sqrt(float64(headDim))))})
+		probs := g.node("Softmax", []string{g.node("Add", []string{scores, additive})}, attrI("axis", -1))
+		ctx := g.node("Transpose", []string{g.node("MatMul", []string{probs, v})}, attrIs("perm", 0, 2, 1, 3))
+		ctx = g.node("Reshape", []string{ctx, g.ints("merge_shape", 0, 0, hidden)})
+		h = g.layerNorm(g.node("Add", []string{g.linear(ctx, hidden, hidden), h}))
+
+		// Feed-forward with exact GELU: x * 0.5 * (1 + erf(x / sqrt 2)).
+		f := g.linear(h, hidden, ffn)
+		erf := g.node("Erf", []string{g.node("Div", []string{f, g.scalar("sqrt2", math.Sqrt2)})})
+		gelu := g.node("Mul", []string{g.node("Mul", []string{f, g.node("Add", []string{erf, g.scalar("one_f", 1)})}), g.scalar("half", 0.5)})
+		h = g.layerNorm(g.node("Add", []string{g.linear(gelu, ffn, hidden), h}))
+	}
+	g.nodeOut("Identity", "last_hidden_state", []string{h}) // the name BERT exports use
 
 	var gb []byte
 	for _, n := range g.nodes {
@@ -426,7 +451,7 @@ func modelONNX(vocabSize int) []byte {
 		gb = protowire.AppendBytes(gb, valueInfo(in, tInt64, "batch_size", "sequence_length"))
 	}
 	gb = protowire.AppendTag(gb, 12, protowire.BytesType)
-	gb = protowire.AppendBytes(gb, valueInfo("last_hidden_state", tFloat, "batch_size", "sequence_length", Hidden))
+	gb = protowire.AppendBytes(gb, valueInfo("last_hidden_state", tFloat, "batch_size", "sequence_length", sp.Hidden))
 
 	var opsetB []byte
 	opsetB = protowire.AppendTag(opsetB, 1, protowire.BytesType)

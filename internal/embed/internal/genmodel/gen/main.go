@@ -1,4 +1,4 @@
-// Command gen writes the tiny BERT-shaped test model (model.onnx, tokenizer.json) into the
+// Command gen writes the tiny BERT-shaped test model (genmodel.Tiny) (model.onnx, tokenizer.json) into the
 // directory named by its argument: go run ./internal/genmodel/gen testdata/tiny-bert
 package main
 
@@ -14,7 +14,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: gen DIR")
 		os.Exit(2)
 	}
-	if err := genmodel.Write(os.Args[1]); err != nil {
+	if err := genmodel.Tiny.Write(os.Args[1]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
