@@ -267,3 +267,38 @@ func TestEmbedONNXBuckets(t *testing.T) {
 	require.Equal(t, []int{16, 32, 64, 128, 256, 512}, sequenceBuckets(512))
 	require.Equal(t, []int{8}, sequenceBuckets(8))
 }
+
+// BenchmarkEmbedONNXMiniLMShape times the pure-Go runtime on a model of all-MiniLM-L6-v2's
+// shape (6 layers, 384 wide, 30522 tokens; random weights, generated into a temporary
+// directory): one short text per call, and batches of 8.
+//
+//	go test -run '^$' -bench EmbedONNXMiniLMShape -benchtime 5x ./internal/embed/
+func BenchmarkEmbedONNXMiniLMShape(b *testing.B) {
+	dir := b.TempDir()
+	require.NoError(b, genmodel.MiniLM.Write(dir))
+	e, err := NewONNX(ONNXOptions{Dir: dir, Dims: genmodel.MiniLM.Hidden})
+	require.NoError(b, err)
+	defer e.Close()
+	ctx := context.Background()
+	short := "The user prefers dark mode in the editor." // 11 tokens with [CLS] and [SEP]
+	var batch []string
+	for i := range 8 {
+		batch = append(batch, fmt.Sprintf("memory %d: the customer asked to move the meeting to friday morning", i))
+	}
+	for _, c := range []struct {
+		name  string
+		texts []string
+	}{{"single", []string{short}}, {"batch8", batch}} {
+		b.Run(c.name, func(b *testing.B) {
+			_, err := e.Embed(ctx, c.texts) // compile this shape once
+			require.NoError(b, err)
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := e.Embed(ctx, c.texts); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*len(c.texts))/b.Elapsed().Seconds(), "texts/s")
+		})
+	}
+}
