@@ -154,13 +154,11 @@ func NewONNX(o ONNXOptions) (e *ONNX, err error) {
 	if e.pipe.Model.Tokenizer == nil || e.pipe.Model.Tokenizer.GoTokenizer == nil {
 		return nil, fmt.Errorf("STRATA_ONNX_MODEL_DIR %s: tokenizer.json did not load", o.Dir)
 	}
-	if names := backends.GetNames(e.pipe.Model.OutputsMeta); slices.Contains(names, "last_hidden_state") {
-		// BERT exports may also output pooler_output; the token states are what gets mean-pooled.
-		for i, out := range e.pipe.Model.OutputsMeta {
-			if out.Name == "last_hidden_state" {
-				e.pipe.Output, e.pipe.OutputIndex = out, i
-			}
-		}
+	// BERT exports may also output pooler_output (and not always last): the token states
+	// are what gets mean-pooled. Without last_hidden_state, the first output is used (a
+	// [batch, hidden] output is taken as already pooled).
+	if i := slices.IndexFunc(e.pipe.Model.OutputsMeta, func(o backends.InputOutputInfo) bool { return o.Name == "last_hidden_state" }); i >= 0 {
+		e.pipe.Output, e.pipe.OutputIndex = e.pipe.Model.OutputsMeta[i], i
 	}
 	for _, in := range e.pipe.Model.InputsMeta {
 		switch in.Name {
