@@ -124,12 +124,6 @@ func NewONNX(o ONNXOptions) (e *ONNX, err error) {
 		o.Model = filepath.Base(abs) + "@" + sum[:12]
 	}
 
-	// hugot and its tokenizer panic on some malformed files; report those as load errors.
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("STRATA_ONNX_MODEL_DIR %s: loading the model failed: %v", o.Dir, r)
-		}
-	}()
 	// Pad batches and sequences to a few bucket sizes so the compiled graphs (one per input
 	// shape) stay few: without buckets the Go backend caches one per distinct shape, forever.
 	session, err := hugot.NewGoSession(
@@ -139,13 +133,17 @@ func NewONNX(o ONNXOptions) (e *ONNX, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("onnx embedder: %w", err)
 	}
-	e = &ONNX{session: session, model: o.Model, dims: o.Dims, batch: o.Batch, maxTokens: o.MaxTokens,
-		sem: make(chan struct{}, o.Parallel)}
 	defer func() {
+		// hugot and its tokenizer panic on some malformed files; report those as load errors.
+		if r := recover(); r != nil {
+			e, err = nil, fmt.Errorf("STRATA_ONNX_MODEL_DIR %s: loading the model failed: %v", o.Dir, r)
+		}
 		if err != nil {
 			_ = session.Destroy()
 		}
 	}()
+	e = &ONNX{session: session, model: o.Model, dims: o.Dims, batch: o.Batch, maxTokens: o.MaxTokens,
+		sem: make(chan struct{}, o.Parallel)}
 	cfg := hugot.FeatureExtractionConfig{ModelPath: o.Dir, OnnxFilename: "model.onnx", Name: "strata-embedder"}
 	e.pipe, err = hugot.NewPipeline(session, cfg)
 	if err != nil {
@@ -162,9 +160,10 @@ func NewONNX(o ONNXOptions) (e *ONNX, err error) {
 	}
 	for _, in := range e.pipe.Model.InputsMeta {
 		switch in.Name {
-		case "input_ids", "attention_mask", "token_type_ids", "position_ids":
+		case "input_ids", "attention_mask", "token_type_ids":
 		default:
-			return nil, fmt.Errorf("STRATA_ONNX_MODEL_DIR %s: model.onnx takes an input %q; a BERT-style text encoder takes input_ids, attention_mask and optionally token_type_ids", o.Dir, in.Name)
+			// Includes position_ids: hugot fills it 1-based (for decoders), BERT counts from 0.
+			return nil, fmt.Errorf("STRATA_ONNX_MODEL_DIR %s: model.onnx takes an input %q; supported are BERT-style text encoders taking input_ids, attention_mask and optionally token_type_ids", o.Dir, in.Name)
 		}
 	}
 	vs, err := e.run([]string{onnxProbe})
