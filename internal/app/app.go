@@ -131,6 +131,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})
+	defer startGDPRWorkers(ctx, workers, cfg, pool, rdb, pseudo, log)()
 	jobs, err := queue.New(pool, log, queue.Config{
 		Workers: workers,
 		PeriodicJobs: []*river.PeriodicJob{

@@ -63,6 +63,13 @@ type Config struct {
 	VerifyAge        time.Duration `env:"STRATA_VERIFY_AGE" envDefault:"2160h"`
 	HNSWEfSearch     int           `env:"STRATA_HNSW_EF_SEARCH" envDefault:"100"`
 	SearchExactBelow int           `env:"STRATA_SEARCH_EXACT_BELOW" envDefault:"5000"`
+
+	// GDPR erasure (docs/compliance.md): rows per batch transaction, the pause between
+	// batches (throttles an erasure's load), and the worker lease (a killed worker's erasure
+	// is taken over when its lease expires).
+	ErasureBatch int           `env:"STRATA_ERASURE_BATCH" envDefault:"1000"`
+	ErasurePause time.Duration `env:"STRATA_ERASURE_PAUSE" envDefault:"0s"`
+	ErasureLease time.Duration `env:"STRATA_ERASURE_LEASE" envDefault:"30s"`
 }
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).
@@ -185,6 +192,15 @@ func (c Config) Validate() error {
 	}
 	if c.SearchExactBelow < 0 {
 		bad("STRATA_SEARCH_EXACT_BELOW", "must not be negative")
+	}
+	if c.ErasureBatch < 1 || c.ErasureBatch > 100000 {
+		bad("STRATA_ERASURE_BATCH", "must be between 1 and 100000, got %d", c.ErasureBatch)
+	}
+	if c.ErasurePause < 0 {
+		bad("STRATA_ERASURE_PAUSE", "must not be negative")
+	}
+	if c.ErasureLease < time.Second {
+		bad("STRATA_ERASURE_LEASE", "must be at least 1s")
 	}
 	if len(errs) > 0 {
 		return errors.New("invalid configuration: " + strings.Join(errs, "; "))
