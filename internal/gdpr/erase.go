@@ -76,7 +76,9 @@ var ErrLeaseLost = errors.New("gdpr: the erasure's lease moved to another worker
 // LeaseHeldError: a live worker holds the erasure; retry after Until.
 type LeaseHeldError struct{ Until time.Time }
 
-func (e *LeaseHeldError) Error() string { return "gdpr: erasure is being worked until " + e.Until.String() }
+func (e *LeaseHeldError) Error() string {
+	return "gdpr: erasure is being worked until " + e.Until.String()
+}
 
 // BusyError: a phase must wait (a River job naming the subject is running).
 type BusyError struct {

@@ -276,6 +276,9 @@ func (s *Server) registerEvents(st *episodic.Store) {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		evs, err := st.List(ctx, tx, orgOf(ctx), in.Job, episodic.ListQuery{AfterSeq: after, Limit: limit + 1,
 			Op: in.Op, Since: in.Since, Until: in.Until})
 		if err != nil {
@@ -293,6 +296,9 @@ func (s *Server) registerEvents(st *episodic.Store) {
 	}, func(ctx context.Context, in *appliedInput) (*appliedOutput, error) {
 		tx, err := pg.TxFrom(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
 			return nil, err
 		}
 		var ev *episodic.Event
