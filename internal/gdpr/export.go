@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,17 +179,18 @@ func Export(ctx context.Context, tx pgx.Tx, ws *working.Store, h ExportHeader, w
 }
 
 func (l *lineWriter) section(ctx context.Context, tx pgx.Tx, s section, org, user string, tree []string, subject string) error {
-	// Postgres must infer every parameter's type, so pass only the ones the query uses.
-	sql, args := s.sql, []any{org, user}
-	if strings.Contains(sql, "$3") {
-		args = append(args, tree)
-	}
-	if strings.Contains(sql, "$4") {
-		if len(args) == 2 {
-			sql = strings.ReplaceAll(sql, "$4", "$3")
+	// Postgres must infer every parameter's type, so pass only the ones the query uses
+	// (renumbered in order).
+	sql, args := s.sql, []any{}
+	all := []any{org, user, tree, subject}
+	for i := range all {
+		ph := "$" + strconv.Itoa(i+1)
+		if strings.Contains(sql, ph) {
+			args = append(args, all[i])
+			sql = strings.ReplaceAll(sql, ph, "$\x00"+strconv.Itoa(len(args)))
 		}
-		args = append(args, subject)
 	}
+	sql = strings.ReplaceAll(sql, "$\x00", "$")
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return pg.Interpret(err)
