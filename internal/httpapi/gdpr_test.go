@@ -298,3 +298,5 @@ func TestGDPRErasureEveryTier(t *testing.T) {
 		require.Contains(t, []string{"audit", "gdpr"}, rec["tier"], "%v", rec)
 	}
 }
+
+func testenvOwner(t *testing.T, s *apptest.Server) *pgx.Conn { return testenv.OwnerConn(t, s.DBURL) }
