@@ -68,7 +68,7 @@ func EraseUserMemoriesBatch(ctx context.Context, tx pgx.Tx, org, user string, li
 // EraseUserRetrievals deletes the retrieval-log rows of searches made for user (their
 // scope names the user; the memories served may belong to no one in particular).
 func EraseUserRetrievals(ctx context.Context, tx pgx.Tx, org, user string, limit int) (int64, error) {
-	tag, err := tx.Exec(ctx, `DELETE FROM memory_retrievals WHERE org_id = $1 AND id IN (
-			SELECT id FROM memory_retrievals WHERE org_id = $1 AND user_id = $2 LIMIT $3)`, org, user, limit)
+	tag, err := tx.Exec(ctx, `DELETE FROM memory_retrievals WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM memory_retrievals WHERE org_id = $1 AND user_id = $2 LIMIT $3))`, org, user, limit)
 	return tag.RowsAffected(), pg.Interpret(err)
 }
