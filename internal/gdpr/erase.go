@@ -192,6 +192,11 @@ func (e *Engine) step(ctx context.Context, c *claim, phase string, fn func(conte
 	if err != nil {
 		return err
 	}
+	// Batches are small, but a few steps erase a tier's rows of the subject in one statement
+	// (working turns, key-value history): allow them more than the pool's per-statement limit.
+	if _, err := tx.Exec(sctx, `SET LOCAL statement_timeout = '15min'`); err != nil {
+		return pg.Interpret(err)
+	}
 	var owner *string
 	var progress []byte
 	if err := tx.QueryRow(sctx, `SELECT lease_owner, progress FROM gdpr_erasures WHERE org_id = $1 AND id = $2 FOR UPDATE`,

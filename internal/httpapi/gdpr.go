@@ -332,23 +332,31 @@ func (s *Server) registerGDPR() {
 		}); err != nil {
 			return nil, err
 		}
-		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " +
+		// A large export outlives STRATA_REQUEST_TIMEOUT and the pool's statement timeout (a
+		// streamed statement lasts as long as the client reads): it runs until it is done or
+		// the client goes away (a write fails), in one snapshot.
+		ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		tx, err := s.pool.BeginTx(ectx, pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " +
+			"SET LOCAL statement_timeout = 0; " +
 			"SELECT set_config('app.org_id', '" + strings.ReplaceAll(org, "'", "''") + "', true)"})
 		if err != nil {
+			cancel()
 			return nil, pg.Interpret(err)
 		}
-		restriction, err := gdpr.GetRestriction(ctx, tx, org, user)
+		restriction, err := gdpr.GetRestriction(ectx, tx, org, user)
 		if err != nil {
-			_ = tx.Rollback(ctx)
+			_ = tx.Rollback(ectx)
+			cancel()
 			return nil, err
 		}
 		return &huma.StreamResponse{Body: func(hc huma.Context) {
-			defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+			defer cancel()
+			defer tx.Rollback(ectx) //nolint:errcheck
 			hc.SetHeader("Content-Type", "application/x-ndjson")
 			hc.SetHeader("Content-Disposition", `attachment; filename="strata-export.ndjson"`)
 			hc.SetStatus(http.StatusOK)
 			w := hc.BodyWriter()
-			sum, err := gdpr.Export(ctx, tx, ws, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject,
+			sum, err := gdpr.Export(ectx, tx, ws, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject,
 				GeneratedAt: time.Now().UTC(), Restricted: restriction.Restricted}, w)
 			if err != nil {
 				// The status is sent; say so in the stream (no summary line follows).

@@ -23,7 +23,8 @@ import (
 // Not parallel: the heap is the whole test process's, and parallel tests would allocate in
 // it meanwhile. (Go runs top-level sequential tests before releasing the parallel ones.)
 func TestGDPRExportBoundedMemory(t *testing.T) {
-	s := apptest.Start(t)
+	// Timeouts far below the export's duration: an export is exempt from both.
+	s := apptest.Start(t, apptest.Env("STRATA_REQUEST_TIMEOUT", "2s"), apptest.Env("STRATA_STORE_TIMEOUT", "500ms"))
 	comp := s.NewKey("acme", "compliance")
 	owner := testenvOwner(t, s)
 	const user, half = "bulk-user", 25000
@@ -73,7 +74,7 @@ func TestGDPRExportBoundedMemory(t *testing.T) {
 		}
 	}
 	require.NoError(t, sc.Err())
-	require.NotNil(t, summary)
+	require.NotNil(t, summary, "the stream ended without its summary line; server log:\n%s", s.Logs())
 	require.EqualValues(t, 2*half+1, summary["records"], "the turns, the events, and the audit record of this export")
 	growth := int64(peak) - int64(base)
 	t.Logf("exported %v records, %.1f MB in %v; heap before %.1f MB, peak %.1f MB (growth %.1f MB)",
