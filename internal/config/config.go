@@ -64,6 +64,12 @@ type Config struct {
 	HNSWEfSearch     int           `env:"STRATA_HNSW_EF_SEARCH" envDefault:"100"`
 	SearchExactBelow int           `env:"STRATA_SEARCH_EXACT_BELOW" envDefault:"5000"`
 
+	// Consolidation and eviction workers (docs/workers.md). STRATA_LLM_MODEL (above), with
+	// OPENAI_BASE_URL and OPENAI_API_KEY, makes job summaries LLM-written.
+	OutboxPoll            time.Duration `env:"STRATA_OUTBOX_POLL" envDefault:"5s"`
+	ConsolidationInterval time.Duration `env:"STRATA_CONSOLIDATION_INTERVAL" envDefault:"1h"`
+	EvictionInterval      time.Duration `env:"STRATA_EVICTION_INTERVAL" envDefault:"1h"`
+
 	// GDPR erasure (docs/compliance.md): rows per batch transaction, the pause between
 	// batches (throttles an erasure's load), and the worker lease (a killed worker's erasure
 	// is taken over when its lease expires).
@@ -192,6 +198,12 @@ func (c Config) Validate() error {
 	}
 	if c.SearchExactBelow < 0 {
 		bad("STRATA_SEARCH_EXACT_BELOW", "must not be negative")
+	}
+	for name, d := range map[string]time.Duration{"STRATA_OUTBOX_POLL": c.OutboxPoll,
+		"STRATA_CONSOLIDATION_INTERVAL": c.ConsolidationInterval, "STRATA_EVICTION_INTERVAL": c.EvictionInterval} {
+		if d < time.Second {
+			bad(name, "must be a duration of at least 1s such as 5s or 1h")
+		}
 	}
 	if c.ErasureBatch < 1 || c.ErasureBatch > 100000 {
 		bad("STRATA_ERASURE_BATCH", "must be between 1 and 100000, got %d", c.ErasureBatch)

@@ -306,8 +306,8 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 				if err != nil {
 					return nil, false, err
 				}
-				m["jobs.jobs"], m["jobs.checkpoints"], m["jobs.steps"], m["jobs.handoffs"], m["jobs.outbox"] =
-					je.Jobs, je.Checkpoints, je.Steps, je.Handoffs, je.Outbox
+				m["jobs.jobs"], m["jobs.checkpoints"], m["jobs.steps"], m["jobs.handoffs"], m["jobs.outbox"], m["jobs.langgraph"] =
+					je.Jobs, je.Checkpoints, je.Steps, je.Handoffs, je.Outbox, je.LangGraph
 				m["idempotency.records"] = idem
 				return m, true, nil
 			})
@@ -322,8 +322,8 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 		})
 	case "checkpoints":
 		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
-			cp, ob, err := jobs.RedactUserCheckpoints(ctx, tx, org, user)
-			return map[string]int64{"jobs.checkpoints_redacted": cp, "jobs.outbox": ob}, true, err
+			cp, ob, lg, err := jobs.RedactUserCheckpoints(ctx, tx, org, user)
+			return map[string]int64{"jobs.checkpoints_redacted": cp, "jobs.outbox": ob, "jobs.langgraph": lg}, true, err
 		})
 	case "assets":
 		if err := e.loop(ctx, c, "", func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {

@@ -64,6 +64,20 @@ var sections = []section{
 	{"jobs", "outbox", `SELECT job_id || '/' || kind, to_jsonb(o) - 'org_id',
 		jsonb_build_object('job_id', job_id, 'at', created_at)
 		FROM job_outbox o WHERE org_id = $1 AND (job_id = ANY($3) OR user_id = $2) ORDER BY id`},
+	{"jobs", "langgraph_checkpoint", `SELECT job_id || '/' || checkpoint_ns || '/' || checkpoint_id, to_jsonb(c) - 'org_id',
+		jsonb_build_object('job_id', job_id, 'at', created_at)
+		FROM langgraph_checkpoints c WHERE org_id = $1 AND (job_id = ANY($3) OR user_id = $2) ORDER BY job_id, checkpoint_ns, checkpoint_id`},
+	{"jobs", "langgraph_blob", `SELECT job_id || '/' || checkpoint_ns || '/' || channel || '@' || version,
+		(to_jsonb(b) - 'org_id' - 'blob') || jsonb_build_object('blob_base64', encode(blob, 'base64')),
+		jsonb_build_object('job_id', job_id)
+		FROM langgraph_blobs b WHERE org_id = $1 AND (job_id = ANY($3) OR user_id = $2) ORDER BY job_id, checkpoint_ns, channel, version`},
+	{"jobs", "langgraph_write", `SELECT job_id || '/' || checkpoint_ns || '/' || checkpoint_id || '/' || task_id || '#' || idx,
+		(to_jsonb(w) - 'org_id' - 'blob') || jsonb_build_object('blob_base64', encode(blob, 'base64')),
+		jsonb_build_object('job_id', job_id, 'at', created_at)
+		FROM langgraph_writes w WHERE org_id = $1 AND (job_id = ANY($3) OR user_id = $2)
+		ORDER BY job_id, checkpoint_ns, checkpoint_id, task_id, idx`},
+	{"jobs", "consolidation", `SELECT job_id, to_jsonb(c) - 'org_id', jsonb_build_object('job_id', job_id, 'at', summarized_at)
+		FROM job_consolidation c WHERE org_id = $1 AND job_id = ANY($3) ORDER BY job_id`},
 	{"episodic", "event", `SELECT job_id || '#' || seq,
 		(to_jsonb(e) - 'org_id' - 'fingerprint') || jsonb_build_object('fingerprint', encode(fingerprint, 'hex')),
 		jsonb_build_object('agent_id', agent_id, 'job_id', job_id, 'event_seq', seq, 'at', created_at)

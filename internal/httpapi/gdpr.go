@@ -115,6 +115,51 @@ func (s *Server) refuseRestrictedJob(ctx context.Context, job string) error {
 	return nil
 }
 
+// restrictedContext reports whether a per-turn context for (user, job, session) would touch
+// a restricted subject's data: the user named, or the subject of the job or of the session.
+// One query; "" parts are ignored. POST /v1/context calls it (contextExcluded).
+func (s *Server) restrictedContext(ctx context.Context, userID, jobID, sessionID string) (bool, error) {
+	if userID == "" && jobID == "" && sessionID == "" {
+		return false, nil
+	}
+	tx, err := pg.TxFrom(ctx)
+	if err != nil {
+		return false, err
+	}
+	var r bool
+	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = $1 AND r.user_id IN (
+			nullif($2, ''),
+			(SELECT user_id FROM jobs WHERE org_id = $1 AND job_id = $3),
+			(SELECT user_id FROM working_sessions WHERE org_id = $1 AND session_id = $4)))`,
+		orgOf(ctx), userID, jobID, sessionID).Scan(&r)
+	return r, pg.Interpret(err)
+}
+
+// restrictedJobsAmong returns which of jobs belong to a restricted subject.
+func (s *Server) restrictedJobsAmong(ctx context.Context, jobIDs []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(jobIDs) == 0 {
+		return out, nil
+	}
+	tx, err := pg.TxFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT j.job_id FROM jobs j JOIN gdpr_restrictions r ON r.org_id = j.org_id AND r.user_id = j.user_id
+		WHERE j.org_id = $1 AND j.job_id = ANY($2)`, orgOf(ctx), jobIDs)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
 // unrestrictedScope returns sc without its user when that user is restricted: a search or
 // context assembly for a restricted subject sees org-, agent- and session-level data only,
 // never the subject's own.

@@ -46,6 +46,8 @@ func TestGDPRRestrictionEveryReadPath(t *testing.T) {
 			"fork-events":      "/v1/jobs/" + f.fork + "/events",
 			"applied":          "/v1/jobs/" + f.job + "/applied?op=crop&params=%7B%7D",
 			"asset":            "/v1/assets/" + f.asset,
+			"langgraph":        "/v1/jobs/" + f.thread + "/langgraph/checkpoint",
+			"langgraph-list":   "/v1/jobs/" + f.thread + "/langgraph/checkpoints",
 			"asset-versions":   "/v1/assets/" + f.asset + "/versions",
 			"kv":               "/v1/kv/prefs/colour" + q + f.user,
 			"kv-session":       "/v1/kv/prefs/tone" + q + f.user + "&session_id=" + f.session,
@@ -91,6 +93,18 @@ func TestGDPRRestrictionEveryReadPath(t *testing.T) {
 	require.Equal(t, 200, r.Status)
 	require.NotContains(t, string(r.Body), alice.user)
 	require.Contains(t, string(r.Body), bob.user)
+	// The per-turn context assembles nothing for the subject: named as user, or through
+	// their job or session.
+	for _, body := range []map[string]any{{"user_id": alice.user, "query": "walks"}, {"job_id": alice.job, "query": "walks"},
+		{"session_id": alice.session, "query": "walks"}} {
+		r = s.Do("POST", "/v1/context", agent, body)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		require.NotContains(t, string(r.Body), alice.marker, "%v", body)
+		require.Contains(t, string(r.Body), "Art. 18")
+	}
+	r = s.Do("POST", "/v1/context", agent, map[string]any{"user_id": bob.user, "job_id": bob.job, "session_id": bob.session, "query": "walks"})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), bob.marker)
 	// Compliance still exports it; the header says it is restricted.
 	r = s.Do("GET", "/v1/gdpr/exports?user_id="+alice.user, comp, nil)
 	require.Equal(t, 200, r.Status)

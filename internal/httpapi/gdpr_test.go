@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -21,14 +22,14 @@ import (
 // gdprFixture writes data for one subject in every tier through the API, each piece of
 // content carrying marker, and returns what it wrote (for export completeness).
 type gdprFixture struct {
-	user, marker, session, job, fork, asset string
-	memoryIDs                               []string
+	user, marker, session, job, fork, asset, thread string
+	memoryIDs                                       []string
 }
 
 func writeSubject(t *testing.T, s *apptest.Server, key, tag string) gdprFixture {
 	t.Helper()
 	f := gdprFixture{user: "user-" + tag + "-" + testenv.RandomID(3), marker: "MARKER" + strings.ToUpper(tag) + testenv.RandomID(6),
-		session: "sess-" + tag, job: "job-" + tag, fork: "job-" + tag + "-fork", asset: "asset-" + tag}
+		session: "sess-" + tag, job: "job-" + tag, fork: "job-" + tag + "-fork", asset: "asset-" + tag, thread: "lg-" + tag}
 	u, m := f.user, f.marker
 	ok := func(r *apptest.Response, want ...int) *apptest.Response {
 		t.Helper()
@@ -60,6 +61,11 @@ func writeSubject(t *testing.T, s *apptest.Server, key, tag string) gdprFixture 
 	ok(s.Do("PUT", "/v1/assets/"+f.asset, key, map[string]any{"uri": "s3://bucket/" + m + ".mp4", "user_id": u, "job_id": f.job, "seq": 1,
 		"metadata": map[string]any{"title": m}}, idem()...), 201)
 	ok(s.Do("POST", "/v1/assets/"+f.asset+"/versions", key, map[string]any{"parent_version": 1, "uri": "s3://bucket/" + m + "-v2.mp4", "user_id": u}), 201)
+	// a LangGraph thread (a job of its own) with a checkpoint and a channel blob
+	ok(s.Do("POST", "/v1/jobs/"+f.thread+"/langgraph/checkpoints", key, map[string]any{"checkpoint_id": "c1",
+		"checkpoint": map[string]any{"v": 1, "id": "c1", "channel_versions": map[string]any{"messages": "1"}},
+		"metadata":   map[string]any{"note": m}, "user_id": u,
+		"blobs": []map[string]any{{"channel": "messages", "version": "1", "type": "json", "data": base64.StdEncoding.EncodeToString([]byte(`"` + m + `"`))}}}), 200, 201)
 	// semantic: a memory, superseded by a patch (two versions), searched (retrieval log)
 	mem := ok(s.Do("POST", "/v1/memories", key, map[string]any{"text": m + " likes long walks on the beach", "user_id": u,
 		"provenance": map[string]any{"job_id": f.job}}, idem()...), 201).Map(t)
@@ -202,7 +208,8 @@ func TestGDPRErasureEveryTier(t *testing.T) {
 	require.Equal(t, alice.user, hdr["user_id"])
 	require.EqualValues(t, len(recs), sum["records"])
 	types := countTypes(recs)
-	for k, want := range map[string]int{"working.session": 1, "working.turn": 3, "jobs.job": 2, "jobs.step": 2, "jobs.handoff": 1,
+	for k, want := range map[string]int{"working.session": 1, "working.turn": 3, "jobs.job": 3, "jobs.langgraph_checkpoint": 1,
+		"jobs.langgraph_blob": 1, "jobs.step": 2, "jobs.handoff": 1,
 		"jobs.outbox": 1, "episodic.asset": 1, "episodic.asset_version": 2, "keyvalue.entry": 2, "keyvalue.version": 3,
 		"semantic.memory": 2} {
 		require.Equalf(t, want, types[k], "%s in %v", k, types)
@@ -241,7 +248,8 @@ func TestGDPRErasureEveryTier(t *testing.T) {
 		require.Contains(t, counts, tier)
 		require.NotZero(t, counts[tier].(map[string]any)[item], "%s.%s in %v", tier, item, counts)
 	}
-	require.EqualValues(t, 2, counts["jobs"].(map[string]any)["jobs"], "the job and its fork")
+	require.EqualValues(t, 3, counts["jobs"].(map[string]any)["jobs"], "the job, its fork, the LangGraph thread")
+	require.EqualValues(t, 2, counts["jobs"].(map[string]any)["langgraph"], "the thread's checkpoint and blob")
 	require.EqualValues(t, 1, counts["episodic"].(map[string]any)["events_redacted"], "alice's event in bob's job")
 	require.NotContains(t, string(s.Do("GET", "/v1/gdpr/erasures/"+er["id"].(string), comp, nil).Body), alice.user,
 		"a completed receipt keeps only the pseudonym")

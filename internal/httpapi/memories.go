@@ -105,7 +105,7 @@ type searchBody struct {
 	AsOf          *time.Time     `json:"as_of,omitempty" doc:"Search the versions that were current at this time (superseded ones included as they were)."`
 	TopK          int            `json:"top_k,omitempty" minimum:"1" maximum:"100" doc:"Results wanted (default 10, at most 100)."`
 	ExcludeStale  bool           `json:"exclude_stale,omitempty" doc:"Drop facts not verified within the verification age."`
-	StaleAfter    string         `json:"stale_after,omitempty" maxLength:"32" doc:"Verification age for this search, as a Go duration (e.g. 720h); default the server's STRATA_VERIFY_AGE."`
+	StaleAfter    string         `json:"stale_after,omitempty" maxLength:"32" doc:"Verification age for this search, as a Go duration (e.g. 720h); default the org's policy (memories verify_age of kind fact, GET /v1/admin/policies), whose default is STRATA_VERIFY_AGE."`
 	JobID         string         `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job this search serves (recorded in the retrieval log)."`
 }
 
@@ -278,6 +278,9 @@ func (s *Server) registerMemories() {
 		}
 		tx, err := pg.TxFrom(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.orgVerifyAge(ctx, tx, &q); err != nil {
 			return nil, err
 		}
 		res, info, err := store.Search(ctx, tx, q)
