@@ -141,6 +141,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
+	defer startGDPRWorkers(ctx, workers, cfg, pool, rdb, pseudo, log)()
 	jobs, err := queue.New(pool, log, queue.Config{
 		Workers: workers,
 		PeriodicJobs: append([]*river.PeriodicJob{

@@ -50,5 +50,6 @@ func (s *Server) routes() {
 		s.registerContext()
 		s.registerTools()
 		s.registerLifecycleAdmin()
+		s.registerGDPR()
 	})
 }
