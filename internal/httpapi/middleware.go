@@ -201,7 +201,9 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		ctx := pg.WithSession(r.Context(), sess)
 		r = r.WithContext(ctx)
 		if !isWrite(r.Method) {
-			defer sess.Rollback(ctx)
+			// A read's transaction only ends after the response: roll it back off the
+			// request's path, so the client does not wait a round trip for it.
+			defer func() { go sess.Rollback(context.WithoutCancel(ctx)) }()
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -282,19 +284,17 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			return
 		}
 		if key != "" && r.Method != http.MethodDelete {
-			tx, err := sess.Tx(ctx)
-			if err == nil {
-				status := rec.status
-				if status == 0 {
-					status = http.StatusOK
-				}
-				err = idempotency.Complete(ctx, tx, p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
 			}
+			sql, args, err := idempotency.CompleteStatement(p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
 			if err != nil {
 				sess.Rollback(ctx)
 				s.writeErrFresh(w, r, err)
 				return
 			}
+			sess.AtCommit(sql, args...)
 		}
 		if err := sess.Commit(ctx); err != nil {
 			sess.Rollback(ctx)
@@ -340,24 +340,30 @@ func redact(body []byte, fields []string) []byte {
 	return out
 }
 
-// auditWrite appends the audit record of a successful write to the request's transaction,
-// so the write and its record commit together. It records ids, never bodies.
+// auditWrite queues the audit record of a successful write in the request's transaction,
+// so the write and its record commit together (the INSERT travels with COMMIT, in one round
+// trip). It records ids, never bodies.
 func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Principal, status int, body []byte) error {
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return err
+	sess := pg.SessionFrom(ctx)
+	if sess == nil {
+		return errors.New("httpapi: no session in context")
 	}
 	route := chi.RouteContext(ctx).RoutePattern()
 	etype, eid := entityOf(route, chi.RouteContext(ctx).URLParams.Values)
 	if status == 0 {
 		status = http.StatusOK
 	}
-	return audit.Append(ctx, tx, audit.Entry{
+	sql, args, err := audit.Insert(audit.Entry{
 		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: topField(r, body, "agent_id"),
 		Action: s.operationID(r.Method, route), EntityType: etype, EntityID: eid, RequestID: requestID(ctx),
 		Subject: s.pseudo.Subject(p.OrgID, subjectOf(r, body)), Status: status,
 		Details: map[string]any{"method": r.Method, "route": route},
 	})
+	if err != nil {
+		return err
+	}
+	sess.AtCommit(sql, args...)
+	return nil
 }
 
 // entityOf names the entity a route acts on: the first path segment after /v1 and the
