@@ -66,6 +66,7 @@ func (a *app) rootCmd() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(a.keysCmd(), a.auditCmd())
+	root.AddCommand(a.loadtestCmd())
 	return root
 }
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# make bench: every tier's benchmark with its raw-store floor side by side, then the summary
+# table of docs/benchmarks.md (Strata figure, floor figure, ratio, target) with the machine
+# description and these exact commands.
+#
+#   make bench                        # ~10 minutes on 2 cores
+#   STRATA_BENCH_100K=1 make bench    # also the 100k-memory semantic benchmark (~15 more)
+#   BENCH_COUNT=1 make bench          # one run of each instead of three
+#
+# Raw outputs land in docs/bench/ (latest.txt, and semantic100k.txt when the 100k benchmark
+# ran: later runs without STRATA_BENCH_100K reuse it for the semantic rows, marked as such).
+# The machine may be shared: ratios within one run are what count; the load average before
+# and after is recorded with the table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-$(bash scripts/ensure-go.sh)}
+COUNT=${BENCH_COUNT:-3}
+OUT=docs/bench
+mkdir -p "$OUT"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmds=$tmp/commands.txt
+: >"$cmds"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+echo "# run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), load average before $load_start" >"$tmp/latest.txt"
+
+bench() { # bench <display command> -- <go test args...>
+	local shown=$1
+	shift
+	echo "$shown" >>"$cmds"
+	echo ">>> $shown" >&2
+	"$GO" test "$@" 2>&1 | tee -a "$tmp/latest.txt" >&2
+}
+
+bench "go test -run '^\$' -bench BenchmarkHTTPTargets -benchtime 4000x -count $COUNT ./internal/httpapi/" \
+	-run '^$' -bench 'BenchmarkHTTPTargets' -benchtime 4000x -count "$COUNT" -timeout 30m ./internal/httpapi/
+bench "go test -run '^\$' -bench BenchmarkWorkingState -benchtime 2000x -count $COUNT ./internal/httpapi/" \
+	-run '^$' -bench 'BenchmarkWorkingState' -benchtime 2000x -count "$COUNT" -timeout 30m ./internal/httpapi/
+bench "go test -run '^\$' -bench 'BenchmarkKV' -benchtime 5000x -count $COUNT ./internal/keyvalue/ ./internal/httpapi/" \
+	-run '^$' -bench 'BenchmarkKV' -benchtime 5000x -count "$COUNT" -timeout 30m ./internal/keyvalue/ ./internal/httpapi/
+bench "go test -run '^\$' -bench BenchmarkEventAppend -benchtime 3000x -count $COUNT ./internal/episodic/" \
+	-run '^$' -bench 'BenchmarkEventAppend' -benchtime 3000x -count "$COUNT" -timeout 30m ./internal/episodic/
+bench "go test -run '^\$' -bench BenchmarkResume -benchtime 3000x -count 1 ./internal/httpapi/" \
+	-run '^$' -bench 'BenchmarkResume' -benchtime 3000x -count 1 -timeout 30m ./internal/httpapi/
+
+inputs=("$OUT/latest.txt")
+if [ "${STRATA_BENCH_100K:-}" = 1 ]; then
+	{
+		echo "# run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), load average before $(cut -d' ' -f1-3 /proc/loadavg)"
+	} >"$tmp/semantic100k.txt"
+	echo "STRATA_BENCH_100K=1 go test -run '^\$' -bench BenchmarkSemantic100k -benchtime 200x -timeout 40m -v ./internal/semantic/" >>"$cmds"
+	echo ">>> semantic 100k" >&2
+	STRATA_BENCH_100K=1 "$GO" test -run '^$' -bench 'BenchmarkSemantic100k' -benchtime 200x -timeout 40m -v ./internal/semantic/ 2>&1 |
+		tee -a "$tmp/semantic100k.txt" >&2
+	cp "$tmp/semantic100k.txt" "$OUT/semantic100k.txt"
+	inputs+=("$OUT/semantic100k.txt")
+elif [ -f "$OUT/semantic100k.txt" ]; then
+	echo "(semantic rows: from the recorded $OUT/semantic100k.txt; STRATA_BENCH_100K=1 make bench reruns it)" >>"$cmds"
+	inputs+=("$OUT/semantic100k.txt")
+fi
+cp "$tmp/latest.txt" "$OUT/latest.txt"
+"$GO" run ./cmd/benchreport -doc docs/benchmarks.md -commands "$cmds" -load-start "$load_start" \
+	-commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "${inputs[@]}"
