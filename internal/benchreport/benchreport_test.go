@@ -49,7 +49,7 @@ func TestBenchreportEvaluateAndTargets(t *testing.T) {
 	require.True(t, c16.Rule.Target.OK(c16))
 	res := byMeasure["resume via HTTP, 10k jobs × 50 steps: p99"]
 	require.InDelta(t, 683.0/6110, Median(res.Speed), 1e-9) // time: floor ÷ strata
-	require.True(t, res.Rule.Target.OK(res))                   // 6.1 ms < 10 ms
+	require.True(t, res.Rule.Target.OK(res))                // 6.1 ms < 10 ms
 	ep := byMeasure["event append (store, own transaction), 32 writers"]
 	require.InDelta(t, 0.3, Median(ep.Speed), 1e-9)
 	require.False(t, ep.Rule.Target.OK(ep))
