@@ -203,7 +203,13 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if !isWrite(r.Method) {
 			// A read's transaction only ends after the response: roll it back off the
 			// request's path, so the client does not wait a round trip for it.
-			defer func() { go sess.Rollback(context.WithoutCancel(ctx)) }()
+			defer func() {
+				if sess.Started() {
+					go sess.Rollback(context.WithoutCancel(ctx))
+				} else {
+					sess.Rollback(ctx) // nothing ran: no round trip, no goroutine
+				}
+			}()
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -353,10 +359,11 @@ func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Princip
 	if status == 0 {
 		status = http.StatusOK
 	}
+	ids := topFields(r, body, "agent_id", "user_id") // one parse of the body for both
 	sql, args, err := audit.Insert(audit.Entry{
-		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: topField(r, body, "agent_id"),
+		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: ids[0],
 		Action: s.operationID(r.Method, route), EntityType: etype, EntityID: eid, RequestID: requestID(ctx),
-		Subject: s.pseudo.Subject(p.OrgID, subjectOf(r, body)), Status: status,
+		Subject: s.pseudo.Subject(p.OrgID, ids[1]), Status: status,
 		Details: map[string]any{"method": r.Method, "route": route},
 	})
 	if err != nil {
@@ -413,6 +420,31 @@ func topField(r *http.Request, body []byte, name string) string {
 		return ""
 	}
 	return v
+}
+
+// topFields is topField for several names, parsing the body once.
+func topFields(r *http.Request, body []byte, names ...string) []string {
+	out := make([]string, len(names))
+	q := r.URL.Query()
+	var top map[string]json.RawMessage
+	parsed := false
+	for i, name := range names {
+		if v := q.Get(name); v != "" {
+			out[i] = v
+			continue
+		}
+		if !parsed {
+			parsed = true
+			if json.Unmarshal(body, &top) != nil {
+				top = nil
+			}
+		}
+		var v string
+		if raw, ok := top[name]; ok && json.Unmarshal(raw, &v) == nil {
+			out[i] = v
+		}
+	}
+	return out
 }
 
 // subjectOf finds the data subject a write names (user_id in the query or at the top of
