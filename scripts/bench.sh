@@ -22,7 +22,9 @@ trap 'rm -rf "$tmp"' EXIT
 cmds=$tmp/commands.txt
 : >"$cmds"
 load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
-echo "# run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), load average before $load_start" >"$tmp/latest.txt"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git status --porcelain --untracked-files=no -- . ':!docs' 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
+echo "# run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, load average before $load_start" >"$tmp/latest.txt"
 
 bench() { # bench <display command> -- <go test args...>
 	local shown=$1
@@ -46,7 +48,7 @@ bench "go test -run '^\$' -bench BenchmarkResume -benchtime 3000x -count 1 ./int
 inputs=("$OUT/latest.txt")
 if [ "${STRATA_BENCH_100K:-}" = 1 ]; then
 	{
-		echo "# run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), load average before $(cut -d' ' -f1-3 /proc/loadavg)"
+		echo "# run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, load average before $(cut -d' ' -f1-3 /proc/loadavg)"
 	} >"$tmp/semantic100k.txt"
 	echo "STRATA_BENCH_100K=1 go test -run '^\$' -bench BenchmarkSemantic100k -benchtime 200x -timeout 40m -v ./internal/semantic/" >>"$cmds"
 	echo ">>> semantic 100k" >&2
@@ -60,4 +62,4 @@ elif [ -f "$OUT/semantic100k.txt" ]; then
 fi
 cp "$tmp/latest.txt" "$OUT/latest.txt"
 "$GO" run ./cmd/benchreport -doc docs/benchmarks.md -commands "$cmds" -load-start "$load_start" \
-	-commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "${inputs[@]}"
+	-commit "$commit" "${inputs[@]}"

@@ -151,7 +151,7 @@ func machine(inputs []benchreport.Input) benchreport.Machine {
 		m.Postgres = fmt.Sprintf("%s, pgvector %s, shared_buffers %s, synchronous_commit %s, max_connections %s", ver, vec, sb, sc, mc)
 		if !strings.Contains(preload, "pg_stat_statements") {
 			m.Notes = append(m.Notes, fmt.Sprintf("pg_stat_statements is %s but not in shared_preload_libraries (it needs a restart), so per-statement "+
-				"Postgres stats are not collected; `/metrics` exports pgxpool statistics instead.", map[bool]string{true: "installed", false: "not installed"}[pss]))
+				"Postgres stats are not collected; `/metrics` exports pgxpool statistics and the database's pg_stat_database counters instead.", map[bool]string{true: "installed", false: "not installed"}[pss]))
 		}
 		c.Close(ctx)
 	} else {

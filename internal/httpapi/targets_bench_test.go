@@ -65,6 +65,23 @@ func BenchmarkHTTPTargets(b *testing.B) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(v)
 	})
+	// A second HTTP floor, for writes: chi, the body read, one bare pgx INSERT of the event
+	// row (the pool is set below, before any request).
+	var owner *pgxpool.Pool
+	var httpFloorSeq atomic.Int64
+	floorRouter.Post("/v1/jobs/{job}/events", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, err := owner.Exec(r.Context(), `INSERT INTO events_floor (org_id, job_id, seq, op, params, fingerprint, agent_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, "bench", chi.URLParam(r, "job"), httpFloorSeq.Add(1),
+			"video.crop", `{"x":10,"y":20,"w":1280,"h":720,"label":"crop"}`, bytes.Repeat([]byte{byte(len(body))}, 32), "agent")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"seq":1}`))
+	})
 	floorSrv := httptest.NewServer(floorRouter)
 	b.Cleanup(floorSrv.Close)
 
@@ -112,7 +129,7 @@ func BenchmarkHTTPTargets(b *testing.B) {
 		}
 	}
 
-	owner, err := pgxpool.New(ctx, s.DBURL+"&pool_max_conns=40")
+	owner, err = pgxpool.New(ctx, s.DBURL+"&pool_max_conns=40")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -244,4 +261,14 @@ func BenchmarkHTTPTargets(b *testing.B) {
 		}
 		pair(fmt.Sprintf("event-append/c=%d", c), c, floorInsert, apiAppend)
 	}
+	// Diagnostic: the same append against the HTTP write floor (HTTP + bare INSERT), which
+	// separates what the HTTP transport costs on these cores from what Strata adds.
+	r := run.Add(1)
+	httpInsert := func(w int) error {
+		return do("POST", fmt.Sprintf("%s/v1/jobs/floor-%d-%d/events", floorSrv.URL, r, w), "", event)
+	}
+	apiAppend := func(w int) error {
+		return do("POST", fmt.Sprintf("%s/v1/jobs/append-%d-%d/events", s.URL, r, w), agent, event)
+	}
+	pair("event-append-vs-http-insert/c=32", 32, httpInsert, apiAppend)
 }
