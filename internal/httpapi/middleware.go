@@ -113,10 +113,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 				level = slog.LevelDebug
 			}
-			s.log.Log(r.Context(), level, "request",
-				"request_id", requestID(r.Context()), "method", r.Method, "route", route, "status", status,
-				"duration_ms", float64(d.Microseconds())/1000, "bytes", sw.bytes,
-				"org_id", p.OrgID, "key_id", p.KeyID)
+			if s.log.Enabled(r.Context(), level) { // the attributes cost allocations even when dropped
+				s.log.Log(r.Context(), level, "request",
+					"request_id", requestID(r.Context()), "method", r.Method, "route", route, "status", status,
+					"duration_ms", float64(d.Microseconds())/1000, "bytes", sw.bytes,
+					"org_id", p.OrgID, "key_id", p.KeyID)
+			}
 		}()
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
