@@ -26,12 +26,15 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain --untracked-files=no -- . ':!docs' 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
 echo "# run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit, load average before $load_start" >"$tmp/latest.txt"
 
-bench() { # bench <display command> -- <go test args...>
+failed=()
+bench() { # bench <display command> <go test args...>; a failure is reported, the rest still runs
 	local shown=$1
 	shift
 	echo "$shown" >>"$cmds"
 	echo ">>> $shown" >&2
-	"$GO" test "$@" 2>&1 | tee -a "$tmp/latest.txt" >&2
+	if ! "$GO" test "$@" 2>&1 | tee -a "$tmp/latest.txt" >&2; then
+		failed+=("$shown")
+	fi
 }
 
 bench "go test -run '^\$' -bench BenchmarkHTTPTargets -benchtime 4000x -count $COUNT ./internal/httpapi/" \
@@ -52,10 +55,13 @@ if [ "${STRATA_BENCH_100K:-}" = 1 ]; then
 	} >"$tmp/semantic100k.txt"
 	echo "STRATA_BENCH_100K=1 go test -run '^\$' -bench BenchmarkSemantic100k -benchtime 200x -timeout 40m -v ./internal/semantic/" >>"$cmds"
 	echo ">>> semantic 100k" >&2
-	STRATA_BENCH_100K=1 "$GO" test -run '^$' -bench 'BenchmarkSemantic100k' -benchtime 200x -timeout 40m -v ./internal/semantic/ 2>&1 |
-		tee -a "$tmp/semantic100k.txt" >&2
-	cp "$tmp/semantic100k.txt" "$OUT/semantic100k.txt"
-	inputs+=("$OUT/semantic100k.txt")
+	if STRATA_BENCH_100K=1 "$GO" test -run '^$' -bench 'BenchmarkSemantic100k' -benchtime 200x -timeout 40m -v ./internal/semantic/ 2>&1 |
+		tee -a "$tmp/semantic100k.txt" >&2; then
+		cp "$tmp/semantic100k.txt" "$OUT/semantic100k.txt"
+		inputs+=("$OUT/semantic100k.txt")
+	else
+		failed+=("semantic 100k")
+	fi
 elif [ -f "$OUT/semantic100k.txt" ]; then
 	echo "(semantic rows: from the recorded $OUT/semantic100k.txt; STRATA_BENCH_100K=1 make bench reruns it)" >>"$cmds"
 	inputs+=("$OUT/semantic100k.txt")
@@ -63,3 +69,7 @@ fi
 cp "$tmp/latest.txt" "$OUT/latest.txt"
 "$GO" run ./cmd/benchreport -doc docs/benchmarks.md -commands "$cmds" -load-start "$load_start" \
 	-commit "$commit" "${inputs[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+	printf 'benchmark run failed (its rows say "not run"): %s\n' "${failed[@]}" >&2
+	exit 1
+fi
