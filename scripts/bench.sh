@@ -6,6 +6,7 @@
 #   make bench                        # ~10 minutes on 2 cores
 #   STRATA_BENCH_100K=1 make bench    # also the 100k-memory semantic benchmark (~15 more)
 #   BENCH_COUNT=1 make bench          # one run of each instead of three
+#   STRATA_BENCH_100K=1 BENCH_REUSE_LATEST=1 make bench   # only the 100k benchmark; tier rows as recorded
 #
 # Raw outputs land in docs/bench/ (latest.txt, and semantic100k.txt when the 100k benchmark
 # ran: later runs without STRATA_BENCH_100K reuse it for the semantic rows, marked as such).
@@ -37,16 +38,26 @@ bench() { # bench <display command> <go test args...>; a failure is reported, th
 	fi
 }
 
-bench "go test -run '^\$' -bench BenchmarkHTTPTargets -benchtime 4000x -count $COUNT ./internal/httpapi/" \
-	-run '^$' -bench 'BenchmarkHTTPTargets' -benchtime 4000x -count "$COUNT" -timeout 30m ./internal/httpapi/
-bench "go test -run '^\$' -bench BenchmarkWorkingState -benchtime 2000x -count $COUNT ./internal/httpapi/" \
-	-run '^$' -bench 'BenchmarkWorkingState' -benchtime 2000x -count "$COUNT" -timeout 30m ./internal/httpapi/
-bench "go test -run '^\$' -bench 'BenchmarkKV' -benchtime 5000x -count $COUNT ./internal/keyvalue/ ./internal/httpapi/" \
-	-run '^$' -bench 'BenchmarkKV' -benchtime 5000x -count "$COUNT" -timeout 30m ./internal/keyvalue/ ./internal/httpapi/
-bench "go test -run '^\$' -bench BenchmarkEventAppend -benchtime 3000x -count $COUNT ./internal/episodic/" \
-	-run '^$' -bench 'BenchmarkEventAppend' -benchtime 3000x -count "$COUNT" -timeout 30m ./internal/episodic/
-bench "go test -run '^\$' -bench BenchmarkResume -benchtime 3000x -count 1 ./internal/httpapi/" \
-	-run '^$' -bench 'BenchmarkResume' -benchtime 3000x -count 1 -timeout 30m ./internal/httpapi/
+if [ "${BENCH_REUSE_LATEST:-}" = 1 ] && [ -f "$OUT/latest.txt" ]; then
+	# Only the 100k benchmark (with STRATA_BENCH_100K=1): the tier rows come from the
+	# recorded run, whose commands are listed as they ran.
+	cat "$OUT/latest.commands" >>"$cmds" 2>/dev/null || true
+	echo "(tier rows: from the recorded $OUT/latest.txt, $(head -1 "$OUT/latest.txt" | sed 's/^# run: //'))" >>"$cmds"
+	cp "$OUT/latest.txt" "$tmp/latest.txt"
+	cp "$cmds" "$tmp/latest.commands"
+else
+	bench "go test -run '^\$' -bench BenchmarkHTTPTargets -benchtime 4000x -count $COUNT ./internal/httpapi/" \
+		-run '^$' -bench 'BenchmarkHTTPTargets' -benchtime 4000x -count "$COUNT" -timeout 30m ./internal/httpapi/
+	bench "go test -run '^\$' -bench BenchmarkWorkingState -benchtime 2000x -count $COUNT ./internal/httpapi/" \
+		-run '^$' -bench 'BenchmarkWorkingState' -benchtime 2000x -count "$COUNT" -timeout 30m ./internal/httpapi/
+	bench "go test -run '^\$' -bench 'BenchmarkKV' -benchtime 5000x -count $COUNT ./internal/keyvalue/ ./internal/httpapi/" \
+		-run '^$' -bench 'BenchmarkKV' -benchtime 5000x -count "$COUNT" -timeout 30m ./internal/keyvalue/ ./internal/httpapi/
+	bench "go test -run '^\$' -bench BenchmarkEventAppend -benchtime 3000x -count $COUNT ./internal/episodic/" \
+		-run '^$' -bench 'BenchmarkEventAppend' -benchtime 3000x -count "$COUNT" -timeout 30m ./internal/episodic/
+	bench "go test -run '^\$' -bench BenchmarkResume -benchtime 3000x -count 1 ./internal/httpapi/" \
+		-run '^$' -bench 'BenchmarkResume' -benchtime 3000x -count 1 -timeout 30m ./internal/httpapi/
+	cp "$cmds" "$tmp/latest.commands"
+fi
 
 inputs=("$OUT/latest.txt")
 if [ "${STRATA_BENCH_100K:-}" = 1 ]; then
@@ -67,6 +78,7 @@ elif [ -f "$OUT/semantic100k.txt" ]; then
 	inputs+=("$OUT/semantic100k.txt")
 fi
 cp "$tmp/latest.txt" "$OUT/latest.txt"
+grep -v '^(' "$tmp/latest.commands" >"$OUT/latest.commands" || true
 "$GO" run ./cmd/benchreport -doc docs/benchmarks.md -commands "$cmds" -load-start "$load_start" \
 	-commit "$commit" "${inputs[@]}"
 if [ ${#failed[@]} -gt 0 ]; then

@@ -157,9 +157,9 @@ func unit(v float64, metric string) string {
 		return duration(v)
 	case strings.HasSuffix(metric, "-ms") || strings.HasSuffix(metric, "_ms"):
 		return duration(v * 1e3)
-	case strings.HasSuffix(metric, "/s") || metric == "qps":
+	case strings.HasSuffix(metric, "/s") || strings.Contains(metric, "qps"):
 		suffix := "/s"
-		if metric == "qps" {
+		if strings.Contains(metric, "qps") {
 			suffix = " q/s"
 		}
 		if v >= 10_000 {
