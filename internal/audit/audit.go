@@ -59,19 +59,32 @@ type Record struct {
 
 // Append inserts e in q's transaction.
 func Append(ctx context.Context, q pg.DBTX, e Entry) error {
+	sql, args, err := Insert(e)
+	if err != nil {
+		return err
+	}
+	_, err = q.Exec(ctx, sql, args...)
+	return pg.Interpret(err)
+}
+
+// insertSQL is the statement Append runs.
+const insertSQL = `INSERT INTO audit_log (org_id, actor_key_id, actor_role, agent_id, action, entity_type,
+			entity_id, request_id, subject, status, details)
+		VALUES ($1, $2, $3, nullif($4, ''), $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), nullif($10, 0), $11)`
+
+// Insert is the statement and arguments that append e, for callers that send it in a
+// pipeline of their own (the request path queues it with COMMIT: pg.Session.AtCommit).
+func Insert(e Entry) (string, []any, error) {
 	details := e.Details
 	if details == nil {
 		details = map[string]any{}
 	}
 	d, err := json.Marshal(details)
 	if err != nil {
-		return fmt.Errorf("encoding audit details: %w", err)
+		return "", nil, fmt.Errorf("encoding audit details: %w", err)
 	}
-	_, err = q.Exec(ctx, `INSERT INTO audit_log (org_id, actor_key_id, actor_role, agent_id, action, entity_type,
-			entity_id, request_id, subject, status, details)
-		VALUES ($1, $2, $3, nullif($4, ''), $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), nullif($10, 0), $11)`,
-		e.OrgID, e.ActorKeyID, e.ActorRole, e.AgentID, e.Action, e.EntityType, e.EntityID, e.RequestID, e.Subject, e.Status, d)
-	return pg.Interpret(err)
+	return insertSQL, []any{e.OrgID, e.ActorKeyID, e.ActorRole, e.AgentID, e.Action, e.EntityType, e.EntityID, e.RequestID,
+		e.Subject, e.Status, d}, nil
 }
 
 // Pseudonymizer turns user ids into stable pseudonyms with a secret key.

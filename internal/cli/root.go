@@ -69,6 +69,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.AddCommand(a.jobsCmd(), a.sessionsCmd(), a.memoriesCmd(), a.kvCmd(), a.contextCmd(), a.toolsCmd(), a.demoCmd())
 	root.AddCommand(a.lifecycleCmds()...)
 	root.AddCommand(a.gdprCmd())
+	root.AddCommand(a.loadtestCmd())
 	return root
 }
 

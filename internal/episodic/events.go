@@ -284,6 +284,9 @@ RETURNING seq, created_at`
 // insert appends ps to the job and returns them as stored, in order.
 func insert(ctx context.Context, db pg.DBTX, org, job string, ps []prepared) ([]Event, error) {
 	n := len(ps)
+	if n == 1 {
+		return insertOne(ctx, db, org, job, ps[0])
+	}
 	ops, params, fps := make([]string, n), make([]string, n), make([][]byte, n)
 	results := make([]*string, n)
 	agents, users, sessions, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-mem/strata/internal/auth"
@@ -671,30 +672,30 @@ func (s *Server) registerJobs() {
 			return nil, err
 		}
 		org := orgOf(ctx)
-		r, err := js.Resume(ctx, tx, org, in.Job)
+		// The last events and the log head ride in the resume's own batch: with the
+		// transaction's BEGIN, the whole resume is one round trip to Postgres.
+		var last episodic.LastResult
+		r, err := js.Resume(ctx, tx, org, in.Job, func(b *pgx.Batch) { ep.QueueLast(b, org, in.Job, max(n, 1), &last) })
 		if err != nil {
 			return nil, err
 		}
 		if err := s.refuseRestricted(ctx, r.Job.UserID); err != nil { // GDPR Art. 18
 			return nil, err
 		}
+		if last.Err != nil {
+			return nil, last.Err
+		}
 		out := &resumeOutput{ETag: etag(r.Job.CheckpointVersion)}
 		out.Body.Resume = r
 		out.Body.Events = []episodic.Event{}
-		if n > 0 {
-			evs, err := ep.Last(ctx, tx, org, in.Job, n)
-			if err != nil && !errors.Is(err, strata.ErrNotFound) {
-				return nil, err
-			}
-			if len(evs) > 0 {
-				// The view's seqs are gap-free, so the last event's seq is the log's head.
-				out.Body.Events = evs
-				out.Body.LastEventSeq = evs[len(evs)-1].Seq
-				return out, nil
-			}
+		if n > 0 && len(last.Events) > 0 {
+			// The view's seqs are gap-free, so the last event's seq is the log's head.
+			out.Body.Events = last.Events
+			out.Body.LastEventSeq = last.Events[len(last.Events)-1].Seq
+			return out, nil
 		}
-		if out.Body.LastEventSeq, err = eventHead(ctx, ep, tx, org, in.Job); err != nil {
-			return nil, err
+		if last.HasLog {
+			out.Body.LastEventSeq = last.Head.LastSeq
 		}
 		return out, nil
 	})

@@ -20,7 +20,7 @@ import (
 // foundation's authenticate middleware; "rootkey" uses STRATA_ADMIN_KEY, checked in memory,
 // so it shows the key-value path alone.
 func BenchmarkKVCachedGet(b *testing.B) {
-	s := apptest.Start(b)
+	s := apptest.Start(b, apptest.Env("STRATA_RATE_LIMIT", "0")) // the per-key rate limit would cap the benchmark
 	for _, k := range []struct{ name, key string }{{"agentkey", s.NewKey("default", "agent")}, {"rootkey", s.AdminKey}} {
 		b.Run(k.name, func(b *testing.B) { benchCachedGet(b, s, k.key) })
 	}

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"time"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -32,7 +34,7 @@ func newMetrics(pool *pgxpool.Pool, rdb redis.UniversalClient) *metrics {
 	}
 	reg.MustRegister(m.requests, m.duration, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&poolCollector{pool: pool, rdb: rdb})
+		&poolCollector{pool: pool, rdb: rdb}, &pgStatsCollector{pool: pool, timeout: 2 * time.Second})
 	return m
 }
 

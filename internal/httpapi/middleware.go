@@ -113,10 +113,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 				level = slog.LevelDebug
 			}
-			s.log.Log(r.Context(), level, "request",
-				"request_id", requestID(r.Context()), "method", r.Method, "route", route, "status", status,
-				"duration_ms", float64(d.Microseconds())/1000, "bytes", sw.bytes,
-				"org_id", p.OrgID, "key_id", p.KeyID)
+			if s.log.Enabled(r.Context(), level) { // the attributes cost allocations even when dropped
+				s.log.Log(r.Context(), level, "request",
+					"request_id", requestID(r.Context()), "method", r.Method, "route", route, "status", status,
+					"duration_ms", float64(d.Microseconds())/1000, "bytes", sw.bytes,
+					"org_id", p.OrgID, "key_id", p.KeyID)
+			}
 		}()
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
@@ -201,7 +203,15 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		ctx := pg.WithSession(r.Context(), sess)
 		r = r.WithContext(ctx)
 		if !isWrite(r.Method) {
-			defer sess.Rollback(ctx)
+			// A read's transaction only ends after the response: roll it back off the
+			// request's path, so the client does not wait a round trip for it.
+			defer func() {
+				if sess.Started() {
+					go sess.Rollback(context.WithoutCancel(ctx))
+				} else {
+					sess.Rollback(ctx) // nothing ran: no round trip, no goroutine
+				}
+			}()
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -282,19 +292,17 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			return
 		}
 		if key != "" && r.Method != http.MethodDelete {
-			tx, err := sess.Tx(ctx)
-			if err == nil {
-				status := rec.status
-				if status == 0 {
-					status = http.StatusOK
-				}
-				err = idempotency.Complete(ctx, tx, p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
 			}
+			sql, args, err := idempotency.CompleteStatement(p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
 			if err != nil {
 				sess.Rollback(ctx)
 				s.writeErrFresh(w, r, err)
 				return
 			}
+			sess.AtCommit(sql, args...)
 		}
 		if err := sess.Commit(ctx); err != nil {
 			sess.Rollback(ctx)
@@ -340,17 +348,19 @@ func redact(body []byte, fields []string) []byte {
 	return out
 }
 
-// auditWrite appends the audit record of a successful write to the request's transaction,
-// so the write and its record commit together. It records ids, never bodies.
+// auditWrite queues the audit record of a successful write in the request's transaction,
+// so the write and its record commit together (the INSERT travels with COMMIT, in one round
+// trip). It records ids, never bodies.
 func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Principal, status int, body []byte) error {
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return err
+	sess := pg.SessionFrom(ctx)
+	if sess == nil {
+		return errors.New("httpapi: no session in context")
 	}
 	route := chi.RouteContext(ctx).RoutePattern()
 	params := chi.RouteContext(ctx).URLParams
 	values := append([]string(nil), params.Values...)
-	subject := subjectOf(r, body)
+	ids := topFields(r, body, "agent_id", "user_id") // one parse of the body for both
+	subject := ids[1]
 	for i, k := range params.Keys {
 		if k == "user" && i < len(values) { // a data subject in the path (/v1/gdpr/restrictions/{user}): pseudonymised
 			if subject == "" {
@@ -363,12 +373,17 @@ func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Princip
 	if status == 0 {
 		status = http.StatusOK
 	}
-	return audit.Append(ctx, tx, audit.Entry{
-		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: topField(r, body, "agent_id"),
+	sql, args, err := audit.Insert(audit.Entry{
+		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: ids[0],
 		Action: s.operationID(r.Method, route), EntityType: etype, EntityID: eid, RequestID: requestID(ctx),
 		Subject: s.pseudo.Subject(p.OrgID, subject), Status: status,
 		Details: map[string]any{"method": r.Method, "route": route},
 	})
+	if err != nil {
+		return err
+	}
+	sess.AtCommit(sql, args...)
+	return nil
 }
 
 // entityOf names the entity a route acts on: the first path segment after /v1 and the
@@ -418,6 +433,31 @@ func topField(r *http.Request, body []byte, name string) string {
 		return ""
 	}
 	return v
+}
+
+// topFields is topField for several names, parsing the body once.
+func topFields(r *http.Request, body []byte, names ...string) []string {
+	out := make([]string, len(names))
+	q := r.URL.Query()
+	var top map[string]json.RawMessage
+	parsed := false
+	for i, name := range names {
+		if v := q.Get(name); v != "" {
+			out[i] = v
+			continue
+		}
+		if !parsed {
+			parsed = true
+			if json.Unmarshal(body, &top) != nil {
+				top = nil
+			}
+		}
+		var v string
+		if raw, ok := top[name]; ok && json.Unmarshal(raw, &v) == nil {
+			out[i] = v
+		}
+	}
+	return out
 }
 
 // subjectOf finds the data subject a write names (user_id in the query or at the top of

@@ -27,7 +27,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkWorkingState -benchtime 2000x ./internal/httpapi/
 func BenchmarkWorkingState(b *testing.B) {
-	s := apptest.Start(b)
+	s := apptest.Start(b, apptest.Env("STRATA_RATE_LIMIT", "0")) // the per-key rate limit would cap the benchmark
 	agent := s.NewKey("bench", "agent")
 	ctx := context.Background()
 	opt, err := redis.ParseURL(testenv.RedisURL())

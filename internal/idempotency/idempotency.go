@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-mem/strata/internal/pg"
-	"github.com/strata-mem/strata/internal/strata"
 )
 
 // Errors Claim returns.
@@ -116,6 +115,19 @@ var replayedHeaders = []string{"Content-Type", "Etag", "Location", "Content-Loca
 
 // Complete stores the response for key inside tx; it commits with the request's writes.
 func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, header http.Header, body []byte) error {
+	sql, args, err := CompleteStatement(org, key, status, header, body)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, sql, args...)
+	return pg.Interpret(err)
+}
+
+// CompleteStatement is Complete as a statement and its arguments, for callers that send it
+// in a pipeline of their own (the request path queues it with COMMIT:
+// pg.Session.AtCommit). If the record vanished the statement itself fails (40001, a
+// conflict), so the COMMIT behind it does not run.
+func CompleteStatement(org, key string, status int, header http.Header, body []byte) (string, []any, error) {
 	keep := http.Header{}
 	for _, h := range replayedHeaders {
 		if v := header.Values(h); len(v) > 0 {
@@ -124,15 +136,10 @@ func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, heade
 	}
 	hdr, err := json.Marshal(keep)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	tag, err := tx.Exec(ctx, `UPDATE idempotency_keys SET response_status = $3, response_headers = $4, response_body = $5
-		WHERE org_id = $1 AND key = $2`, org, key, status, hdr, body)
-	if err != nil {
-		return pg.Interpret(err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("idempotency record %q vanished: %w", key, strata.ErrConflict)
-	}
-	return nil
+	return `WITH u AS (UPDATE idempotency_keys SET response_status = $3, response_headers = $4, response_body = $5
+			WHERE org_id = $1 AND key = $2 RETURNING 1)
+		SELECT strata_expect_rows((SELECT count(*) FROM u), 1, 'completing idempotency record')`,
+		[]any{org, key, status, hdr, body}, nil
 }

@@ -45,8 +45,9 @@ type batcher interface {
 
 // Resume reads a job's resume view: job, latest checkpoint (through a fork's lineage),
 // steps by state and pending handoffs — one batch, one round trip to Postgres when db can
-// batch (a pgx.Tx, Conn or Pool).
-func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string) (Resume, error) {
+// batch (a pgx.Tx, Conn or Pool). also queues more queries into that batch (the caller's
+// own reads, so they cost no round trip); it needs a db that batches.
+func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also ...func(*pgx.Batch)) (Resume, error) {
 	now := s.Now()
 	qJob := `SELECT ` + jobCols + ` FROM jobs WHERE org_id = $1 AND job_id = $2`
 	qCP := lineageCTE + `SELECT ` + checkpointCols + ` ` + inLineage +
@@ -82,10 +83,16 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string) (Resu
 		batch.Queue(qCP, org, jobID).QueryRow(func(row pgx.Row) error { cp, cpErr = scanCheckpoint(row, jobID); return nil })
 		batch.Queue(qSteps, org, jobID, MaxResumeSteps+1).Query(readSteps)
 		batch.Queue(qHand, org, jobID).Query(readHands)
+		for _, f := range also {
+			f(batch)
+		}
 		if err := b.SendBatch(ctx, batch).Close(); err != nil {
 			return Resume{}, pg.Interpret(err)
 		}
 	} else {
+		if len(also) > 0 {
+			return Resume{}, errors.New("jobs: Resume with extra queries needs a db that batches")
+		}
 		r.Job, jobErr = scanJob(db.QueryRow(ctx, qJob, org, jobID))
 		if jobErr == nil {
 			cp, cpErr = scanCheckpoint(db.QueryRow(ctx, qCP, org, jobID), jobID)

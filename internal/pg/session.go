@@ -3,8 +3,6 @@ package pg
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -18,12 +16,13 @@ import (
 // before the response leaves the server, so an acknowledged write is a committed write and
 // a failed request writes nothing. A request that never touches Postgres never begins one.
 type Session struct {
-	pool  *pgxpool.Pool
-	org   string
-	mu    sync.Mutex
-	tx    pgx.Tx
-	hooks []func()
-	done  bool
+	pool    *pgxpool.Pool
+	org     string
+	mu      sync.Mutex
+	tx      *orgTx
+	hooks   []func()
+	trailer []trailing
+	done    bool
 }
 
 // NewSession returns a session for org; nothing happens until Tx is called.
@@ -32,7 +31,8 @@ func NewSession(pool *pgxpool.Pool, org string) *Session { return &Session{pool:
 // Org is the org every statement of the session runs for.
 func (s *Session) Org() string { return s.org }
 
-// Tx returns the session's transaction, beginning it (and setting app.org_id) on first use.
+// Tx returns the session's transaction. It costs no round trip: BEGIN and the org setting
+// travel with its first statement (see orgTx).
 func (s *Session) Tx(ctx context.Context) (pgx.Tx, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -42,7 +42,7 @@ func (s *Session) Tx(ctx context.Context) (pgx.Tx, error) {
 	if s.tx != nil {
 		return s.tx, nil
 	}
-	tx, err := beginOrg(ctx, s.pool, s.org)
+	tx, err := newOrgTx(s.pool, s.org)
 	if err != nil {
 		return nil, err
 	}
@@ -50,11 +50,11 @@ func (s *Session) Tx(ctx context.Context) (pgx.Tx, error) {
 	return tx, nil
 }
 
-// Started reports whether a transaction was begun.
+// Started reports whether a statement ran (and so a transaction was begun).
 func (s *Session) Started() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tx != nil
+	return s.tx != nil && s.tx.begun()
 }
 
 // AfterCommit registers f to run once the session has committed (immediately at Commit
@@ -66,15 +66,33 @@ func (s *Session) AfterCommit(f func()) {
 	s.hooks = append(s.hooks, f)
 }
 
-// Commit commits the transaction, if any, then runs the AfterCommit hooks.
+// AtCommit queues a statement that runs at Commit, after everything else and in the same
+// round trip as COMMIT (the audit row, the idempotency record). The client cannot look at
+// its result before COMMIT runs, so a statement that must stop the commit has to fail on
+// the server (see strata_expect_rows); when it does, nothing commits and Commit returns
+// its error.
+func (s *Session) AtCommit(sql string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trailer = append(s.trailer, trailing{sql: sql, args: args})
+}
+
+// Commit sends the AtCommit statements and COMMIT in one round trip (beginning the
+// transaction in the same one if nothing ran yet), then runs the AfterCommit hooks.
 func (s *Session) Commit(ctx context.Context) error {
 	s.mu.Lock()
-	tx, hooks := s.tx, s.hooks
-	s.done, s.hooks = true, nil
+	tx, hooks, trailer := s.tx, s.hooks, s.trailer
+	s.done, s.hooks, s.trailer = true, nil, nil
 	s.mu.Unlock()
+	if len(trailer) > 0 && tx == nil {
+		var err error
+		if tx, err = newOrgTx(s.pool, s.org); err != nil {
+			return err
+		}
+	}
 	if tx != nil {
-		if err := tx.Commit(ctx); err != nil {
-			return Interpret(fmt.Errorf("committing: %w", err))
+		if err := tx.commit(ctx, trailer); err != nil {
+			return err
 		}
 	}
 	for _, h := range hooks {
@@ -83,11 +101,11 @@ func (s *Session) Commit(ctx context.Context) error {
 	return nil
 }
 
-// Rollback abandons the transaction, if any; hooks are dropped.
+// Rollback abandons the transaction, if any; hooks and queued statements are dropped.
 func (s *Session) Rollback(ctx context.Context) {
 	s.mu.Lock()
 	tx := s.tx
-	s.done, s.hooks = true, nil
+	s.done, s.hooks, s.trailer = true, nil, nil
 	s.mu.Unlock()
 	if tx != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
@@ -116,25 +134,11 @@ func TxFrom(ctx context.Context) (pgx.Tx, error) {
 	return s.Tx(ctx)
 }
 
-func beginOrg(ctx context.Context, pool *pgxpool.Pool, org string) (pgx.Tx, error) {
-	if org == "" {
-		return nil, errors.New("pg: empty org")
-	}
-	// BEGIN and the org setting travel in one round trip (a simple-protocol multi-statement;
-	// org ids are validated to [A-Za-z0-9._:-], and quoted regardless).
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{
-		BeginQuery: "BEGIN; SELECT set_config('app.org_id', '" + strings.ReplaceAll(org, "'", "''") + "', true)",
-	})
-	if err != nil {
-		return nil, Interpret(fmt.Errorf("beginning transaction: %w", err))
-	}
-	return tx, nil
-}
-
 // InOrgTx runs fn in its own transaction for org and commits when fn returns nil. Workers
-// and tools use it; requests use their Session.
+// and tools use it; requests use their Session. BEGIN and the org setting travel with fn's
+// first statement, so a one-statement fn costs two round trips (statement, COMMIT).
 func InOrgTx(ctx context.Context, pool *pgxpool.Pool, org string, fn func(pgx.Tx) error) error {
-	tx, err := beginOrg(ctx, pool, org)
+	tx, err := newOrgTx(pool, org)
 	if err != nil {
 		return err
 	}
@@ -142,10 +146,7 @@ func InOrgTx(ctx context.Context, pool *pgxpool.Pool, org string, fn func(pgx.Tx
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Interpret(fmt.Errorf("committing: %w", err))
-	}
-	return nil
+	return tx.Commit(ctx)
 }
 
 // DBTX is what store functions take: a pool, a connection or a transaction.

@@ -37,7 +37,8 @@ type Served struct {
 }
 
 // RecordServed logs which memories a request was served (one row each, in rank order)
-// and counts the access on each (access_count, last_accessed_at: ranking features).
+// and counts the access on each (access_count, last_accessed_at: ranking features) that
+// no concurrent request holds.
 func (s *Store) RecordServed(ctx context.Context, tx pgx.Tx, sv Served, results []Result) error {
 	if len(results) == 0 {
 		return nil
@@ -58,8 +59,13 @@ func (s *Store) RecordServed(ctx context.Context, tx pgx.Tx, sv Served, results 
 		sv.JobID, now, scores); err != nil {
 		return pg.Interpret(err)
 	}
-	_, err := tx.Exec(ctx, `UPDATE memories SET access_count = access_count + 1, last_accessed_at = $3
-		WHERE org_id = $1 AND id = ANY($2)`, sc.OrgID, ids, now)
+	// The access bump skips rows another request holds (SKIP LOCKED): concurrent searches of
+	// one scope are served the same memories, and waiting for each other's row locks until
+	// commit made them a convoy (lock timeouts under load). A skipped bump is one access not
+	// counted in a ranking feature; the retrieval log above records every serve.
+	_, err := tx.Exec(ctx, `UPDATE memories m SET access_count = m.access_count + 1, last_accessed_at = $3
+		FROM (SELECT id FROM memories WHERE org_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE SKIP LOCKED) l
+		WHERE m.org_id = $1 AND m.id = l.id`, sc.OrgID, ids, now)
 	return pg.Interpret(err)
 }
 

@@ -213,16 +213,30 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 			if strategy == StrategyHNSWPlain {
 				mode = "off"
 			}
-			if _, err := tx.Exec(ctx, `SELECT set_config('hnsw.ef_search', $1, true),
-				set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
-				set_config('plan_cache_mode', 'force_custom_plan', true)`,
-				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples)); err != nil {
-				return nil, pg.Interpret(err)
-			}
 			// relaxed_order may return rows slightly out of order: re-sort the
 			// materialised candidates (pgvector's documented pattern).
 			sql = `WITH nn AS MATERIALIZED (SELECT id, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
 				qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT id, d FROM nn ORDER BY d, id`
+			// The scan settings and the query travel in one batch: one round trip.
+			var hits []hit
+			b := &pgx.Batch{}
+			b.Queue(`SELECT set_config('hnsw.ef_search', $1, true),
+				set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
+				set_config('plan_cache_mode', 'force_custom_plan', true)`,
+				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples))
+			b.Queue(sql, qf.args...).Query(func(rows pgx.Rows) error {
+				var err error
+				hits, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
+					var h hit
+					err := r.Scan(&h.id, &h.dist)
+					return h, err
+				})
+				return err
+			})
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return nil, pg.Interpret(err)
+			}
+			return hits, nil
 		}
 		rows, err := tx.Query(ctx, sql, qf.args...)
 		if err != nil {

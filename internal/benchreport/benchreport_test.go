@@ -1,0 +1,102 @@
+package benchreport
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func sample(t *testing.T) *Output {
+	t.Helper()
+	f, err := os.Open("testdata/sample.txt")
+	require.NoError(t, err)
+	defer f.Close()
+	out, err := Parse(f)
+	require.NoError(t, err)
+	return out
+}
+
+func TestBenchreportParse(t *testing.T) {
+	t.Parallel()
+	out := sample(t)
+	require.Len(t, out.Results, 6)
+	require.Equal(t, "Some CPU @ 2.0GHz", out.Env["cpu"])
+	require.Equal(t, "github.com/strata-mem/strata/internal/httpapi, github.com/strata-mem/strata/internal/episodic", out.Env["pkg"])
+	runs := out.Runs("BenchmarkHTTPTargets/state-get/c=16")
+	require.Len(t, runs, 2)
+	require.Equal(t, int64(4000), runs[0].N)
+	require.InDelta(t, 0.7333, runs[0].Metrics["speed"], 1e-9)
+	require.InDelta(t, 6110, out.Runs("BenchmarkResume/http-resume")[0].Metrics["p99-µs"], 1e-9)
+	require.Equal(t, []string{"loaded 10000 jobs × 50 steps in 9.1s"}, out.Logs["BenchmarkResume"])
+}
+
+func TestBenchreportEvaluateAndTargets(t *testing.T) {
+	t.Parallel()
+	rows := Evaluate(Rules, []Input{{Label: "sample.txt", Out: sample(t)}})
+	byMeasure := map[string]*Row{}
+	for i := range rows {
+		byMeasure[rows[i].Rule.Measure] = &rows[i]
+	}
+	c1 := byMeasure["working-state GET via HTTP, 1 client"]
+	require.True(t, c1.Present())
+	require.InDelta(t, 0.5, Median(c1.Speed), 1e-9) // rate: strata ÷ floor
+	require.False(t, c1.Rule.Target.OK(c1))
+	c16 := byMeasure["working-state GET via HTTP, 16 clients"]
+	require.InDelta(t, (11000.0/15000+12000.0/15000)/2, Median(c16.Speed), 1e-9)
+	require.True(t, c16.Rule.Target.OK(c16))
+	res := byMeasure["resume via HTTP, 10k jobs × 50 steps: p99"]
+	require.InDelta(t, 683.0/6110, Median(res.Speed), 1e-9) // time: floor ÷ strata
+	require.True(t, res.Rule.Target.OK(res))                // 6.1 ms < 10 ms
+	ep := byMeasure["event append (store, own transaction), 32 writers"]
+	require.InDelta(t, 0.3, Median(ep.Speed), 1e-9)
+	require.False(t, ep.Rule.Target.OK(ep))
+	require.False(t, byMeasure["whole-org vector search, 100k × 384, ef_search 100"].Present())
+
+	// An older input fills rows the fresh one did not run; the fresh one wins where both did.
+	older := &Output{Results: []Result{
+		{Name: "BenchmarkSemantic100k/ours/ef=100", Metrics: map[string]float64{"qps": 132, "recall@10": 0.991, "bare_qps_interleaved": 159}},
+		{Name: "BenchmarkHTTPTargets/state-get/c=1", Metrics: map[string]float64{"strata-ops/s": 1, "floor-ops/s": 1}},
+	}}
+	rows = Evaluate(Rules, []Input{{Label: "fresh", Out: sample(t)}, {Label: "old", Out: older}})
+	for i := range rows {
+		switch rows[i].Rule.Measure {
+		case "whole-org vector search, 100k × 384, ef_search 100":
+			require.Equal(t, "old", rows[i].Source)
+			require.InDelta(t, 132.0/159, Median(rows[i].Speed), 1e-9)
+			require.True(t, rows[i].Rule.Target.OK(&rows[i]))
+		case "working-state GET via HTTP, 1 client":
+			require.Equal(t, "fresh", rows[i].Source)
+		}
+	}
+}
+
+func TestBenchreportRenderAndSplice(t *testing.T) {
+	t.Parallel()
+	rows := Evaluate(Rules, []Input{{Label: "sample.txt", Out: sample(t)}})
+	var buf bytes.Buffer
+	Render(&buf, rows, Machine{Date: "2026-12-01", Commit: "abc123", CPU: "Some CPU", Cores: 2, LoadStart: "1 1 1", LoadEnd: "2 2 2"},
+		[]string{"go test -bench X ./internal/httpapi/"}, []string{"`sample.txt`"})
+	s := buf.String()
+	require.Contains(t, s, "| HTTP | working-state GET via HTTP, 16 clients | 11.5k/s [11.0k/s–12.0k/s] (GET /v1/sessions/{s}/state, agent key); p99 4.50 ms [4.00 ms–5.00 ms] |")
+	require.Contains(t, s, "| 0.77 [0.73–0.80] | ≥ 0.6× floor | yes | sample.txt |")
+	require.Contains(t, s, "| Jobs | resume via HTTP, 10k jobs × 50 steps: p99 | 6.11 ms (GET /v1/jobs/{job}/resume); p50 1.41 ms | 683 µs (pgx SELECT of the job row) | 0.11 | p99 < 10 ms | yes |")
+	require.Contains(t, s, "| Semantic | whole-org vector search, 100k × 384, ef_search 100 | not run |")
+	require.Contains(t, s, "go test -bench X ./internal/httpapi/")
+
+	doc := "# Benchmarks\n\n## Key-value\n\nkept\n"
+	spliced, err := Splice(doc, s)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(spliced, "# Benchmarks\n\n"+BeginMarker))
+	require.Contains(t, spliced, "## Key-value\n\nkept\n")
+	again, err := Splice(spliced, strings.Replace(s, "abc123", "def456", 1))
+	require.NoError(t, err)
+	require.Contains(t, again, "def456")
+	require.NotContains(t, again, "abc123")
+	require.Equal(t, 1, strings.Count(again, BeginMarker))
+	require.Contains(t, again, "## Key-value\n\nkept\n")
+	_, err = Splice("# x\n"+BeginMarker+"\n", s)
+	require.Error(t, err)
+}

@@ -1,0 +1,225 @@
+package benchreport
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Kind says which way a metric is better.
+type Kind int
+
+const (
+	// Time: lower is better (ns/op, latency).
+	Time Kind = iota
+	// Rate: higher is better (ops/s, qps).
+	Rate
+)
+
+// Side is one figure of a row: a metric of a benchmark.
+type Side struct {
+	Bench  string
+	Metric string
+	Kind   Kind
+	// Label describes what was measured (for the floor: which raw-store operation).
+	Label string
+}
+
+// Check is a target: it returns whether the row meets it.
+type Check struct {
+	Desc string
+	OK   func(r *Row) bool
+}
+
+// Rule is one row of the table.
+type Rule struct {
+	Area    string
+	Measure string
+	Strata  Side
+	Floor   Side // Bench "" = no floor
+	// Also are extra figures shown with Strata's (recall@10, p99).
+	Also   []Side
+	Target *Check
+}
+
+// Row is a rule evaluated on parsed output.
+type Row struct {
+	Rule   Rule
+	Source string      // which input the figures come from
+	Strata []float64   // per run
+	Floor  []float64   // per run (same length as Strata when both ran)
+	Speed  []float64   // per run: Strata's throughput ÷ the floor's (1.0 = as fast as the raw store)
+	Also   [][]float64 // per Also side, per run
+}
+
+// Present reports whether the row's benchmark ran.
+func (r *Row) Present() bool { return len(r.Strata) > 0 }
+
+// Median of xs (NaN when empty).
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// MinSpeed holds the median speed (Strata throughput ÷ floor throughput) to at least x.
+func MinSpeed(x float64) *Check {
+	return &Check{Desc: fmt.Sprintf("≥ %.1f× floor", x), OK: func(r *Row) bool { return Median(r.Speed) >= x }}
+}
+
+// MaxStrata holds Strata's median figure (a latency in the metric's unit) below x.
+func MaxStrata(desc string, x float64) *Check {
+	return &Check{Desc: desc, OK: func(r *Row) bool { return Median(r.Strata) < x }}
+}
+
+// MinAlso holds the median of Also[i] to at least x, and, when speed > 0, the speed too.
+func MinAlso(desc string, i int, x, speed float64) *Check {
+	return &Check{Desc: desc, OK: func(r *Row) bool {
+		if i >= len(r.Also) || Median(r.Also[i]) < x {
+			return false
+		}
+		return speed <= 0 || Median(r.Speed) >= speed
+	}}
+}
+
+const (
+	httpT = "BenchmarkHTTPTargets/"
+	wsT   = "BenchmarkWorkingState/"
+	kvT   = "BenchmarkKVCachedGet/"
+	epT   = "BenchmarkEventAppend/"
+	rsT   = "BenchmarkResume/"
+	smT   = "BenchmarkSemantic100k/"
+	lgT   = "BenchmarkLoadMix/"
+)
+
+// Rules is the table of docs/benchmarks.md, in order.
+var Rules = []Rule{
+	{Area: "HTTP", Measure: "working-state GET via HTTP, 1 client",
+		Strata: Side{httpT + "state-get/c=1", "strata-ops/s", Rate, "GET /v1/sessions/{s}/state, agent key"},
+		Floor:  Side{httpT + "state-get/c=1", "floor-ops/s", Rate, "chi handler + 1 go-redis GET (HTTP floor)"},
+		Also:   []Side{{httpT + "state-get/c=1", "strata-p99-ms", Time, "p99"}},
+		Target: MinSpeed(0.6)},
+	{Area: "HTTP", Measure: "working-state GET via HTTP, 16 clients",
+		Strata: Side{httpT + "state-get/c=16", "strata-ops/s", Rate, "GET /v1/sessions/{s}/state, agent key"},
+		Floor:  Side{httpT + "state-get/c=16", "floor-ops/s", Rate, "chi handler + 1 go-redis GET (HTTP floor)"},
+		Also:   []Side{{httpT + "state-get/c=16", "strata-p99-ms", Time, "p99"}},
+		Target: MinSpeed(0.6)},
+	{Area: "Working", Measure: "state GET (HTTP) vs bare Redis GET, 16 clients",
+		Strata: Side{wsT + "GET/c=16", "ns/op", Time, "GET state, agent key"},
+		Floor:  Side{wsT + "GET/c=16", "floor-ns/op", Time, "go-redis GET"}},
+	{Area: "Working", Measure: "state PUT (HTTP, write-through) vs bare Redis SET, 16 clients",
+		Strata: Side{wsT + "PUT/c=16", "ns/op", Time, "PUT state"},
+		Floor:  Side{wsT + "PUT/c=16", "floor-ns/op", Time, "go-redis SET"}},
+	{Area: "Working", Measure: "state PUT (HTTP) vs bare Postgres upsert commit, 16 clients",
+		Strata: Side{wsT + "PUT/c=16/vs-pg-commit", "ns/op", Time, "PUT state"},
+		Floor:  Side{wsT + "PUT/c=16/vs-pg-commit", "floor-ns/op", Time, "pgx one-row upsert + commit"}},
+	{Area: "Key-value", Measure: "cached resolved GET (HTTP, 4 levels) vs bare Redis GET, 16 clients",
+		Strata: Side{kvT + "agentkey/parallel16", "http-ns/op", Time, "GET /v1/kv/{ns}/{key}"},
+		Floor:  Side{kvT + "agentkey/parallel16", "redis-ns/op", Time, "go-redis GET"}},
+	{Area: "Key-value", Measure: "uncached resolved read (store, 4 levels) vs bare PK SELECT",
+		Strata: Side{"BenchmarkKVUncachedGet", "store-ns/op", Time, "keyvalue.Store.Get, cache off"},
+		Floor:  Side{"BenchmarkKVUncachedGet", "pg-ns/op", Time, "pgx SELECT by primary key"}},
+	{Area: "Episodic", Measure: "event append via HTTP, 1 client",
+		Strata: Side{httpT + "event-append/c=1", "strata-ops/s", Rate, "POST /v1/jobs/{job}/events"},
+		Floor:  Side{httpT + "event-append/c=1", "floor-ops/s", Rate, "pgx single-row INSERT (autocommit)"},
+		Also:   []Side{{httpT + "event-append/c=1", "strata-p99-ms", Time, "p99"}}},
+	{Area: "Episodic", Measure: "event append via HTTP, 32 clients",
+		Strata: Side{httpT + "event-append/c=32", "strata-ops/s", Rate, "POST /v1/jobs/{job}/events"},
+		Floor:  Side{httpT + "event-append/c=32", "floor-ops/s", Rate, "pgx single-row INSERT (autocommit)"},
+		Also:   []Side{{httpT + "event-append/c=32", "strata-p99-ms", Time, "p99"}},
+		Target: MinSpeed(0.5)},
+	{Area: "Episodic", Measure: "event append via HTTP vs the HTTP write floor, 32 clients (diagnostic)",
+		Strata: Side{httpT + "event-append-vs-http-insert/c=32", "strata-ops/s", Rate, "POST /v1/jobs/{job}/events"},
+		Floor:  Side{httpT + "event-append-vs-http-insert/c=32", "floor-ops/s", Rate, "chi handler + 1 pgx INSERT (HTTP write floor)"}},
+	{Area: "Episodic", Measure: "event append (store, own transaction), 32 writers",
+		Strata: Side{epT + "c=32", "store_ops/s", Rate, "pg.InOrgTx + episodic.Store.Append"},
+		Floor:  Side{epT + "c=32", "floor_ops/s", Rate, "pgx single-row INSERT (autocommit)"},
+		Also:   []Side{{epT + "c=32", "store_p99_ms", Time, "p99"}},
+		Target: MinSpeed(0.5)},
+	{Area: "Episodic", Measure: "event append (store, own transaction), 1 writer",
+		Strata: Side{epT + "c=1", "store_ops/s", Rate, "pg.InOrgTx + episodic.Store.Append"},
+		Floor:  Side{epT + "c=1", "floor_ops/s", Rate, "pgx single-row INSERT (autocommit)"}},
+	{Area: "Jobs", Measure: "resume via HTTP, 10k jobs × 50 steps: p99",
+		Strata: Side{rsT + "http-resume", "p99-µs", Time, "GET /v1/jobs/{job}/resume"},
+		Floor:  Side{rsT + "floor-select-job-row", "p99-µs", Time, "pgx SELECT of the job row"},
+		Also:   []Side{{rsT + "http-resume", "p50-µs", Time, "p50"}},
+		Target: MaxStrata("p99 < 10 ms", 10_000)},
+	{Area: "Context", Measure: "POST /v1/context: p99",
+		Strata: Side{httpT + "context", "strata-p99-ms", Time, "POST /v1/context"},
+		Also:   []Side{{httpT + "context", "strata-p50-ms", Time, "p50"}},
+		Target: MaxStrata("p99 < 25 ms", 25)},
+	{Area: "Semantic", Measure: "whole-org vector search, 100k × 384, ef_search 100",
+		Strata: Side{smT + "ours/ef=100", "qps", Rate, "semantic.Store.VectorSearch (HNSW, iterative scan, filters)"},
+		Floor:  Side{smT + "ours/ef=100", "bare_qps_interleaved", Rate, "bare pgvector HNSW query, same ef_search, interleaved"},
+		Also:   []Side{{smT + "ours/ef=100", "recall@10", Rate, "recall@10"}},
+		Target: MinAlso("recall@10 ≥ 0.95 and ≥ 0.7× floor", 0, 0.95, 0.7)},
+	{Area: "Semantic", Measure: "whole-org vector search, 100k × 384, ef_search 40",
+		Strata: Side{smT + "ours/ef=40", "qps", Rate, "semantic.Store.VectorSearch"},
+		Floor:  Side{smT + "ours/ef=40", "bare_qps_interleaved", Rate, "bare pgvector HNSW query, same ef_search, interleaved"},
+		Also:   []Side{{smT + "ours/ef=40", "recall@10", Rate, "recall@10"}}},
+	{Area: "Semantic", Measure: "scoped search, 1,000 users (zipf), auto strategy",
+		Strata: Side{smT + "scoped/zipf/ours_auto", "qps", Rate, "exact ≤ 5,000 rows, else HNSW + iterative scan"},
+		Floor:  Side{smT + "scoped/zipf/naive_filtered_hnsw", "qps", Rate, "naive filtered HNSW (wrong for small scopes)"},
+		Also:   []Side{{smT + "scoped/zipf/ours_auto", "recall@10", Rate, "recall@10"}},
+		Target: MinAlso("recall@10 ≥ 0.95", 0, 0.95, 0)},
+	{Area: "Semantic", Measure: "memory insert with HNSW index, 1 writer",
+		Strata: Side{smT + "insert/ours/c=1", "rows/s", Rate, "semantic.Store.Create (dedup + insert)"},
+		Floor:  Side{smT + "insert/bare/c=1", "rows/s", Rate, "bare indexed INSERT"}},
+}
+
+// Evaluate computes every rule over the inputs. Each row takes its figures from the first
+// input (in the order given) that ran its benchmark, so a fresh run wins over an older
+// recorded one.
+func Evaluate(rules []Rule, inputs []Input) []Row {
+	rows := make([]Row, 0, len(rules))
+	for _, rule := range rules {
+		row := Row{Rule: rule}
+		for _, in := range inputs {
+			strata := values(in.Out, rule.Strata)
+			if len(strata) == 0 {
+				continue
+			}
+			row.Source, row.Strata = in.Label, strata
+			if rule.Floor.Bench != "" {
+				row.Floor = values(in.Out, rule.Floor)
+				n := min(len(row.Strata), len(row.Floor))
+				for i := range n {
+					row.Speed = append(row.Speed, speed(rule.Strata.Kind, row.Strata[i], row.Floor[i]))
+				}
+			}
+			for _, a := range rule.Also {
+				row.Also = append(row.Also, values(in.Out, a))
+			}
+			break
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func values(o *Output, s Side) []float64 {
+	var vs []float64
+	for _, r := range o.Runs(s.Bench) {
+		if v, ok := r.Metrics[s.Metric]; ok {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// speed is Strata's throughput as a fraction of the floor's.
+func speed(k Kind, strata, floor float64) float64 {
+	if strata == 0 || floor == 0 {
+		return math.NaN()
+	}
+	if k == Time {
+		return floor / strata
+	}
+	return strata / floor
+}

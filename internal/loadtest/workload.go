@@ -1,0 +1,331 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+const jobsPerAgent = 4
+
+// agent is one simulated agent: its key, scope, session and jobs.
+type agent struct {
+	key, id, user, session string
+	jobs                   []string
+}
+
+// claim is a started step waiting for its complete.
+type claim struct {
+	job, step string
+	token     int64
+}
+
+// workload is the data set up for the test and the state the mix needs.
+type workload struct {
+	url    string
+	agents []agent
+	mix    []weighted
+	total  int
+	steps  atomic.Int64
+	claims chan claim
+	ctx    []byte // context request template: nil when the endpoint is absent
+}
+
+type weighted struct {
+	name string
+	cum  int
+}
+
+var words = strings.Fields(`colour grade reframe caption export render cut trim audio loudness subtitle brand palette
+	font lower-third intro outro transition title b-roll interview timeline proxy codec bitrate vertical square
+	client prefers warm tones avoid jump cuts keep logo visible music ducking voiceover approved draft final`)
+
+func sentence(r *rand.Rand, n int) string {
+	w := make([]string, n)
+	for i := range w {
+		w[i] = words[r.IntN(len(words))]
+	}
+	return strings.Join(w, " ")
+}
+
+// setup creates the org's keys and the data every endpoint of the mix reads.
+func setup(ctx context.Context, cfg *Config, rep *Report) (*workload, error) {
+	w := &workload{url: cfg.URL, claims: make(chan claim, 8192)}
+	c := cfg.Client
+	w.agents = make([]agent, cfg.Agents)
+	for i := range w.agents {
+		b, _, err := call(ctx, c, "POST", cfg.URL+"/v1/admin/keys", cfg.AdminKey,
+			map[string]any{"org_id": cfg.Org, "role": "agent", "name": fmt.Sprintf("loadtest agent %d", i)}, 201)
+		if err != nil {
+			return nil, fmt.Errorf("creating the load test's agent keys (is STRATA_API_KEY the bootstrap admin key?): %w", err)
+		}
+		var k struct {
+			Key string `json:"key"`
+		}
+		if err := json.Unmarshal(b, &k); err != nil || k.Key == "" {
+			return nil, fmt.Errorf("creating a key: unexpected answer %s", truncate(b, 200))
+		}
+		a := agent{key: k.Key, id: fmt.Sprintf("agent-%d", i), user: fmt.Sprintf("user-%d", i), session: fmt.Sprintf("lt-session-%d", i)}
+		for j := range jobsPerAgent {
+			a.jobs = append(a.jobs, fmt.Sprintf("lt-job-%d-%d", i, j))
+		}
+		w.agents[i] = a
+	}
+
+	errs := make(chan error, len(w.agents)+cfg.Memories)
+	var wg sync.WaitGroup
+	for i := range w.agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := setupAgent(ctx, c, cfg.URL, &w.agents[i]); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	// Memories, spread over the agents' users, written by 8 writers.
+	next := atomic.Int64{}
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= cfg.Memories {
+					return
+				}
+				r := rand.New(rand.NewPCG(uint64(n), 7))
+				a := w.agents[n%len(w.agents)]
+				body := map[string]any{"text": fmt.Sprintf("memory %d: %s", n, sentence(r, 12)), "kind": "fact",
+					"user_id": a.user, "agent_id": a.id, "importance": 0.5}
+				if _, _, err := call(ctx, c, "POST", cfg.URL+"/v1/memories", a.key, body, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, fmt.Errorf("setting up the load test's data: %w", err)
+	}
+
+	// POST /v1/context: include it when this server has it.
+	a := w.agents[0]
+	tmpl := map[string]any{"job_id": a.jobs[0], "session_id": a.session, "user_id": a.user, "agent_id": a.id,
+		"query": "what does the client prefer for the colour grade", "token_budget": 2000}
+	mix := cfg.Mix
+	if mix[EpContext] > 0 {
+		b, status, err := call(ctx, c, "POST", cfg.URL+"/v1/context", a.key, tmpl, 0)
+		switch {
+		case status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
+			rep.Notes = append(rep.Notes, "POST /v1/context answered 404 on this server: the context endpoint is skipped (its share goes to the other endpoints)")
+			mix = without(mix, EpContext)
+		case err != nil:
+			rep.Notes = append(rep.Notes, fmt.Sprintf("POST /v1/context refused the load test's request (%d %s): skipped", status, truncate(b, 200)))
+			mix = without(mix, EpContext)
+		default:
+			w.ctx, _ = json.Marshal(tmpl)
+		}
+	}
+	names := make([]string, 0, len(mix))
+	for n := range DefaultMix {
+		if mix[n] > 0 {
+			names = append(names, n)
+		}
+	}
+	sortStrings(names)
+	for _, n := range names {
+		w.total += mix[n]
+		w.mix = append(w.mix, weighted{n, w.total})
+	}
+	if w.total == 0 {
+		return nil, fmt.Errorf("loadtest: the mix is empty")
+	}
+	return w, nil
+}
+
+func without(m map[string]int, name string) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		if k != name {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// setupAgent gives an agent its jobs (checkpoint, events, finished steps), its session
+// state and its preferences.
+func setupAgent(ctx context.Context, c *http.Client, base string, a *agent) error {
+	for _, job := range a.jobs {
+		steps := []string{}
+		for s := range 5 {
+			steps = append(steps, fmt.Sprintf("setup-%d", s))
+		}
+		reqs := []struct {
+			method, path string
+			body         any
+		}{
+			{"PUT", "/v1/jobs/" + job, map[string]any{"goal": "edit the launch video for " + a.user, "user_id": a.user, "agent_id": a.id}},
+			{"PUT", "/v1/jobs/" + job + "/checkpoint", map[string]any{"goal": "edit the launch video", "current_step": "colour",
+				"done": steps, "pending": []string{"export"}, "next_action": "grade the second scene",
+				"state": map[string]any{"scene": 2, "lut": "kodak", "notes": strings.Repeat("n", 200)}}},
+		}
+		for _, r := range reqs {
+			if _, _, err := call(ctx, c, r.method, base+r.path, a.key, r.body, 0); err != nil {
+				return err
+			}
+		}
+		events := make([]map[string]any, 20)
+		for e := range events {
+			events[e] = map[string]any{"op": "video.crop", "params": map[string]any{"frame": e, "x": 10, "y": 20}, "agent_id": a.id}
+		}
+		if _, _, err := call(ctx, c, "POST", base+"/v1/jobs/"+job+"/events", a.key, events, 0); err != nil {
+			return err
+		}
+		for _, s := range steps {
+			b, _, err := call(ctx, c, "POST", base+"/v1/jobs/"+job+"/steps/"+s+"/start", a.key, map[string]any{"owner": a.id}, 0)
+			if err != nil {
+				return err
+			}
+			var cl struct {
+				Token int64 `json:"fencing_token"`
+			}
+			_ = json.Unmarshal(b, &cl)
+			if _, _, err := call(ctx, c, "POST", base+"/v1/jobs/"+job+"/steps/"+s+"/complete", a.key,
+				map[string]any{"fencing_token": cl.Token, "result": map[string]any{"uri": "s3://bucket/" + job + "/" + s}}, 0); err != nil {
+				return err
+			}
+		}
+	}
+	if _, _, err := call(ctx, c, "PUT", base+"/v1/sessions/"+a.session+"/state", a.key,
+		map[string]any{"state": map[string]any{"scene": 1, "step": "colour", "params": map[string]any{"lut": "kodak", "strength": 0.7}},
+			"user_id": a.user, "agent_id": a.id}, 0); err != nil {
+		return err
+	}
+	_, _, err := call(ctx, c, "PUT", base+"/v1/kv/prefs/style", a.key,
+		map[string]any{"value": map[string]any{"palette": []string{"#112233", "#445566"}, "font": "Inter"}, "user_id": a.user}, 0)
+	return err
+}
+
+// pick chooses an endpoint by weight.
+func (w *workload) pick() string {
+	n := rand.IntN(w.total)
+	for _, m := range w.mix {
+		if n < m.cum {
+			return m.name
+		}
+	}
+	return w.mix[len(w.mix)-1].name
+}
+
+// targeter builds the next request of the mix. vegeta calls it from many workers at once.
+func (w *workload) targeter() vegeta.Targeter {
+	return func(t *vegeta.Target) error {
+		a := &w.agents[rand.IntN(len(w.agents))]
+		job := a.jobs[rand.IntN(len(a.jobs))]
+		t.Header = http.Header{"Authorization": {"Bearer " + a.key}}
+		t.Body = nil
+		ep := w.pick()
+		if ep == EpStepComplete {
+			select {
+			case cl := <-w.claims:
+				t.Method, t.URL = "POST", w.url+"/v1/jobs/"+cl.job+"/steps/"+cl.step+"/complete"
+				t.Body = fmt.Appendf(nil, `{"fencing_token":%d,"result":{"uri":"s3://bucket/%s/%s.mp4","frames":1200}}`, cl.token, cl.job, cl.step)
+				t.Header.Set("Content-Type", "application/json")
+				return nil
+			default:
+				ep = EpStepStart // nothing started yet: start one instead
+			}
+		}
+		switch ep {
+		case EpResume:
+			t.Method, t.URL = "GET", w.url+"/v1/jobs/"+job+"/resume"
+		case EpContext:
+			t.Method, t.URL = "POST", w.url+"/v1/context"
+			t.Body = fmt.Appendf(nil, `{"job_id":%q,"session_id":%q,"user_id":%q,"agent_id":%q,"query":%q,"token_budget":2000}`,
+				job, a.session, a.user, a.id, sentence(rand.New(rand.NewPCG(rand.Uint64(), 1)), 6))
+		case EpStateGet:
+			t.Method, t.URL = "GET", w.url+"/v1/sessions/"+a.session+"/state"
+		case EpStatePatch:
+			t.Method, t.URL = "PATCH", w.url+"/v1/sessions/"+a.session+"/state"
+			t.Body = fmt.Appendf(nil, `{"state":{"scene":%d,"last_turn":%d}}`, rand.IntN(12), time.Now().UnixNano())
+		case EpEventAppend:
+			t.Method, t.URL = "POST", w.url+"/v1/jobs/"+job+"/events"
+			t.Body = fmt.Appendf(nil, `{"op":"video.crop","params":{"frame":%d,"x":10,"y":20,"w":1280,"h":720},"agent_id":%q}`, rand.IntN(100000), a.id)
+		case EpStepStart:
+			n := w.steps.Add(1)
+			t.Method, t.URL = "POST", fmt.Sprintf("%s/v1/jobs/%s/steps/lt-%d/start", w.url, job, n)
+			t.Body = fmt.Appendf(nil, `{"owner":%q,"lease_seconds":300,"input":{"tool":"render","params":{"scene":%d}}}`, a.id, n%12)
+		case EpMemorySearch:
+			t.Method, t.URL = "POST", w.url+"/v1/memories/search"
+			t.Body = fmt.Appendf(nil, `{"query":%q,"user_id":%q,"agent_id":%q,"top_k":10}`,
+				sentence(rand.New(rand.NewPCG(rand.Uint64(), 2)), 5), a.user, a.id)
+		case EpKVGet:
+			t.Method, t.URL = "GET", w.url+"/v1/kv/prefs/style?user_id="+a.user+"&agent_id="+a.id+"&session_id="+a.session
+		}
+		if t.Body != nil {
+			t.Header.Set("Content-Type", "application/json")
+		}
+		return nil
+	}
+}
+
+// observe feeds results back into the workload: a claimed step can now be completed.
+func (w *workload) observe(ep string, r *vegeta.Result) {
+	if ep != EpStepStart || r.Code < 200 || r.Code > 299 {
+		return
+	}
+	var cl struct {
+		Status string `json:"status"`
+		Token  int64  `json:"fencing_token"`
+	}
+	if json.Unmarshal(r.Body, &cl) != nil || cl.Status != "claimed" {
+		return
+	}
+	// URL: <base>/v1/jobs/{job}/steps/{step}/start
+	parts := strings.Split(strings.TrimPrefix(r.URL, w.url+"/v1/jobs/"), "/")
+	if len(parts) < 3 {
+		return
+	}
+	select {
+	case w.claims <- claim{job: parts[0], step: parts[2], token: cl.Token}:
+	default:
+	}
+}
+
+// newBar is a progress bar over d's seconds, or nil without a writer.
+func newBar(out io.Writer, name string, d time.Duration) *progressbar.ProgressBar {
+	if out == nil {
+		return nil
+	}
+	return progressbar.NewOptions(int(d/time.Second),
+		progressbar.OptionSetWriter(out),
+		progressbar.OptionSetDescription(name),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionSetItsString("s"),
+	)
+}
