@@ -107,6 +107,9 @@ type searchBody struct {
 	ExcludeStale  bool           `json:"exclude_stale,omitempty" doc:"Drop facts not verified within the verification age."`
 	StaleAfter    string         `json:"stale_after,omitempty" maxLength:"32" doc:"Verification age for this search, as a Go duration (e.g. 720h); default the server's STRATA_VERIFY_AGE."`
 	JobID         string         `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job this search serves (recorded in the retrieval log)."`
+	// Poisoning controls (quarantine.go).
+	Provenance         *provenanceFilterBody `json:"provenance,omitempty" doc:"Only (or never) memories written by these keys, agents or jobs."`
+	IncludeQuarantined bool                  `json:"include_quarantined,omitempty" doc:"Admin keys only: include versions held by an active quarantine (excluded by default)."`
 }
 
 type searchInput struct{ Body searchBody }
@@ -512,6 +515,9 @@ func (s *Server) searchQuery(ctx context.Context, b searchBody, space semantic.S
 		Trust: b.Trust, CreatedAfter: b.CreatedAfter, CreatedBefore: b.CreatedBefore, AsOf: b.AsOf,
 		TopK: b.TopK, ExcludeStale: b.ExcludeStale}
 	if err := checkMemoryText("body.query", b.Query); err != nil {
+		return q, err
+	}
+	if err := poisoningFilters(ctx, b.Provenance, b.IncludeQuarantined, &q); err != nil {
 		return q, err
 	}
 	if q.TopK == 0 {

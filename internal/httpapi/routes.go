@@ -43,5 +43,6 @@ func (s *Server) routes() {
 		s.registerEpisodic()
 		s.registerJobs()
 		s.registerMemories()
+		s.registerQuarantines()
 	})
 }
