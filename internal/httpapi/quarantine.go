@@ -199,7 +199,7 @@ func (s *Server) registerQuarantines() {
 
 	register(s, adminRoles, huma.Operation{
 		OperationID: "list-quarantined-memories", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}/memories", Tags: tags,
-		Summary: "List the memory versions a quarantine holds",
+		Summary:     "List the memory versions a quarantine holds",
 		Description: "Every held version with its provenance (key, agent, job, event) and trust: what the key or agent wrote.",
 	}, func(ctx context.Context, in *quarantinedMemoriesInput) (*quarantinedMemoriesOutput, error) {
 		id, err := parseID(in.ID)
