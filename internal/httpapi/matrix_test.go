@@ -39,13 +39,17 @@ func loadAPI(t *testing.T, s *apptest.Server) *apiDoc {
 	t.Helper()
 	r := s.Do("GET", "/openapi.json", "", nil)
 	require.Equal(t, 200, r.Status)
+	return parseAPI(t, r.Body)
+}
+
+func parseAPI(t testing.TB, raw []byte) *apiDoc {
 	var doc struct {
 		Paths      map[string]map[string]map[string]any `json:"paths"`
 		Components struct {
 			Schemas map[string]any `json:"schemas"`
 		} `json:"components"`
 	}
-	r.JSON(t, &doc)
+	require.NoError(t, json.Unmarshal(raw, &doc))
 	d := &apiDoc{schemas: doc.Components.Schemas}
 	for path, item := range doc.Paths {
 		if !strings.HasPrefix(path, "/v1/") {
