@@ -245,6 +245,26 @@ func (f *fixture) pathFor(op apiOp, missing bool) (string, []string) {
 		}
 		return url.PathEscape(v)
 	})
+	// Required query parameters (e.g. a data subject): the fixture's, or fresh ones.
+	q := url.Values{}
+	for _, p := range op.params {
+		if p["in"] != "query" || p["required"] != true {
+			continue
+		}
+		name := p["name"].(string)
+		v := fmt.Sprint((&apiDoc{}).gen(p["schema"].(map[string]any), "", 1))
+		if name == "user_id" {
+			v = "user-a"
+			if missing {
+				v = "zz-" + testenv.RandomID(5)
+			}
+			used = append(used, v)
+		}
+		q.Set(name, v)
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	return path, used
 }
 
