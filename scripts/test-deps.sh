@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 for dir in $(ls -d clients/*/ tests/*/ 2>/dev/null); do
   if [ -f "$dir/package.json" ] && [ ! -d "$dir/node_modules" ]; then
     echo "[test-deps] npm ci in $dir" >&2
-    (cd "$dir" && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi)
+    # npm ci when the lock file is complete; some packages list platform-only optional
+    # dependencies that npm 11 leaves out of the lock, and then only npm install works.
+    (cd "$dir" && { [ -f package-lock.json ] && npm ci --no-audit --no-fund --loglevel=silent \
+      || npm install --no-audit --no-fund --loglevel=error; })
   fi
 done
 

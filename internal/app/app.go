@@ -131,17 +131,22 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})
+	lifecycle, jobMetrics, err := lifecycleWorkers(cfg, pool, rdb, emb, log, workers)
+	if err != nil {
+		return err
+	}
 	jobs, err := queue.New(pool, log, queue.Config{
 		Workers: workers,
-		PeriodicJobs: []*river.PeriodicJob{
+		PeriodicJobs: append([]*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(10*time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) { return idempotency.SweepArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
-		},
+		}, lifecycle...),
 	})
 	if err != nil {
 		return err
 	}
+	defer jobMetrics(jobs)()
 	if err := jobs.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("starting background workers: %w", err)
 	}

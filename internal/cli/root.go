@@ -66,6 +66,8 @@ func (a *app) rootCmd() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(a.keysCmd(), a.auditCmd())
+	root.AddCommand(a.jobsCmd(), a.sessionsCmd(), a.memoriesCmd(), a.kvCmd(), a.contextCmd(), a.toolsCmd(), a.demoCmd())
+	root.AddCommand(a.lifecycleCmds()...)
 	return root
 }
 

@@ -63,6 +63,12 @@ type Config struct {
 	VerifyAge        time.Duration `env:"STRATA_VERIFY_AGE" envDefault:"2160h"`
 	HNSWEfSearch     int           `env:"STRATA_HNSW_EF_SEARCH" envDefault:"100"`
 	SearchExactBelow int           `env:"STRATA_SEARCH_EXACT_BELOW" envDefault:"5000"`
+
+	// Consolidation and eviction workers (docs/workers.md). STRATA_LLM_MODEL (above), with
+	// OPENAI_BASE_URL and OPENAI_API_KEY, makes job summaries LLM-written.
+	OutboxPoll            time.Duration `env:"STRATA_OUTBOX_POLL" envDefault:"5s"`
+	ConsolidationInterval time.Duration `env:"STRATA_CONSOLIDATION_INTERVAL" envDefault:"1h"`
+	EvictionInterval      time.Duration `env:"STRATA_EVICTION_INTERVAL" envDefault:"1h"`
 }
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).
@@ -185,6 +191,12 @@ func (c Config) Validate() error {
 	}
 	if c.SearchExactBelow < 0 {
 		bad("STRATA_SEARCH_EXACT_BELOW", "must not be negative")
+	}
+	for name, d := range map[string]time.Duration{"STRATA_OUTBOX_POLL": c.OutboxPoll,
+		"STRATA_CONSOLIDATION_INTERVAL": c.ConsolidationInterval, "STRATA_EVICTION_INTERVAL": c.EvictionInterval} {
+		if d < time.Second {
+			bad(name, "must be a duration of at least 1s such as 5s or 1h")
+		}
 	}
 	if len(errs) > 0 {
 		return errors.New("invalid configuration: " + strings.Join(errs, "; "))

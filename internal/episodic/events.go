@@ -80,6 +80,9 @@ type ListQuery struct {
 	Op         string    // only this op ("": all)
 	Since      time.Time // only created_at >= Since (zero: no bound)
 	Until      time.Time // only created_at < Until (zero: no bound)
+	// HideCompacted drops the job's own events that consolidation compacted (their summary
+	// event stands in for them): the default read view of GET /v1/jobs/{job}/events.
+	HideCompacted bool
 }
 
 // RevertInput describes who reverts and why.
@@ -580,7 +583,9 @@ func (s *Store) List(ctx context.Context, db pg.DBTX, org, job string, q ListQue
 			  AND ($5 = '' OR e.op = $5)
 			  AND ($6::timestamptz IS NULL OR e.created_at >= $6)
 			  AND ($7::timestamptz IS NULL OR e.created_at < $7)
-			ORDER BY e.seq LIMIT $8`, org, sg.job, lo, hi, q.Op, since, until, q.Limit-len(out)))
+			  AND NOT ($9 AND EXISTS (SELECT 1 FROM episodic_compactions c WHERE c.org_id = e.org_id
+			           AND c.job_id = e.job_id AND e.seq BETWEEN c.from_seq AND c.to_seq))
+			ORDER BY e.seq LIMIT $8`, org, sg.job, lo, hi, q.Op, since, until, q.Limit-len(out), q.HideCompacted && sg.job == job))
 		if err != nil {
 			return nil, err
 		}

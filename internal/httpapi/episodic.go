@@ -168,6 +168,7 @@ type listEventsInput struct {
 	Op       string    `query:"op" maxLength:"800" doc:"Only events with this op."`
 	Since    time.Time `query:"since" doc:"Only events created at or after this time (RFC 3339)."`
 	Until    time.Time `query:"until" doc:"Only events created before this time (RFC 3339)."`
+	Raw      bool      `query:"raw" doc:"Include events that consolidation compacted (by default their summary event stands in for them)."`
 }
 
 type listEventsOutput struct {
@@ -277,7 +278,7 @@ func (s *Server) registerEvents(st *episodic.Store) {
 			return nil, err
 		}
 		evs, err := st.List(ctx, tx, orgOf(ctx), in.Job, episodic.ListQuery{AfterSeq: after, Limit: limit + 1,
-			Op: in.Op, Since: in.Since, Until: in.Until})
+			Op: in.Op, Since: in.Since, Until: in.Until, HideCompacted: !in.Raw})
 		if err != nil {
 			return nil, err
 		}

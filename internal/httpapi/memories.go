@@ -105,7 +105,7 @@ type searchBody struct {
 	AsOf          *time.Time     `json:"as_of,omitempty" doc:"Search the versions that were current at this time (superseded ones included as they were)."`
 	TopK          int            `json:"top_k,omitempty" minimum:"1" maximum:"100" doc:"Results wanted (default 10, at most 100)."`
 	ExcludeStale  bool           `json:"exclude_stale,omitempty" doc:"Drop facts not verified within the verification age."`
-	StaleAfter    string         `json:"stale_after,omitempty" maxLength:"32" doc:"Verification age for this search, as a Go duration (e.g. 720h); default the server's STRATA_VERIFY_AGE."`
+	StaleAfter    string         `json:"stale_after,omitempty" maxLength:"32" doc:"Verification age for this search, as a Go duration (e.g. 720h); default the org's policy (memories verify_age of kind fact, GET /v1/admin/policies), whose default is STRATA_VERIFY_AGE."`
 	JobID         string         `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job this search serves (recorded in the retrieval log)."`
 	// Poisoning controls (quarantine.go).
 	Provenance         *provenanceFilterBody `json:"provenance,omitempty" doc:"Only (or never) memories written by these keys, agents or jobs."`
@@ -127,6 +127,9 @@ type similarJobsInput struct {
 		ScopeBody
 		TopK  int    `json:"top_k,omitempty" minimum:"1" maximum:"50" doc:"Jobs wanted (default 5)."`
 		JobID string `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job asking (recorded in the retrieval log)."`
+		// Poisoning controls (quarantine.go).
+		Trust      []string              `json:"trust,omitempty" maxItems:"5" doc:"Only job memories of these trust levels."`
+		Provenance *provenanceFilterBody `json:"provenance,omitempty" doc:"Only (or never) job memories written by these keys, agents or jobs."`
 	}
 }
 
@@ -280,6 +283,9 @@ func (s *Server) registerMemories() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.orgVerifyAge(ctx, tx, &q); err != nil {
+			return nil, err
+		}
 		res, info, err := store.Search(ctx, tx, q)
 		if err != nil {
 			return nil, err
@@ -318,6 +324,9 @@ func (s *Server) registerMemories() {
 		}
 		q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Vector: vec, Space: space,
 			Kinds: []string{semantic.KindJob}, TopK: k}
+		if err := trustProvenanceFilters(ctx, b.Trust, b.Provenance, &q); err != nil {
+			return nil, err
+		}
 		res, _, err := store.Search(ctx, tx, q)
 		if err != nil {
 			return nil, err

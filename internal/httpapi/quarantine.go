@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -50,6 +51,18 @@ func poisoningFilters(ctx context.Context, pf *provenanceFilterBody, includeQuar
 	q.Provenance = semantic.ProvenanceFilter{KeyIDs: pf.KeyIDs, AgentIDs: pf.AgentIDs, JobIDs: pf.JobIDs,
 		ExcludeKeyIDs: pf.ExcludeKeyIDs, ExcludeAgentIDs: pf.ExcludeAgentIDs}
 	return nil
+}
+
+// trustProvenanceFilters validates the trust and provenance filters of similar-jobs and
+// context (the same as search's) into q.
+func trustProvenanceFilters(ctx context.Context, trust []string, pf *provenanceFilterBody, q *semantic.Query) error {
+	for i, t := range trust {
+		if !semantic.ValidTrust(t) {
+			return strata.Invalid("body.trust["+strconv.Itoa(i)+"]", "must be one of %s", strings.Join(semantic.Trusts, ", "))
+		}
+	}
+	q.Trust = trust
+	return poisoningFilters(ctx, pf, false, q)
 }
 
 type createQuarantineInput struct {

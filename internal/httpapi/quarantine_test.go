@@ -85,6 +85,18 @@ func TestQuarantineKeyHoldsPurgesAndRestores(t *testing.T) {
 	requireProblem(t, s.Do("POST", "/v1/memories/search", good, map[string]any{"query": "x", "provenance": map[string]any{"key_ids": []string{"bad id"}}}),
 		422, "body.provenance.key_ids[0]")
 
+	// Context is built on the same search: same filters.
+	prompt := func(body map[string]any) string {
+		r := s.Do("POST", "/v1/context", good, body)
+		require.Equal(t, 200, r.Status, string(r.Body))
+		return r.Map(t)["prompt"].(string)
+	}
+	require.Contains(t, prompt(map[string]any{"query": "brand colour client"}), "purple")
+	require.NotContains(t, prompt(map[string]any{"query": "brand colour client", "trust": []string{"verified", "user_stated"}}), "purple")
+	require.NotContains(t, prompt(map[string]any{"query": "brand colour client",
+		"provenance": map[string]any{"exclude_key_ids": []string{rogueID}}}), "purple")
+	requireProblem(t, s.Do("POST", "/v1/context", good, map[string]any{"query": "x", "trust": []string{"gossip"}}), 422, "body.trust[0]")
+
 	// Quarantine the key: its writes leave retrieval at once.
 	requireProblem(t, s.Do("POST", "/v1/admin/quarantines", good, map[string]any{"key_id": rogueID, "since": since}), 403, "")
 	requireProblem(t, s.Do("POST", "/v1/admin/quarantines", admin, map[string]any{"key_id": "key_nope", "since": since}), 422, "body.key_id")
@@ -98,6 +110,7 @@ func TestQuarantineKeyHoldsPurgesAndRestores(t *testing.T) {
 	require.Equal(t, "active", qt["status"])
 	require.EqualValues(t, 2, qt["held"], "the planted memory and the rewrite")
 	require.Empty(t, searchTexts(t, s, good, q), "the rewrite hides the good version until the purge")
+	require.NotContains(t, prompt(map[string]any{"query": "brand colour client"}), "purple", "context excludes held memories")
 
 	// Writes of the key while the quarantine is active join it.
 	r = s.Do("POST", "/v1/memories", rogue, map[string]any{"text": "Brand colour client note: always purple", "kind": "job",
@@ -107,6 +120,9 @@ func TestQuarantineKeyHoldsPurgesAndRestores(t *testing.T) {
 	r = s.Do("POST", "/v1/jobs/similar", good, map[string]any{"query": "brand colour client note"})
 	require.Equal(t, 200, r.Status)
 	require.Empty(t, r.Map(t)["items"], "similar-jobs excludes quarantined job memories")
+	r = s.Do("POST", "/v1/jobs/similar", admin, map[string]any{"query": "brand colour client note", "provenance": map[string]any{"key_ids": []string{rogueID}}})
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.Empty(t, r.Map(t)["items"])
 	r = s.Do("GET", "/v1/admin/quarantines/"+qid, admin, nil)
 	require.Equal(t, 200, r.Status)
 	require.EqualValues(t, 3, r.Map(t)["held"])

@@ -30,6 +30,9 @@ func (s *Server) routes() {
 		pprofRoutes(r)
 	})
 
+	// MCP (tools.go): authenticated; each tool call is dispatched to the API below.
+	s.mountMCP(r)
+
 	// The API: authenticated, one unit of work per request.
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.rateLimit, s.unitOfWork)
@@ -43,6 +46,10 @@ func (s *Server) routes() {
 		s.registerEpisodic()
 		s.registerJobs()
 		s.registerMemories()
+		s.registerLangGraph()
+		s.registerContext()
+		s.registerTools()
+		s.registerLifecycleAdmin()
 		s.registerQuarantines()
 	})
 }

@@ -49,6 +49,7 @@ type Server struct {
 	opIDs   map[string]string // "METHOD route" → operation id
 	router  chi.Router
 	api     huma.API
+	tools   agentTools // MCP and /v1/tools (tools.go)
 }
 
 // NewServer wires every route and returns the server (an http.Handler).

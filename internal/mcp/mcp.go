@@ -38,6 +38,9 @@ type Tool struct {
 	Schema map[string]any
 	// ReadOnly and Destructive are hints for clients.
 	ReadOnly, Destructive bool
+	// BodyIdempotency keeps idempotency_key in the JSON body (a per-item key the operation
+	// itself understands) instead of sending it as the Idempotency-Key header.
+	BodyIdempotency bool
 }
 
 // Handler returns the /mcp handler. api is the REST handler tools dispatch to.
@@ -90,6 +93,12 @@ func call(ctx context.Context, api http.Handler, t Tool, req *sdk.CallToolReques
 			q.Set(name, scalar(v))
 		}
 	}
+	// if_match travels as the If-Match header, idempotency_key as Idempotency-Key (unless
+	// the body itself has one): neither is part of the body.
+	used["if_match"] = true
+	if !t.BodyIdempotency {
+		used["idempotency_key"] = true
+	}
 	var body []byte
 	if t.Method == http.MethodPost || t.Method == http.MethodPut || t.Method == http.MethodPatch {
 		var payload any
@@ -99,7 +108,7 @@ func call(ctx context.Context, api http.Handler, t Tool, req *sdk.CallToolReques
 		} else {
 			m := map[string]any{}
 			for k, v := range in {
-				if !used[k] && k != "idempotency_key" {
+				if !used[k] {
 					m[k] = v
 				}
 			}
@@ -130,7 +139,7 @@ func call(ctx context.Context, api http.Handler, t Tool, req *sdk.CallToolReques
 			}
 		}
 	}
-	if k, ok := in["idempotency_key"].(string); ok && k != "" {
+	if k, ok := in["idempotency_key"].(string); ok && k != "" && !t.BodyIdempotency {
 		r.Header.Set("Idempotency-Key", k)
 	}
 	if v, ok := in["if_match"]; ok {

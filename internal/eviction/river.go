@@ -1,0 +1,137 @@
+package eviction
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+
+	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/jobs"
+	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/working"
+)
+
+// FromConfig builds the evictor the server runs, on the server's stores and clock.
+func FromConfig(cfg config.Config, pool *pgxpool.Pool, rdb redis.UniversalClient, log *slog.Logger, now func() time.Time) *Evictor {
+	var ws *working.Store
+	if rdb != nil {
+		ws = working.New(rdb, pool, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL, Now: now})
+	}
+	return &Evictor{
+		Semantic: semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge}, now),
+		Episodic: episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth}),
+		Jobs:     jobs.NewStore(now, cfg.StalledAfter),
+		Working:  ws,
+		KV:       keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, Log: log}),
+		Defaults: DefaultPolicy(cfg.VerifyAge),
+		Now:      now,
+		Log:      log,
+	}
+}
+
+// Orgs lists the orgs background work visits: every org with an API key (every org that
+// can write has one), plus extra (the bootstrap admin key's org). Row-level security binds
+// workers too, so each org then runs in its own pg.InOrgTx.
+func Orgs(ctx context.Context, pool *pgxpool.Pool, extra string) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT DISTINCT org_id FROM api_keys UNION SELECT $1 WHERE $1 <> '' ORDER BY 1`, extra)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, pg.Interpret(err)
+}
+
+// ScheduleArgs is the periodic (leader-elected) job that fans eviction out to one job per
+// org.
+type ScheduleArgs struct{}
+
+// Kind names the job.
+func (ScheduleArgs) Kind() string { return "eviction_schedule" }
+
+// InsertOpts keeps one waiting at a time.
+func (ScheduleArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
+}
+
+// OrgArgs applies org's policy once.
+type OrgArgs struct {
+	Org string `json:"org"`
+}
+
+// Kind names the job.
+func (OrgArgs) Kind() string { return "evict_org" }
+
+// ScheduleWorker inserts one OrgArgs per org, unique per org and interval, so replicas
+// and overlapping schedules never run an org twice in one period.
+type ScheduleWorker struct {
+	river.WorkerDefaults[ScheduleArgs]
+	Pool     *pgxpool.Pool
+	ExtraOrg string
+	Interval time.Duration
+}
+
+// Work fans out.
+func (w *ScheduleWorker) Work(ctx context.Context, _ *river.Job[ScheduleArgs]) error {
+	orgs, err := Orgs(ctx, w.Pool, w.ExtraOrg)
+	if err != nil {
+		return err
+	}
+	if len(orgs) == 0 {
+		return nil
+	}
+	params := make([]river.InsertManyParams, len(orgs))
+	for i, o := range orgs {
+		params[i] = river.InsertManyParams{Args: OrgArgs{Org: o},
+			InsertOpts: &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: w.Interval}}}
+	}
+	_, err = river.ClientFromContext[pgx.Tx](ctx).InsertMany(ctx, params)
+	return err
+}
+
+// OrgWorker runs eviction for one org, in one transaction, then drops the Redis copies of
+// purged sessions.
+type OrgWorker struct {
+	river.WorkerDefaults[OrgArgs]
+	Pool    *pgxpool.Pool
+	Evictor *Evictor
+}
+
+// Timeout allows a large org's run.
+func (w *OrgWorker) Timeout(*river.Job[OrgArgs]) time.Duration { return 30 * time.Minute }
+
+// Work applies the policy: batch after batch (each its own transaction) while a rule
+// had more candidates than one batch takes, up to 20 batches per run.
+func (w *OrgWorker) Work(ctx context.Context, job *river.Job[OrgArgs]) error {
+	for range 20 {
+		var after func(context.Context)
+		var rep EvictionReport
+		err := pg.InOrgTx(ctx, w.Pool, job.Args.Org, func(tx pgx.Tx) error {
+			var err error
+			rep, after, err = w.Evictor.Run(ctx, tx, job.Args.Org, true, WorkerActor)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		after(ctx)
+		if w.Evictor.Log != nil && rep.Total > 0 {
+			w.Evictor.Log.Info("eviction applied", "org", job.Args.Org, "total", rep.Total, "policy_version", rep.PolicyVersion)
+		}
+		more := false
+		for _, it := range rep.Items {
+			more = more || it.More
+		}
+		if !more {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strata-mem/strata/internal/apptest"
+	"github.com/strata-mem/strata/internal/testenv"
+)
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func lgCheckpoint(id string, versions map[string]any) map[string]any {
+	return map[string]any{"v": 4, "id": id, "ts": "2026-11-30T12:00:00.000Z", "channel_versions": versions,
+		"versions_seen": map[string]any{"": map[string]any{"x": 1}}}
+}
+
+func TestLangGraphThreadIsAJob(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	k := s.NewKey("acme", "agent")
+	other := s.NewKey("globex", "agent")
+
+	// First put creates the job; unchanged channels are not sent again.
+	put := func(id, parent string, versions map[string]any, blobs []map[string]any, meta map[string]any) *apptest.Response {
+		return s.Do("POST", "/v1/jobs/thread-1/langgraph/checkpoints", k, map[string]any{
+			"checkpoint_id": id, "parent_checkpoint_id": parent, "checkpoint": lgCheckpoint(id, versions),
+			"metadata": meta, "blobs": blobs, "user_id": "u-7"})
+	}
+	r := put("c1", "", map[string]any{"a": 1, "b": 1}, []map[string]any{
+		{"channel": "a", "version": "1", "type": "json", "data": b64(`"A1"`)},
+		{"channel": "b", "version": "1", "type": "json", "data": b64(`"B1"`)}},
+		map[string]any{"source": "input", "step": -1})
+	require.Equal(t, 201, r.Status, string(r.Body))
+	res := r.Map(t)
+	require.Equal(t, true, res["job_created"])
+	require.EqualValues(t, 1, res["job_version"])
+	r = put("c2", "c1", map[string]any{"a": 2, "b": 1}, []map[string]any{
+		{"channel": "a", "version": "2", "type": "json", "data": b64(`"A2"`)}},
+		map[string]any{"source": "loop", "step": 0})
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.EqualValues(t, 2, r.Map(t)["job_version"])
+	// Putting c2 again overwrites it and records no new job version.
+	r = put("c2", "c1", map[string]any{"a": 2, "b": 1}, nil, map[string]any{"source": "loop", "step": 0, "extra": true})
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.EqualValues(t, 2, r.Map(t)["job_version"])
+	require.Equal(t, 3, countRows(t, s, "langgraph_blobs"))
+
+	// The job: running, user_id from the thread, two checkpoint versions; resume shows the latest.
+	r = s.Do("GET", "/v1/jobs/thread-1", k, nil)
+	require.Equal(t, 200, r.Status)
+	job := r.Map(t)
+	require.Equal(t, "running", job["status"])
+	require.Equal(t, "u-7", job["user_id"])
+	require.EqualValues(t, 2, job["checkpoint_version"])
+	r = s.Do("GET", "/v1/jobs/thread-1/resume", k, nil)
+	require.Equal(t, 200, r.Status, string(r.Body))
+	cp := r.Map(t)["checkpoint"].(map[string]any)
+	require.Equal(t, "c2", cp["state"].(map[string]any)["langgraph"].(map[string]any)["checkpoint_id"])
+	require.Equal(t, "langgraph step 0", cp["current_step"])
+
+	// Pending writes: a repeat keeps the first value; a batch of special channels replaces.
+	w := func(task string, writes []map[string]any) *apptest.Response {
+		return s.Do("POST", "/v1/jobs/thread-1/langgraph/writes", k, map[string]any{"checkpoint_id": "c2", "task_id": task, "writes": writes})
+	}
+	r = w("t1", []map[string]any{{"idx": 0, "channel": "a", "type": "json", "data": b64(`"first"`)}})
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.EqualValues(t, 1, r.Map(t)["stored"])
+	r = w("t1", []map[string]any{{"idx": 0, "channel": "a", "type": "json", "data": b64(`"second"`)}})
+	require.EqualValues(t, 0, r.Map(t)["stored"])
+	require.Equal(t, 200, w("t0", []map[string]any{{"idx": -1, "channel": "__error__", "type": "json", "data": b64(`"e1"`)}}).Status)
+	r = w("t0", []map[string]any{{"idx": -1, "channel": "__error__", "type": "json", "data": b64(`"e2"`)}})
+	require.EqualValues(t, 1, r.Map(t)["stored"])
+
+	// getTuple: latest of the root namespace, with values at its versions and writes by task, idx.
+	r = s.Do("GET", "/v1/jobs/thread-1/langgraph/checkpoint", k, nil)
+	require.Equal(t, 200, r.Status, string(r.Body))
+	tup := r.Map(t)
+	require.Equal(t, "c2", tup["checkpoint_id"])
+	require.Equal(t, "c1", tup["parent_checkpoint_id"])
+	require.Equal(t, true, tup["metadata"].(map[string]any)["extra"])
+	require.ElementsMatch(t, []any{
+		map[string]any{"channel": "a", "type": "json", "data": b64(`"A2"`)},
+		map[string]any{"channel": "b", "type": "json", "data": b64(`"B1"`)}}, tup["channel_values"])
+	require.Equal(t, []any{
+		map[string]any{"task_id": "t0", "channel": "__error__", "type": "json", "data": b64(`"e2"`)},
+		map[string]any{"task_id": "t1", "channel": "a", "type": "json", "data": b64(`"first"`)}}, tup["pending_writes"])
+	r = s.Do("GET", "/v1/jobs/thread-1/langgraph/checkpoint?checkpoint_id=c1", k, nil)
+	require.Equal(t, 200, r.Status)
+	require.Len(t, r.Map(t)["channel_values"], 2)
+	require.Equal(t, 404, s.Do("GET", "/v1/jobs/thread-1/langgraph/checkpoint?checkpoint_id=nope", k, nil).Status)
+	require.Equal(t, 404, s.Do("GET", "/v1/jobs/thread-1/langgraph/checkpoint?checkpoint_ns=sub", k, nil).Status)
+	require.Equal(t, 404, s.Do("GET", "/v1/jobs/thread-1/langgraph/checkpoint", other, nil).Status)
+
+	// A subgraph checkpoint: stored, but no job version.
+	r = s.Do("POST", "/v1/jobs/thread-1/langgraph/checkpoints", k, map[string]any{"checkpoint_ns": "sub:1|x",
+		"checkpoint_id": "c3", "checkpoint": lgCheckpoint("c3", map[string]any{}), "metadata": map[string]any{"source": "loop"}})
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.Nil(t, r.Map(t)["job_version"])
+
+	// list: newest first; namespace absent = all, empty = root; before; filter; paging.
+	ids := func(path string) []string {
+		r := s.Do("GET", path, k, nil)
+		require.Equal(t, 200, r.Status, string(r.Body))
+		var l struct {
+			Items []struct {
+				CheckpointID string `json:"checkpoint_id"`
+			} `json:"items"`
+			NextCursor string `json:"next_cursor"`
+		}
+		r.JSON(t, &l)
+		out := []string{}
+		for _, it := range l.Items {
+			out = append(out, it.CheckpointID)
+		}
+		if l.NextCursor != "" {
+			out = append(out, "cursor:"+l.NextCursor)
+		}
+		return out
+	}
+	require.Equal(t, []string{"c3", "c2", "c1"}, ids("/v1/jobs/thread-1/langgraph/checkpoints"))
+	require.Equal(t, []string{"c2", "c1"}, ids("/v1/jobs/thread-1/langgraph/checkpoints?checkpoint_ns="))
+	require.Equal(t, []string{"c3"}, ids("/v1/jobs/thread-1/langgraph/checkpoints?checkpoint_ns="+url.QueryEscape("sub:1|x")))
+	require.Equal(t, []string{"c1"}, ids("/v1/jobs/thread-1/langgraph/checkpoints?before=c2"))
+	require.Equal(t, []string{"c3", "c2"}, ids("/v1/langgraph/checkpoints?filter="+url.QueryEscape(`{"source":"loop"}`)))
+	require.Equal(t, []string{}, ids("/v1/langgraph/checkpoints?filter="+url.QueryEscape(`{"source":"loop"}`)+"&thread_id=nope"))
+	page1 := ids("/v1/langgraph/checkpoints?limit=2")
+	require.Len(t, page1, 3)
+	require.Equal(t, []string{"c3", "c2"}, page1[:2])
+	require.Equal(t, []string{"c1"}, ids("/v1/langgraph/checkpoints?limit=2&cursor="+page1[2][len("cursor:"):]))
+	require.Equal(t, []string{}, ids("/v1/langgraph/checkpoints?limit=2")[:0])
+	require.Equal(t, 422, s.Do("GET", "/v1/langgraph/checkpoints?filter=%5B1%5D", k, nil).Status)
+
+	// Bad input names the field; nothing is written.
+	requireProblem(t, s.Do("POST", "/v1/jobs/thread-2/langgraph/checkpoints", k, map[string]any{"checkpoint_id": "c1",
+		"checkpoint": []int{1}}), 422, "body.checkpoint")
+	requireProblem(t, s.Do("POST", "/v1/jobs/thread-2/langgraph/writes", k, map[string]any{"checkpoint_id": "c1", "task_id": "",
+		"writes": []map[string]any{}}), 422, "body.task_id")
+	require.Equal(t, 404, s.Do("GET", "/v1/jobs/thread-2", k, nil).Status)
+
+	// Every write was audited against the job.
+	var audited int
+	require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(),
+		`SELECT count(*) FROM audit_log WHERE entity_type = 'jobs' AND action LIKE '%langgraph%'`).Scan(&audited))
+	require.GreaterOrEqual(t, audited, 8)
+	// The data subject is on every row (erasure finds them by user_id).
+	var unowned int
+	require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM langgraph_checkpoints WHERE user_id IS DISTINCT FROM 'u-7') +
+		(SELECT count(*) FROM langgraph_blobs WHERE user_id IS DISTINCT FROM 'u-7') +
+		(SELECT count(*) FROM langgraph_writes WHERE user_id IS DISTINCT FROM 'u-7')`).Scan(&unowned))
+	require.Zero(t, unowned)
+
+	// deleteThread: the job and everything of it; again: deleted false. Another org sees nothing.
+	r = s.Do("DELETE", "/v1/jobs/thread-1/langgraph", other, nil)
+	require.Equal(t, 200, r.Status)
+	require.Equal(t, false, r.Map(t)["deleted"])
+	r = s.Do("DELETE", "/v1/jobs/thread-1/langgraph", k, nil)
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.Equal(t, true, r.Map(t)["deleted"])
+	require.Equal(t, 404, s.Do("GET", "/v1/jobs/thread-1", k, nil).Status)
+	for _, tbl := range []string{"langgraph_checkpoints", "langgraph_blobs", "langgraph_writes", "job_checkpoints"} {
+		require.Zero(t, countRows(t, s, tbl), tbl)
+	}
+	require.Equal(t, false, s.Do("DELETE", "/v1/jobs/thread-1/langgraph", k, nil).Map(t)["deleted"])
+}
+
+func TestLangGraphFinishedJobRefusesPuts(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	k := s.NewKey("acme", "agent")
+	require.Equal(t, 201, s.Do("PUT", "/v1/jobs/done-1", k, map[string]any{"status": "completed"}).Status)
+	requireProblem(t, s.Do("POST", "/v1/jobs/done-1/langgraph/checkpoints", k, map[string]any{"checkpoint_id": "c1",
+		"checkpoint": lgCheckpoint("c1", map[string]any{})}), 409, "")
+	requireProblem(t, s.Do("POST", "/v1/jobs/done-1/langgraph/writes", k, map[string]any{"checkpoint_id": "c1",
+		"task_id": "t", "writes": []map[string]any{{"idx": 0, "channel": "a", "type": "json", "data": b64("1")}}}), 409, "")
+	require.Zero(t, countRows(t, s, "langgraph_writes"))
+	// Writes may come before their checkpoint (durability "async"): they create the thread.
+	r := s.Do("POST", "/v1/jobs/early/langgraph/writes", k, map[string]any{"checkpoint_id": "c1",
+		"task_id": "t", "writes": []map[string]any{{"idx": 0, "channel": "a", "type": "json", "data": b64("1")}}})
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.Equal(t, 200, s.Do("GET", "/v1/jobs/early", k, nil).Status)
+	// Idempotency-Key: a retried put replays the first answer.
+	body := map[string]any{"checkpoint_id": "c1", "checkpoint": lgCheckpoint("c1", map[string]any{})}
+	r1 := s.Do("POST", "/v1/jobs/t-9/langgraph/checkpoints", k, body, "Idempotency-Key", "put-1")
+	require.Equal(t, 201, r1.Status, string(r1.Body))
+	r2 := s.Do("POST", "/v1/jobs/t-9/langgraph/checkpoints", k, body, "Idempotency-Key", "put-1")
+	require.Equal(t, 201, r2.Status)
+	require.Equal(t, "true", r2.Header.Get("Idempotent-Replayed"))
+	require.JSONEq(t, string(r1.Body), string(r2.Body))
+}

@@ -1,0 +1,82 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/strata-mem/strata/internal/mcp"
+)
+
+// Agent tools: the MCP server at /mcp and the same tools as OpenAI function-calling
+// schemas at GET /v1/tools. Both come from one table (internal/mcp.Specs) whose input
+// schemas are generated from this API's OpenAPI document, and every tool call is dispatched
+// to the REST handler in-process with the caller's own key: one implementation underneath.
+
+type agentTools struct {
+	once  sync.Once
+	tools []mcp.Tool
+	err   error
+	mcp   http.Handler
+}
+
+// toolTable builds the tools once every route is registered (at the first request).
+func (s *Server) toolTable() ([]mcp.Tool, error) {
+	s.agentTools().once.Do(func() {
+		at := s.agentTools()
+		at.tools, at.err = mcp.Tools(s.api.OpenAPI())
+		if at.err == nil {
+			// A tool call enters the router afresh: without the /mcp request's chi route
+			// context, which would make chi route it as a sub-router's remainder.
+			api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s.router.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, (*chi.Context)(nil))))
+			})
+			at.mcp = mcp.Handler(api, at.tools, s.log)
+		}
+	})
+	return s.agentTools().tools, s.agentTools().err
+}
+
+func (s *Server) agentTools() *agentTools { return &s.tools }
+
+type toolsOutput struct {
+	Body struct {
+		Items []mcp.OpenAIFunction `json:"items" doc:"OpenAI function-calling tools: pass as tools=[...] to the Chat Completions or Responses API. Execute a call with the same arguments through POST /mcp (tools/call) or the REST operation named in the description."`
+	}
+}
+
+func (s *Server) registerTools() {
+	register(s, agentRoles, huma.Operation{
+		OperationID: "list-tools", Method: http.MethodGet, Path: "/v1/tools", Tags: []string{"context"},
+		Summary: "The agent tools as OpenAI function-calling schemas",
+		Description: "The same tools the MCP server at /mcp offers (get_context, remember, recall, forget, resume_job, " +
+			"start_step, complete_step, fail_step, log_event, was_applied, save_checkpoint, kv_get, kv_set, handoff, " +
+			"ack_handoff), with input schemas generated from this API's own request schemas, so a non-MCP agent can " +
+			"wire them in one line.",
+	}, func(ctx context.Context, _ *struct{}) (*toolsOutput, error) {
+		tools, err := s.toolTable()
+		if err != nil {
+			return nil, err
+		}
+		out := &toolsOutput{}
+		out.Body.Items = mcp.OpenAITools(tools)
+		return out, nil
+	})
+}
+
+// mountMCP serves the MCP server (streamable HTTP, stateless, JSON responses) at /mcp
+// behind the same bearer keys as /v1. It is outside huma and the unit of work: each tool
+// call is a REST request of its own through the router (with its own transaction, audit
+// record and rate limit).
+func (s *Server) mountMCP(r chi.Router) {
+	r.With(s.authenticate).Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if _, err := s.toolTable(); err != nil {
+			writeProblem(w, req, http.StatusInternalServerError, "building the tool table: "+err.Error(), nil)
+			return
+		}
+		s.agentTools().mcp.ServeHTTP(w, req)
+	}))
+}

@@ -1,0 +1,529 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// LangGraph threads (docs/jobs.md, "LangGraph threads"): what LangGraph's BaseCheckpointSaver
+// needs, stored as part of a job. The thread id is the job id; a put creates the job when it
+// does not exist yet (a running job with metadata {"langgraph": true}), so resume, audit,
+// retention and erasure see the thread like any other job. Tables: migrations/0010.
+//
+// A put in the root namespace that adds a new checkpoint id also writes the job's next
+// checkpoint version (job_checkpoints), whose state names the LangGraph checkpoint
+// ({"langgraph": {checkpoint_id, parent_checkpoint_id, source, step}}), and moves the job's
+// checkpoint_version and progress_at: GET /v1/jobs/{job}/resume and .../checkpoints show a
+// LangGraph thread's progress step by step. The channel values themselves stay in
+// langgraph_blobs, written once per (channel, version).
+
+// LangGraphTasksChannel is LangGraph's TASKS channel: in checkpoints older than format 4,
+// pending Sends were stored as writes to it on the parent checkpoint.
+const LangGraphTasksChannel = "__pregel_tasks"
+
+// LangGraphBlob is one channel's value at one version, as LangGraph's serializer produced it.
+type LangGraphBlob struct {
+	Channel string `json:"channel" minLength:"1" maxLength:"1000" doc:"Channel name."`
+	Version string `json:"version" minLength:"1" maxLength:"200" doc:"The channel's version (LangGraph's channel_versions value, as a string)."`
+	Type    string `json:"type" minLength:"1" maxLength:"100" doc:"The serializer's type tag (\"json\", \"bytes\", ...); \"empty\": the channel has this version but no value (data absent)."`
+	Data    []byte `json:"data,omitempty" doc:"The serialized value (base64)."`
+}
+
+// LangGraphValue is a channel value in a checkpoint tuple.
+type LangGraphValue struct {
+	Channel string `json:"channel"`
+	Type    string `json:"type"`
+	Data    []byte `json:"data" doc:"base64"`
+}
+
+// LangGraphWrite is one pending write in a putWrites batch.
+type LangGraphWrite struct {
+	Idx     int    `json:"idx" doc:"Position in the task's batch, or LangGraph's negative index of a special channel (ERROR -1, SCHEDULED -2, INTERRUPT -3, RESUME -4)."`
+	Channel string `json:"channel" minLength:"1" maxLength:"1000"`
+	Type    string `json:"type" minLength:"1" maxLength:"100"`
+	Data    []byte `json:"data,omitempty" doc:"The serialized value (base64)."`
+}
+
+// LangGraphPendingWrite is a pending write in a checkpoint tuple.
+type LangGraphPendingWrite struct {
+	TaskID  string `json:"task_id"`
+	Channel string `json:"channel"`
+	Type    string `json:"type"`
+	Data    []byte `json:"data" doc:"base64"`
+}
+
+// LangGraphPut is one put(): a checkpoint document (without channel_values), its metadata,
+// and the values of the channels whose version changed.
+type LangGraphPut struct {
+	CheckpointNS       string
+	CheckpointID       string
+	ParentCheckpointID string
+	Checkpoint         json.RawMessage // a JSON object (id, ts, v, channel_versions, versions_seen, ...)
+	Metadata           json.RawMessage // a JSON object; nil: {}
+	Blobs              []LangGraphBlob
+	UserID             string
+	AgentID            string
+	SessionID          string
+	EventSeq           int64 // the job's episodic head, recorded with the job checkpoint
+}
+
+// LangGraphPutResult answers a put.
+type LangGraphPutResult struct {
+	ThreadID     string `json:"thread_id" doc:"The job id."`
+	CheckpointNS string `json:"checkpoint_ns"`
+	CheckpointID string `json:"checkpoint_id"`
+	Created      bool   `json:"created" doc:"false: the checkpoint existed and was overwritten (checkpoint and metadata)."`
+	JobVersion   int64  `json:"job_version,omitempty" doc:"The job checkpoint version this checkpoint recorded (root namespace only)."`
+	JobCreated   bool   `json:"job_created,omitempty" doc:"This put created the job."`
+}
+
+// LangGraphWrites is one putWrites() batch of a task against a checkpoint.
+type LangGraphWrites struct {
+	CheckpointNS string
+	CheckpointID string
+	TaskID       string
+	TaskPath     string
+	Writes       []LangGraphWrite
+	UserID       string
+	AgentID      string
+	SessionID    string
+}
+
+// LangGraphTuple is a stored checkpoint with its channel values and pending writes.
+type LangGraphTuple struct {
+	ThreadID           string                  `json:"thread_id"`
+	CheckpointNS       string                  `json:"checkpoint_ns"`
+	CheckpointID       string                  `json:"checkpoint_id"`
+	ParentCheckpointID string                  `json:"parent_checkpoint_id,omitempty"`
+	Checkpoint         json.RawMessage         `json:"checkpoint" doc:"The checkpoint document as put, without channel_values."`
+	Metadata           json.RawMessage         `json:"metadata"`
+	ChannelValues      []LangGraphValue        `json:"channel_values" doc:"The value of every channel in checkpoint.channel_versions at that version (channels marked empty are left out)."`
+	PendingWrites      []LangGraphPendingWrite `json:"pending_writes" doc:"Writes stored against this checkpoint in LangGraph's writesSortKey order: task_path, task_id, idx (strings by code point)."`
+	PendingSends       []LangGraphValue        `json:"pending_sends,omitempty" doc:"For a checkpoint older than format 4 with a parent: the parent's writes to __pregel_tasks (the client migrates them into channel_values)."`
+	JobVersion         int64                   `json:"job_version,omitempty" doc:"The job checkpoint version this checkpoint recorded (root namespace only)."`
+	CreatedAt          time.Time               `json:"created_at"`
+}
+
+// LangGraphCursor is where a list page ends (its last tuple).
+type LangGraphCursor struct {
+	CheckpointID string `json:"c"`
+	ThreadID     string `json:"t"`
+	CheckpointNS string `json:"n"`
+}
+
+// LangGraphListFilter selects checkpoints for list(), newest (greatest checkpoint id) first.
+type LangGraphListFilter struct {
+	ThreadID     string          // "": every thread of the org
+	CheckpointNS *string         // nil: every namespace
+	CheckpointID string          // "": any
+	Before       string          // "": no bound; else checkpoint_id < Before
+	Metadata     json.RawMessage // a JSON object the metadata must contain (@>); nil: any
+	After        *LangGraphCursor
+	Limit        int
+}
+
+func checkObject(field string, raw json.RawMessage, required bool) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		if required {
+			return strata.Invalid(field, "is required (a JSON object)")
+		}
+		return nil
+	}
+	if raw[0] != '{' {
+		return strata.Invalid(field, "must be a JSON object")
+	}
+	return strata.CheckJSON(field, raw)
+}
+
+// batchResults is what a pipelined batch answers; seqResults runs the queue statement by
+// statement on a DBTX that cannot pipeline.
+type batchResults interface {
+	Exec() (pgconn.CommandTag, error)
+	QueryRow() pgx.Row
+	Close() error
+}
+
+type seqResults struct {
+	ctx context.Context
+	db  pg.DBTX
+	q   []*pgx.QueuedQuery
+	i   int
+}
+
+func (r *seqResults) next() *pgx.QueuedQuery { q := r.q[r.i]; r.i++; return q }
+func (r *seqResults) Exec() (pgconn.CommandTag, error) {
+	q := r.next()
+	return r.db.Exec(r.ctx, q.SQL, q.Arguments...)
+}
+func (r *seqResults) QueryRow() pgx.Row {
+	q := r.next()
+	return r.db.QueryRow(r.ctx, q.SQL, q.Arguments...)
+}
+func (r *seqResults) Close() error { return nil }
+
+// send runs b in one round trip when db can pipeline (batcher: resume.go).
+func send(ctx context.Context, db pg.DBTX, b *pgx.Batch) batchResults {
+	if bt, ok := db.(batcher); ok {
+		return bt.SendBatch(ctx, b)
+	}
+	return &seqResults{ctx: ctx, db: db, q: b.QueuedQueries}
+}
+
+// lockOrCreateThread creates the thread's job (running, metadata {"langgraph": true}) or, when
+// it exists, locks its row (FOR NO KEY UPDATE, like lockJob) without changing it: ON CONFLICT
+// DO UPDATE locks the conflicting row even when its WHERE is false. It answers a row only
+// when it created the job.
+const lockOrCreateThread = `INSERT INTO jobs (org_id, job_id, goal, status, owner, user_id, agent_id, session_id,
+		metadata, progress_at, created_at, updated_at)
+	VALUES ($1, $2, '', 'running', '', $3, $4, $5, '{"langgraph": true}', $6, $6, $6)
+	ON CONFLICT (org_id, job_id) DO UPDATE SET progress_at = EXCLUDED.progress_at WHERE false
+	RETURNING true`
+
+// threadNotRunning explains why a write to the thread's job was refused (it is finished).
+func (s *Store) threadNotRunning(ctx context.Context, db pg.DBTX, org, jobID string) error {
+	j, err := s.GetJob(ctx, db, org, jobID)
+	if err != nil {
+		return err
+	}
+	return notRunning(j)
+}
+
+// LangGraphPut stores a checkpoint of thread jobID (see the type). Putting the same
+// (namespace, checkpoint id) again overwrites its checkpoint document and metadata (as
+// LangGraph's own savers do) and records no new job checkpoint version. Blobs already
+// stored for a (channel, version) are kept. The job's row is locked first (created when
+// new), so puts to one thread are serialised; the statements go in one round trip.
+func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphPut) (LangGraphPutResult, error) {
+	if in.CheckpointID == "" {
+		return LangGraphPutResult{}, strata.Invalid("body.checkpoint_id", "is required")
+	}
+	if err := checkObject("body.checkpoint", in.Checkpoint, true); err != nil {
+		return LangGraphPutResult{}, err
+	}
+	if err := checkObject("body.metadata", in.Metadata, false); err != nil {
+		return LangGraphPutResult{}, err
+	}
+	channels := make([]string, len(in.Blobs))
+	versions := make([]string, len(in.Blobs))
+	types := make([]string, len(in.Blobs))
+	data := make([][]byte, len(in.Blobs))
+	for i, b := range in.Blobs {
+		if b.Type == "empty" && len(b.Data) > 0 {
+			return LangGraphPutResult{}, strata.Invalid("body.blobs["+strconv.Itoa(i)+"].data", "must be absent for type empty")
+		}
+		if b.Type != "empty" && b.Data == nil {
+			b.Data = []byte{}
+		}
+		channels[i], versions[i], types[i], data[i] = b.Channel, b.Version, b.Type, b.Data
+	}
+	var meta struct {
+		Source string          `json:"source"`
+		Step   json.RawMessage `json:"step"`
+	}
+	_ = json.Unmarshal(orEmpty(in.Metadata, "{}"), &meta)
+	step := string(bytes.TrimSpace(meta.Step))
+	link, err := json.Marshal(map[string]any{"langgraph": map[string]any{"checkpoint_ns": in.CheckpointNS,
+		"checkpoint_id": in.CheckpointID, "parent_checkpoint_id": nullable(in.ParentCheckpointID),
+		"source": meta.Source, "step": json.RawMessage(orEmpty(meta.Step, "null"))}})
+	if err != nil {
+		return LangGraphPutResult{}, err
+	}
+	currentStep := "langgraph"
+	if step != "" && step != "null" && len(step) < 100 {
+		currentStep = "langgraph step " + step
+	}
+	now := s.Now()
+	// The data subject of every row: the put's user_id, else the job's.
+	subject := func(n int) string {
+		return `coalesce($` + strconv.Itoa(n) + `::text, (SELECT user_id FROM jobs WHERE org_id = $1 AND job_id = $2))`
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockOrCreateThread, org, jobID, nullable(in.UserID), nullable(in.AgentID), nullable(in.SessionID), now)
+	if len(in.Blobs) > 0 {
+		b.Queue(`INSERT INTO langgraph_blobs (org_id, job_id, checkpoint_ns, channel, version, type, blob, user_id)
+			SELECT $1, $2, $3, b.channel, b.version, b.type, b.blob, `+subject(8)+`
+			FROM unnest($4::text[], $5::text[], $6::text[], $7::bytea[]) AS b (channel, version, type, blob)
+			ON CONFLICT (org_id, job_id, checkpoint_ns, channel, version) DO NOTHING`,
+			org, jobID, in.CheckpointNS, channels, versions, types, data, nullable(in.UserID))
+	}
+	// A new root-namespace checkpoint records the job's next checkpoint version.
+	b.Queue(`WITH j AS (
+			SELECT checkpoint_version, goal, `+subject(8)+` AS subject FROM jobs
+			WHERE org_id = $1 AND job_id = $2 AND status = 'running'
+		), up AS (
+			INSERT INTO langgraph_checkpoints AS c (org_id, job_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+				checkpoint, metadata, job_version, user_id, created_at, updated_at)
+			SELECT $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, CASE WHEN $3 = '' THEN j.checkpoint_version + 1 END,
+				j.subject, $9, $9 FROM j
+			ON CONFLICT (org_id, job_id, checkpoint_ns, checkpoint_id) DO UPDATE
+				SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at
+			RETURNING (c.xmax = 0) AS inserted, c.job_version
+		), cp AS (
+			INSERT INTO job_checkpoints (org_id, job_id, version, goal, current_step, next_action, state, event_seq,
+				agent_id, user_id, created_at)
+			SELECT $1, $2, up.job_version, j.goal, $10, $11, $12::jsonb, $13, $14, j.subject, $9
+			FROM up, j WHERE up.inserted AND up.job_version IS NOT NULL
+			RETURNING version
+		)
+		UPDATE jobs SET checkpoint_version = coalesce((SELECT version FROM cp), checkpoint_version),
+			progress_at = greatest(progress_at, $9), user_id = coalesce(user_id, $8)
+		WHERE org_id = $1 AND job_id = $2 AND status = 'running'
+		RETURNING (SELECT inserted FROM up), (SELECT job_version FROM up)`,
+		org, jobID, in.CheckpointNS, in.CheckpointID, nullable(in.ParentCheckpointID), string(in.Checkpoint),
+		string(orEmpty(in.Metadata, "{}")), nullable(in.UserID), now,
+		currentStep, "continue the LangGraph thread from checkpoint "+in.CheckpointID, string(link), in.EventSeq,
+		nullable(in.AgentID))
+	res := LangGraphPutResult{ThreadID: jobID, CheckpointNS: in.CheckpointNS, CheckpointID: in.CheckpointID}
+	var recorded *int64
+	br := send(ctx, db, b)
+	err = br.QueryRow().Scan(&res.JobCreated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil // the job existed (and is locked now)
+	}
+	if err == nil && len(in.Blobs) > 0 {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&res.Created, &recorded)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) { // the job is not running
+		return LangGraphPutResult{}, s.threadNotRunning(ctx, db, org, jobID)
+	}
+	if err != nil {
+		return LangGraphPutResult{}, pg.Interpret(err)
+	}
+	if recorded != nil {
+		res.JobVersion = *recorded
+	}
+	return res, nil
+}
+
+// LangGraphPutWrites stores a task's pending writes against a checkpoint. A write whose
+// (task, idx) is already stored keeps its first value, unless every write of the batch has a
+// negative (special-channel) idx: then they replace the stored ones, as LangGraph's
+// PostgresSaver does. The checkpoint need not exist yet (durability "async"); the job is
+// created when it does not.
+func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphWrites) (int, bool, error) {
+	if in.CheckpointID == "" {
+		return 0, false, strata.Invalid("body.checkpoint_id", "is required")
+	}
+	if in.TaskID == "" {
+		return 0, false, strata.Invalid("body.task_id", "is required")
+	}
+	idx := make([]int32, len(in.Writes))
+	channels := make([]string, len(in.Writes))
+	types := make([]string, len(in.Writes))
+	data := make([][]byte, len(in.Writes))
+	special := len(in.Writes) > 0
+	for _, w := range in.Writes {
+		if w.Idx >= 0 {
+			special = false
+		}
+	}
+	// One row per idx: a repeated idx in one batch keeps its first write, or its last when the
+	// batch replaces (a statement may not upsert one row twice).
+	at := map[int]int{}
+	idx, channels, types, data = idx[:0], channels[:0], types[:0], data[:0]
+	for _, w := range in.Writes {
+		if w.Data == nil {
+			w.Data = []byte{}
+		}
+		if i, ok := at[w.Idx]; ok {
+			if special {
+				channels[i], types[i], data[i] = w.Channel, w.Type, w.Data
+			}
+			continue
+		}
+		at[w.Idx] = len(idx)
+		idx, channels, types, data = append(idx, int32(w.Idx)), append(channels, w.Channel), append(types, w.Type), append(data, w.Data)
+	}
+	conflict := `DO NOTHING`
+	if special {
+		conflict = `DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path`
+	}
+	now := s.Now()
+	b := &pgx.Batch{}
+	b.Queue(lockOrCreateThread, org, jobID, nullable(in.UserID), nullable(in.AgentID), nullable(in.SessionID), now)
+	b.Queue(`WITH j AS (
+			SELECT coalesce($11::text, user_id) AS subject FROM jobs WHERE org_id = $1 AND job_id = $2 AND status = 'running'
+		), ins AS (
+			INSERT INTO langgraph_writes (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob,
+				task_path, user_id, created_at)
+			SELECT $1, $2, $3, $4, $5, w.idx, w.channel, w.type, w.blob, $10, j.subject, $12
+			FROM unnest($6::int[], $7::text[], $8::text[], $9::bytea[]) AS w (idx, channel, type, blob), j
+			ON CONFLICT (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx) `+conflict+`
+			RETURNING 1
+		), touched AS (
+			UPDATE jobs SET progress_at = $12 WHERE org_id = $1 AND job_id = $2 AND progress_at < $12 AND status = 'running'
+		)
+		SELECT (SELECT count(*) FROM ins) FROM j`,
+		org, jobID, in.CheckpointNS, in.CheckpointID, in.TaskID, idx, channels, types, data, in.TaskPath,
+		nullable(in.UserID), now)
+	var n int
+	var created bool
+	br := send(ctx, db, b)
+	err := br.QueryRow().Scan(&created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil // the job existed (and is locked now)
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&n)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) { // the job is not running
+		return 0, false, s.threadNotRunning(ctx, db, org, jobID)
+	}
+	if err != nil {
+		return 0, false, pg.Interpret(err)
+	}
+	return n, created, nil
+}
+
+// tupleCols reads a langgraph_checkpoints row (alias cp) with its channel values, pending
+// writes and, for checkpoints older than format 4, the parent's pending sends.
+const tupleCols = `cp.job_id, cp.checkpoint_ns, cp.checkpoint_id, coalesce(cp.parent_checkpoint_id, ''), cp.checkpoint,
+	cp.metadata, coalesce(cp.job_version, 0), cp.created_at,
+	(SELECT jsonb_agg(jsonb_build_object('channel', bl.channel, 'type', bl.type,
+			'data', translate(encode(bl.blob, 'base64'), E'\n', '')))
+		FROM jsonb_each_text(CASE WHEN jsonb_typeof(cp.checkpoint -> 'channel_versions') = 'object'
+			THEN cp.checkpoint -> 'channel_versions' ELSE '{}' END) AS v
+		JOIN langgraph_blobs bl ON bl.org_id = cp.org_id AND bl.job_id = cp.job_id
+			AND bl.checkpoint_ns = cp.checkpoint_ns AND bl.channel = v.key AND bl.version = v.value
+		WHERE bl.type <> 'empty'),
+	(SELECT jsonb_agg(jsonb_build_object('task_id', w.task_id, 'channel', w.channel, 'type', w.type,
+			'data', translate(encode(w.blob, 'base64'), E'\n', '')) ORDER BY w.task_path, w.task_id, w.idx)
+		FROM langgraph_writes w WHERE w.org_id = cp.org_id AND w.job_id = cp.job_id
+			AND w.checkpoint_ns = cp.checkpoint_ns AND w.checkpoint_id = cp.checkpoint_id),
+	CASE WHEN cp.parent_checkpoint_id IS NOT NULL AND jsonb_typeof(cp.checkpoint -> 'v') = 'number'
+			AND (cp.checkpoint ->> 'v')::numeric < 4 THEN
+		(SELECT jsonb_agg(jsonb_build_object('channel', w.channel, 'type', w.type,
+				'data', translate(encode(w.blob, 'base64'), E'\n', '')) ORDER BY w.task_id, w.idx)
+			FROM langgraph_writes w WHERE w.org_id = cp.org_id AND w.job_id = cp.job_id
+				AND w.checkpoint_ns = cp.checkpoint_ns AND w.checkpoint_id = cp.parent_checkpoint_id
+				AND w.channel = '` + LangGraphTasksChannel + `') END`
+
+func scanTuple(row pgx.Row) (LangGraphTuple, error) {
+	var t LangGraphTuple
+	var values, writes, sends []byte
+	if err := row.Scan(&t.ThreadID, &t.CheckpointNS, &t.CheckpointID, &t.ParentCheckpointID, &t.Checkpoint, &t.Metadata,
+		&t.JobVersion, &t.CreatedAt, &values, &writes, &sends); err != nil {
+		return LangGraphTuple{}, pg.Interpret(err)
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	t.ChannelValues, t.PendingWrites = []LangGraphValue{}, []LangGraphPendingWrite{}
+	for _, d := range []struct {
+		raw []byte
+		v   any
+	}{{values, &t.ChannelValues}, {writes, &t.PendingWrites}, {sends, &t.PendingSends}} {
+		if len(d.raw) > 0 {
+			if err := json.Unmarshal(d.raw, d.v); err != nil {
+				return LangGraphTuple{}, err
+			}
+		}
+	}
+	return t, nil
+}
+
+// LangGraphGet reads one checkpoint of a thread: checkpointID, or the latest (greatest id)
+// of the namespace when it is "". ErrNotFound when there is none.
+func (s *Store) LangGraphGet(ctx context.Context, db pg.DBTX, org, jobID, ns, checkpointID string) (LangGraphTuple, error) {
+	if checkpointID != "" {
+		return scanTuple(db.QueryRow(ctx, `SELECT `+tupleCols+` FROM langgraph_checkpoints cp
+			WHERE cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3 AND cp.checkpoint_id = $4`,
+			org, jobID, ns, checkpointID))
+	}
+	return scanTuple(db.QueryRow(ctx, `SELECT `+tupleCols+` FROM langgraph_checkpoints cp
+		WHERE cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3
+		ORDER BY cp.checkpoint_id DESC LIMIT 1`, org, jobID, ns))
+}
+
+// LangGraphList lists checkpoints, newest (greatest checkpoint id) first; ties across
+// threads and namespaces break by thread then namespace, descending, so the cursor is exact.
+func (s *Store) LangGraphList(ctx context.Context, db pg.DBTX, org string, f LangGraphListFilter) ([]LangGraphTuple, error) {
+	if err := checkObject("query.filter", f.Metadata, false); err != nil {
+		return nil, err
+	}
+	args := []any{org}
+	where := `cp.org_id = $1`
+	add := func(cond string, v ...any) {
+		for _, x := range v {
+			args = append(args, x)
+			cond = replaceArg(cond, len(args))
+		}
+		where += ` AND ` + cond
+	}
+	if f.ThreadID != "" {
+		add(`cp.job_id = $?`, f.ThreadID)
+	}
+	if f.CheckpointNS != nil {
+		add(`cp.checkpoint_ns = $?`, *f.CheckpointNS)
+	}
+	if f.CheckpointID != "" {
+		add(`cp.checkpoint_id = $?`, f.CheckpointID)
+	}
+	if f.Before != "" {
+		add(`cp.checkpoint_id < $?`, f.Before)
+	}
+	if len(bytes.TrimSpace(f.Metadata)) > 0 && string(bytes.TrimSpace(f.Metadata)) != "{}" {
+		add(`cp.metadata @> $?::jsonb`, string(f.Metadata))
+	}
+	if f.After != nil {
+		add(`(cp.checkpoint_id, cp.job_id, cp.checkpoint_ns) < ($?, $?, $?)`, f.After.CheckpointID, f.After.ThreadID, f.After.CheckpointNS)
+	}
+	args = append(args, f.Limit)
+	rows, err := db.Query(ctx, `SELECT `+tupleCols+` FROM langgraph_checkpoints cp WHERE `+where+`
+		ORDER BY cp.checkpoint_id DESC, cp.job_id DESC, cp.checkpoint_ns DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LangGraphTuple, error) { return scanTuple(r) })
+	return out, pg.Interpret(err)
+}
+
+// replaceArg replaces the first "$?" in cond with $n.
+func replaceArg(cond string, n int) string {
+	i := bytes.Index([]byte(cond), []byte("$?"))
+	if i < 0 {
+		return cond
+	}
+	return cond[:i] + "$" + strconv.Itoa(n) + cond[i+2:]
+}
+
+// LangGraphDeleteThread deletes a thread: its job and, by cascade, everything of it
+// (LangGraph checkpoints, blobs and writes; job checkpoints, steps, handoffs). The job's
+// episodic log is append-only and stays (erasure removes it). A thread that does not exist
+// is deleted already (false). A job that has forks cannot be deleted (409).
+func (s *Store) LangGraphDeleteThread(ctx context.Context, db pg.DBTX, org, jobID string) (bool, error) {
+	var forks []string
+	rows, err := db.Query(ctx, `SELECT job_id FROM jobs WHERE org_id = $1 AND parent_job_id = $2 ORDER BY job_id LIMIT 10`, org, jobID)
+	if err != nil {
+		return false, pg.Interpret(err)
+	}
+	if forks, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return false, pg.Interpret(err)
+	}
+	if len(forks) > 0 {
+		return false, strata.Conflict("job "+jobID+" has forks; delete them first", map[string]any{"forks": forks})
+	}
+	tag, err := db.Exec(ctx, `DELETE FROM jobs WHERE org_id = $1 AND job_id = $2`, org, jobID)
+	if err != nil {
+		return false, pg.Interpret(err)
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -1,0 +1,66 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/strata-mem/strata/internal/jobs"
+)
+
+// Concurrent first puts to a new thread: one creates the job, the others wait on its row and
+// follow; every root checkpoint gets its own job checkpoint version, none twice.
+func TestLangGraphConcurrentPutsOnANewThread(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 8
+	var wg sync.WaitGroup
+	results := make([]jobs.LangGraphPutResult, n)
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			id := fmt.Sprintf("c%02d", i)
+			errs[i] = e.tx("acme", func(tx pgx.Tx) error {
+				var err error
+				results[i], err = e.store.LangGraphPut(context.Background(), tx, "acme", "thread", jobs.LangGraphPut{
+					CheckpointID: id, Checkpoint: json.RawMessage(`{"v":4,"id":"` + id + `","channel_versions":{"a":1}}`),
+					Blobs: []jobs.LangGraphBlob{{Channel: "a", Version: "1", Type: "json", Data: []byte(`1`)}}})
+				return err
+			})
+		}(i)
+	}
+	wg.Wait()
+	created, versions := 0, map[int64]bool{}
+	for i := 0; i < n; i++ {
+		require.NoError(t, errs[i])
+		require.True(t, results[i].Created)
+		if results[i].JobCreated {
+			created++
+		}
+		require.False(t, versions[results[i].JobVersion], "version %d twice", results[i].JobVersion)
+		versions[results[i].JobVersion] = true
+	}
+	require.Equal(t, 1, created)
+	var j jobs.Job
+	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
+		var err error
+		j, err = e.store.GetJob(context.Background(), tx, "acme", "thread")
+		return err
+	}))
+	require.EqualValues(t, n, j.CheckpointVersion)
+	require.JSONEq(t, `{"langgraph": true}`, string(j.Metadata))
+
+	// Another org sees none of it.
+	require.NoError(t, e.tx("globex", func(tx pgx.Tx) error {
+		l, err := e.store.LangGraphList(context.Background(), tx, "globex", jobs.LangGraphListFilter{Limit: 100})
+		require.Empty(t, l)
+		return err
+	}))
+}
