@@ -32,6 +32,9 @@ const usage = `usage: server [serve|migrate|healthcheck|help]
   serve        (default) apply migrations, then serve the API on STRATA_HTTP_ADDR
   migrate      apply migrations and exit
   healthcheck  exit 0 when the server on STRATA_HTTP_ADDR answers /readyz with 200
+  reembed      move semantic memory to the embedder the environment names (resumable;
+               servers keep serving the old model until the atomic switch);
+               "reembed cleanup" then drops the old vectors
 
 Configuration is read from the environment: STRATA_DATABASE_URL, STRATA_REDIS_URL,
 STRATA_HTTP_ADDR, STRATA_ADMIN_KEY, STRATA_EMBEDDER, ... (see README.md).
@@ -45,7 +48,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd = args[1]
 	}
 	switch cmd {
-	case "serve", "migrate", "healthcheck":
+	case "serve", "migrate", "healthcheck", "reembed":
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -61,6 +64,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := newLogger(cfg, stderr)
 	if cmd == "healthcheck" {
 		return healthcheck(ctx, cfg)
+	}
+	if cmd == "reembed" {
+		return reembed(ctx, cfg, log, args, stdout)
 	}
 
 	if err := migrate(ctx, cfg, log); err != nil && (cmd == "migrate" || !cfg.DisableMigrateOnStart) {
@@ -135,6 +141,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
+	defer startGDPRWorkers(ctx, workers, cfg, pool, rdb, pseudo, log)()
 	jobs, err := queue.New(pool, log, queue.Config{
 		Workers: workers,
 		PeriodicJobs: append([]*river.PeriodicJob{

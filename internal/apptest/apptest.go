@@ -52,6 +52,8 @@ func Start(t testing.TB, opts ...Option) *Server {
 		"STRATA_HTTP_ADDR":    "127.0.0.1:0",
 		"STRATA_ADMIN_KEY":    admin,
 		"STRATA_LOG_LEVEL":    "warn",
+		// Many test servers share one Postgres (max_connections 100 by default).
+		"STRATA_DB_MAX_CONNS": "12",
 	}
 	for _, o := range opts {
 		o(env)

@@ -68,6 +68,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.AddCommand(a.keysCmd(), a.auditCmd())
 	root.AddCommand(a.jobsCmd(), a.sessionsCmd(), a.memoriesCmd(), a.kvCmd(), a.contextCmd(), a.toolsCmd(), a.demoCmd())
 	root.AddCommand(a.lifecycleCmds()...)
+	root.AddCommand(a.gdprCmd())
 	return root
 }
 

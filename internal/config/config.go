@@ -69,6 +69,13 @@ type Config struct {
 	OutboxPoll            time.Duration `env:"STRATA_OUTBOX_POLL" envDefault:"5s"`
 	ConsolidationInterval time.Duration `env:"STRATA_CONSOLIDATION_INTERVAL" envDefault:"1h"`
 	EvictionInterval      time.Duration `env:"STRATA_EVICTION_INTERVAL" envDefault:"1h"`
+
+	// GDPR erasure (docs/compliance.md): rows per batch transaction, the pause between
+	// batches (throttles an erasure's load), and the worker lease (a killed worker's erasure
+	// is taken over when its lease expires).
+	ErasureBatch int           `env:"STRATA_ERASURE_BATCH" envDefault:"1000"`
+	ErasurePause time.Duration `env:"STRATA_ERASURE_PAUSE" envDefault:"0s"`
+	ErasureLease time.Duration `env:"STRATA_ERASURE_LEASE" envDefault:"30s"`
 }
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).
@@ -197,6 +204,15 @@ func (c Config) Validate() error {
 		if d < time.Second {
 			bad(name, "must be a duration of at least 1s such as 5s or 1h")
 		}
+	}
+	if c.ErasureBatch < 1 || c.ErasureBatch > 100000 {
+		bad("STRATA_ERASURE_BATCH", "must be between 1 and 100000, got %d", c.ErasureBatch)
+	}
+	if c.ErasurePause < 0 {
+		bad("STRATA_ERASURE_PAUSE", "must not be negative")
+	}
+	if c.ErasureLease < time.Second {
+		bad("STRATA_ERASURE_LEASE", "must be at least 1s")
 	}
 	if len(errs) > 0 {
 		return errors.New("invalid configuration: " + strings.Join(errs, "; "))

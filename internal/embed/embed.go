@@ -8,7 +8,10 @@
 //   - openai (STRATA_EMBEDDER=openai): any OpenAI-compatible /v1/embeddings endpoint
 //     (OpenAI, Azure, Ollama, vLLM, TEI) through go-openai, with batching, a per-attempt
 //     timeout, retries with backoff on 429/5xx, and a dimension check.
-//   - onnx: not in this build yet; New refuses it with a message saying so.
+//   - onnx (STRATA_EMBEDDER=onnx): a local BERT-style sentence-embedding model
+//     (all-MiniLM-L6-v2 and the like) from STRATA_ONNX_MODEL_DIR (model.onnx +
+//     tokenizer.json), run in pure Go by hugot's Go backend: mean pooling, L2 normalisation,
+//     batching, an output-size check at load.
 //
 // The service layer calls an Embedder; the semantic store never does.
 package embed
@@ -24,7 +27,7 @@ import (
 // Embedder turns texts into vectors of Dims() floats, one per text, in order.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
-	// Name is the embedder kind: "lexical" or "openai".
+	// Name is the embedder kind: "lexical", "onnx" or "openai".
 	Name() string
 	// Model names the model (or feature scheme) that produced the vectors.
 	Model() string
@@ -43,9 +46,9 @@ func New(cfg config.Config) (Embedder, error) {
 			Model: cfg.EmbeddingModel, Dims: cfg.EmbeddingDims,
 		})
 	case "onnx":
-		return nil, fmt.Errorf("STRATA_EMBEDDER=onnx is not available in this build yet: use hash (the offline lexical default) or openai with OPENAI_BASE_URL pointing at any OpenAI-compatible server (Ollama, vLLM, TEI)")
+		return NewONNX(ONNXOptions{Dir: cfg.ONNXModelDir, Dims: cfg.EmbeddingDims, Model: cfg.EmbeddingModel})
 	default:
-		return nil, fmt.Errorf("STRATA_EMBEDDER: unknown embedder %q (hash, lexical or openai)", cfg.Embedder)
+		return nil, fmt.Errorf("STRATA_EMBEDDER: unknown embedder %q (hash, lexical, onnx or openai)", cfg.Embedder)
 	}
 }
 

@@ -51,10 +51,12 @@ func TestEmbedLexicalSimilarityOrdersByOverlap(t *testing.T) {
 	require.Greater(t, Cosine(l.One("User prefers dark mode."), l.One("The user prefers dark mode")), 0.85)
 }
 
-func TestEmbedNewRefusesOnnxAndUnknown(t *testing.T) {
+func TestEmbedNewBuildsEachKindAndRefusesUnknown(t *testing.T) {
 	t.Parallel()
-	_, err := New(config.Config{Embedder: "onnx", EmbeddingDims: 384})
-	require.ErrorContains(t, err, "onnx is not available")
+	o, err := New(config.Config{Embedder: "onnx", ONNXModelDir: "testdata/tiny-bert", EmbeddingDims: 32})
+	require.NoError(t, err)
+	require.Equal(t, "onnx", o.Name())
+	require.NoError(t, o.(*ONNX).Close())
 	_, err = New(config.Config{Embedder: "nope", EmbeddingDims: 384})
 	require.Error(t, err)
 	e, err := New(config.Config{Embedder: "hash", EmbeddingDims: 64})

@@ -93,6 +93,9 @@ func (s *Server) registerAssets(st *episodic.Store) {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestricted(ctx, a.UserID); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		return &assetOutput{Status: http.StatusOK, ETag: etag(a.Version), Body: a}, nil
 	})
 
@@ -149,6 +152,15 @@ func (s *Server) registerAssets(st *episodic.Store) {
 		vs, err := st.ListVersions(ctx, tx, orgOf(ctx), in.Asset, after, limit+1)
 		if err != nil {
 			return nil, err
+		}
+		if a, err := st.GetAsset(ctx, tx, orgOf(ctx), in.Asset); err == nil {
+			users := []string{a.UserID}
+			for _, v := range vs {
+				users = append(users, v.UserID)
+			}
+			if err := s.refuseRestricted(ctx, users...); err != nil { // GDPR Art. 18
+				return nil, err
+			}
 		}
 		return &listVersionsOutput{Body: page(vs, limit, func(v episodic.AssetVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
 	})

@@ -106,12 +106,10 @@ type contextOutput struct {
 }
 
 // contextExcluded reports whether the data subject's data must be kept out of assembled
-// contexts. MERGE POINT (GDPR restriction, Art. 18): the lead wires this to
-// s.restricted(ctx, userID) from httpapi/gdpr.go; it is the single call site in this file.
-func (s *Server) contextExcluded(ctx context.Context, userID string) (bool, error) {
-	_ = ctx
-	_ = userID
-	return false, nil
+// contexts (GDPR restriction, Art. 18: s.restrictedContext from httpapi/gdpr.go — the user
+// named, or the subject of the job or session named); it is the single call site in this file.
+func (s *Server) contextExcluded(ctx context.Context, userID, jobID, sessionID string) (bool, error) {
+	return s.restrictedContext(ctx, userID, jobID, sessionID)
 }
 
 // contextStores are the tier stores the assembly reads.
@@ -202,7 +200,7 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	body.Model, body.Encoding, body.Estimated, body.MaxTokens, body.KVNamespaces =
 		counter.Model(), counter.Encoding(), counter.Estimated(), budget, nss
 
-	excluded, err := s.contextExcluded(ctx, b.UserID)
+	excluded, err := s.contextExcluded(ctx, b.UserID, b.JobID, b.SessionID)
 	if err != nil {
 		return nil, err
 	}

@@ -277,6 +277,9 @@ func (s *Server) registerEvents(st *episodic.Store) {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		evs, err := st.List(ctx, tx, orgOf(ctx), in.Job, episodic.ListQuery{AfterSeq: after, Limit: limit + 1,
 			Op: in.Op, Since: in.Since, Until: in.Until, HideCompacted: !in.Raw})
 		if err != nil {
@@ -294,6 +297,9 @@ func (s *Server) registerEvents(st *episodic.Store) {
 	}, func(ctx context.Context, in *appliedInput) (*appliedOutput, error) {
 		tx, err := pg.TxFrom(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
 			return nil, err
 		}
 		var ev *episodic.Event

@@ -319,6 +319,9 @@ func (s *Server) registerJobs() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestricted(ctx, j.UserID); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		return &jobOutput{Status: http.StatusOK, ETag: etag(j.Version), Body: j}, nil
 	})
 
@@ -342,7 +345,26 @@ func (s *Server) registerJobs() {
 		if err != nil {
 			return nil, err
 		}
-		return &listJobsOutput{Body: page(items, limit, func(j jobs.JobListItem) string { return j.JobID })}, nil
+		out := &listJobsOutput{Body: page(items, limit, func(j jobs.JobListItem) string { return j.JobID })}
+		// GDPR Art. 18: restricted subjects' jobs are left out (the cursor still pages past them).
+		users := make([]string, len(out.Body.Items))
+		for i, j := range out.Body.Items {
+			users[i] = j.UserID
+		}
+		restricted, err := s.restrictedAmong(ctx, users)
+		if err != nil {
+			return nil, err
+		}
+		if len(restricted) > 0 {
+			kept := out.Body.Items[:0]
+			for _, j := range out.Body.Items {
+				if !restricted[j.UserID] {
+					kept = append(kept, j)
+				}
+			}
+			out.Body.Items = kept
+		}
+		return out, nil
 	})
 
 	register(s, agentRoles, huma.Operation{
@@ -431,6 +453,9 @@ func (s *Server) registerJobs() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		items, err := js.ListCheckpoints(ctx, tx, orgOf(ctx), in.Job, cursor, in.Order == "desc", limit+1)
 		if err != nil {
 			return nil, err
@@ -448,8 +473,14 @@ func (s *Server) registerJobs() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		c, err := js.GetCheckpoint(ctx, tx, orgOf(ctx), in.Job, in.Version)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.refuseRestricted(ctx, c.UserID); err != nil { // GDPR Art. 18
 			return nil, err
 		}
 		return &checkpointOutput{Status: http.StatusOK, ETag: etag(c.Version), Body: c}, nil
@@ -588,6 +619,9 @@ func (s *Server) registerJobs() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		st, err := js.GetStep(ctx, tx, orgOf(ctx), in.Job, in.Step)
 		if err != nil {
 			return nil, err
@@ -613,6 +647,9 @@ func (s *Server) registerJobs() {
 		if _, err := js.GetJob(ctx, tx, org, in.Job); err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		items, err := js.ListSteps(ctx, tx, org, in.Job, in.Cursor, limit+1)
 		if err != nil {
 			return nil, err
@@ -636,6 +673,9 @@ func (s *Server) registerJobs() {
 		org := orgOf(ctx)
 		r, err := js.Resume(ctx, tx, org, in.Job)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.refuseRestricted(ctx, r.Job.UserID); err != nil { // GDPR Art. 18
 			return nil, err
 		}
 		out := &resumeOutput{ETag: etag(r.Job.CheckpointVersion)}
@@ -697,6 +737,9 @@ func (s *Server) registerJobs() {
 		}
 		tx, err := pg.TxFrom(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
 			return nil, err
 		}
 		items, err := js.ListHandoffs(ctx, tx, orgOf(ctx), in.Job, in.Status, in.Cursor, limit+1)

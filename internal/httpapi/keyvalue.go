@@ -175,6 +175,9 @@ func (s *Server) registerKeyValue() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestricted(ctx, in.UserID, e.UserID); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		return entryOut(e, false), nil
 	})
 
@@ -213,6 +216,13 @@ func (s *Server) registerKeyValue() {
 		}
 		vs, err := kv.History(ctx, in.Namespace, in.Key, in.Scope(ctx), before, limit+1)
 		if err != nil {
+			return nil, err
+		}
+		users := []string{in.UserID}
+		for _, v := range vs {
+			users = append(users, v.UserID)
+		}
+		if err := s.refuseRestricted(ctx, users...); err != nil { // GDPR Art. 18
 			return nil, err
 		}
 		return &kvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
@@ -255,6 +265,13 @@ func (s *Server) registerKeyValue() {
 		if err != nil {
 			return nil, err
 		}
+		users := []string{in.UserID}
+		for _, e := range es {
+			users = append(users, e.UserID)
+		}
+		if err := s.refuseRestricted(ctx, users...); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		return &kvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
 	})
 
@@ -271,6 +288,15 @@ func (s *Server) registerKeyValue() {
 		}
 		es, err := kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(ctx), in.Body.Exact)
 		if err != nil {
+			return nil, err
+		}
+		users := []string{in.Body.UserID}
+		for _, e := range es {
+			if e != nil {
+				users = append(users, e.UserID)
+			}
+		}
+		if err := s.refuseRestricted(ctx, users...); err != nil { // GDPR Art. 18
 			return nil, err
 		}
 		out := &kvBatchGetOutput{}

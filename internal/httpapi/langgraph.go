@@ -206,6 +206,9 @@ func (s *Server) registerLangGraph() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		t, err := js.LangGraphGet(ctx, tx, orgOf(ctx), in.Job, in.CheckpointNS, in.CheckpointID)
 		if err != nil {
 			return nil, err
@@ -241,14 +244,38 @@ func (s *Server) registerLangGraph() {
 		if err != nil {
 			return nil, err
 		}
+		if thread != "" {
+			if err := s.refuseRestrictedJob(ctx, thread); err != nil { // GDPR Art. 18
+				return nil, err
+			}
+		}
 		items, err := js.LangGraphList(ctx, tx, orgOf(ctx), f)
 		if err != nil {
 			return nil, err
 		}
-		return &listLangGraphOutput{Body: page(items, limit, func(t jobs.LangGraphTuple) string {
+		out := &listLangGraphOutput{Body: page(items, limit, func(t jobs.LangGraphTuple) string {
 			b, _ := json.Marshal(jobs.LangGraphCursor{CheckpointID: t.CheckpointID, ThreadID: t.ThreadID, CheckpointNS: t.CheckpointNS})
 			return base64.RawURLEncoding.EncodeToString(b)
-		})}, nil
+		})}
+		// GDPR Art. 18: threads of restricted subjects are left out (the cursor pages past them).
+		threads := make([]string, len(out.Body.Items))
+		for i, t := range out.Body.Items {
+			threads[i] = t.ThreadID
+		}
+		restricted, err := s.restrictedJobsAmong(ctx, threads)
+		if err != nil {
+			return nil, err
+		}
+		if len(restricted) > 0 {
+			kept := out.Body.Items[:0]
+			for _, t := range out.Body.Items {
+				if !restricted[t.ThreadID] {
+					kept = append(kept, t)
+				}
+			}
+			out.Body.Items = kept
+		}
+		return out, nil
 	}
 
 	register(s, agentRoles, huma.Operation{

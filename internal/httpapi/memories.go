@@ -276,6 +276,9 @@ func (s *Server) registerMemories() {
 		if err != nil {
 			return nil, err
 		}
+		if q.Scope, err = s.unrestrictedScope(ctx, q.Scope); err != nil { // GDPR Art. 18: the subject's memories are left out
+			return nil, err
+		}
 		if q.Vector, err = embedOne(ctx, b.Query); err != nil {
 			return nil, err
 		}
@@ -327,6 +330,9 @@ func (s *Server) registerMemories() {
 		if err := trustProvenanceFilters(ctx, b.Trust, b.Provenance, &q); err != nil {
 			return nil, err
 		}
+		if q.Scope, err = s.unrestrictedScope(ctx, q.Scope); err != nil { // GDPR Art. 18: the subject's jobs are left out
+			return nil, err
+		}
 		res, _, err := store.Search(ctx, tx, q)
 		if err != nil {
 			return nil, err
@@ -360,6 +366,9 @@ func (s *Server) registerMemories() {
 		}
 		m, err := store.Get(ctx, tx, orgOf(ctx), id)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.refuseRestricted(ctx, m.UserID); err != nil { // GDPR Art. 18
 			return nil, err
 		}
 		out := memoryOK(m, http.StatusOK, nil)
@@ -459,6 +468,9 @@ func (s *Server) registerMemories() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestricted(ctx, ms[0].UserID); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		return &historyOutput{Body: List[semantic.Memory]{Items: ms}}, nil
 	})
 
@@ -509,6 +521,11 @@ func (s *Server) registerMemories() {
 		tx, err := pg.TxFrom(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if m, err := store.Get(ctx, tx, orgOf(ctx), id); err == nil {
+			if err := s.refuseRestricted(ctx, m.UserID); err != nil { // GDPR Art. 18
+				return nil, err
+			}
 		}
 		rs, err := store.Retrievals(ctx, tx, orgOf(ctx), id, after, limit+1)
 		if err != nil {

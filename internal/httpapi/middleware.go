@@ -351,14 +351,25 @@ func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Princip
 		return err
 	}
 	route := chi.RouteContext(ctx).RoutePattern()
-	etype, eid := entityOf(route, chi.RouteContext(ctx).URLParams.Values)
+	params := chi.RouteContext(ctx).URLParams
+	values := append([]string(nil), params.Values...)
+	subject := subjectOf(r, body)
+	for i, k := range params.Keys {
+		if k == "user" && i < len(values) { // a data subject in the path (/v1/gdpr/restrictions/{user}): pseudonymised
+			if subject == "" {
+				subject = values[i]
+			}
+			values[i] = "subject:" + s.pseudo.Subject(p.OrgID, values[i])
+		}
+	}
+	etype, eid := entityOf(route, values)
 	if status == 0 {
 		status = http.StatusOK
 	}
 	return audit.Append(ctx, tx, audit.Entry{
 		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: topField(r, body, "agent_id"),
 		Action: s.operationID(r.Method, route), EntityType: etype, EntityID: eid, RequestID: requestID(ctx),
-		Subject: s.pseudo.Subject(p.OrgID, subjectOf(r, body)), Status: status,
+		Subject: s.pseudo.Subject(p.OrgID, subject), Status: status,
 		Details: map[string]any{"method": r.Method, "route": route},
 	})
 }

@@ -50,6 +50,7 @@ func (s *Server) routes() {
 		s.registerContext()
 		s.registerTools()
 		s.registerLifecycleAdmin()
+		s.registerGDPR()
 		s.registerQuarantines()
 	})
 }

@@ -220,6 +220,9 @@ func (s *Server) registerWorking() {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRestricted(ctx, st.UserID); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		return &stateOutput{Status: http.StatusOK, ETag: etag(st.Version), Body: st}, nil
 	})
 
@@ -266,6 +269,13 @@ func (s *Server) registerWorking() {
 		Description: "Without after_seq: the buffer (the newest turns, oldest first; slides the TTL). " +
 			"With after_seq: a page of the durable log.",
 	}, func(ctx context.Context, in *listMessagesInput) (*messagesOutput, error) {
+		uid, err := ws.SessionUser(ctx, lazyTx{}, orgOf(ctx), in.Session)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.refuseRestricted(ctx, uid); err != nil { // GDPR Art. 18
+			return nil, err
+		}
 		out := &messagesOutput{}
 		out.Body.SessionID = in.Session
 		if in.AfterSeq < 0 {

@@ -49,7 +49,7 @@ func (e *KVEntry) live(now time.Time) bool {
 // KVVersion is one entry of a key's history.
 type KVVersion struct {
 	Version      int64           `json:"version"`
-	Op           string          `json:"op" enum:"put,restore,delete" doc:"put, restore (a new write copying restored_from's value) or delete."`
+	Op           string          `json:"op" enum:"put,restore,delete,rectify" doc:"put, restore (a new write copying restored_from's value), delete, or rectify (a correction on the data subject's behalf, GDPR Art. 16)."`
 	Value        json.RawMessage `json:"value,omitempty" doc:"The value written (absent for delete)."`
 	UserID       string          `json:"user_id,omitempty"`
 	AgentID      string          `json:"agent_id,omitempty" doc:"The agent scope the write named, if any."`

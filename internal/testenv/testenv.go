@@ -135,7 +135,7 @@ func DatabaseURL(t testing.TB) string {
 func Pool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	dsn := DatabaseURL(t)
-	p, err := pg.NewPool(context.Background(), dsn, pg.PoolOptions{MaxConns: 20})
+	p, err := pg.NewPool(context.Background(), dsn, pg.PoolOptions{MaxConns: 10})
 	if err != nil {
 		t.Fatalf("testenv: pool: %v", err)
 	}

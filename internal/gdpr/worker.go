@@ -1,0 +1,175 @@
+package gdpr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/strata-mem/strata/internal/pg"
+)
+
+// ErasureArgs is the River job that works one erasure. It names the erasure, never the
+// subject: River's tables keep job args after completion, and the subject's id must not
+// outlive the erasure there.
+type ErasureArgs struct {
+	OrgID     string `json:"org_id"`
+	ErasureID string `json:"erasure_id"`
+}
+
+// Kind names the job (erasure skips gdpr_* jobs when it deletes River jobs naming the subject).
+func (ErasureArgs) Kind() string { return "gdpr_erasure" }
+
+// InsertOpts: many attempts (a busy phase snoozes, a failure backs off and retries).
+func (ErasureArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 100} }
+
+// ErasureWorker runs ErasureArgs jobs on an Engine.
+type ErasureWorker struct {
+	river.WorkerDefaults[ErasureArgs]
+	Engine *Engine
+}
+
+// Timeout: an erasure of a large subject runs as long as it needs; its lease, extended by
+// every batch, is what tells others it is alive.
+func (w *ErasureWorker) Timeout(*river.Job[ErasureArgs]) time.Duration { return -1 }
+
+// Work runs the erasure; a live lease elsewhere or a busy phase snoozes the job.
+func (w *ErasureWorker) Work(ctx context.Context, job *river.Job[ErasureArgs]) error {
+	owner := fmt.Sprintf("river:%d", job.ID)
+	err := w.Engine.Run(ctx, job.Args.OrgID, job.Args.ErasureID, owner)
+	var held *LeaseHeldError
+	var busy *BusyError
+	switch {
+	case errors.As(err, &held):
+		return river.JobSnooze(time.Until(held.Until))
+	case errors.As(err, &busy):
+		return river.JobSnooze(busy.Wait)
+	case errors.Is(err, ErrLeaseLost):
+		return nil // the worker that took over finishes it
+	}
+	return err
+}
+
+// Inserter is an insert-only River client (it works no jobs): the HTTP layer and the sweeper
+// use it to enqueue erasures inside their own transactions.
+type Inserter = river.Client[pgx.Tx]
+
+// NewInserter makes an insert-only River client on pool.
+func NewInserter(pool *pgxpool.Pool) (*Inserter, error) {
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{})
+}
+
+// Sweeper re-enqueues erasures whose worker died: pending or running rows whose lease
+// expired (or that never had one) and that were not enqueued again within a lease. It runs
+// on every replica; the enqueued_at update makes one replica win per period, and a
+// duplicate job would only find the lease taken and do nothing.
+type Sweeper struct {
+	Pool     *pgxpool.Pool
+	Inserter *Inserter
+	Lease    time.Duration
+	ExtraOrg string
+	Log      *slog.Logger
+	Now      func() time.Time
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *Sweeper) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// RunOnce enqueues a job for every stranded erasure of every org and returns how many.
+func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT DISTINCT org_id FROM api_keys UNION SELECT $1`, s.ExtraOrg)
+	if err != nil {
+		return 0, pg.Interpret(err)
+	}
+	orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, pg.Interpret(err)
+	}
+	total := 0
+	for _, org := range orgs {
+		if org == "" {
+			continue
+		}
+		err := pg.InOrgTx(ctx, s.Pool, org, func(tx pgx.Tx) error {
+			now := s.now()
+			rows, err := tx.Query(ctx, `UPDATE gdpr_erasures SET enqueued_at = $2
+				WHERE org_id = $1 AND status IN ('pending', 'running')
+				  AND (lease_until IS NULL OR lease_until < $2)
+				  AND coalesce(enqueued_at, requested_at) < $3
+				RETURNING id`, org, now, now.Add(-s.Lease))
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if _, err := s.Inserter.InsertTx(ctx, tx, ErasureArgs{OrgID: org, ErasureID: id}, nil); err != nil {
+					return err
+				}
+			}
+			total += len(ids)
+			return nil
+		})
+		if err != nil {
+			return total, pg.Interpret(err)
+		}
+	}
+	return total, nil
+}
+
+// Start runs RunOnce now and then every Lease until Stop.
+func (s *Sweeper) Start(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(s.Lease)
+		defer t.Stop()
+		for {
+			if n, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				s.Log.Warn("gdpr sweeper failed; will retry", "err", err)
+			} else if n > 0 {
+				s.Log.Info("gdpr: resumed stranded erasures", "count", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop stops the sweeper and waits for it.
+func (s *Sweeper) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.cancel = nil
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}

@@ -1,0 +1,187 @@
+package httpapi_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strata-mem/strata/internal/apptest"
+)
+
+// TestGDPRRestrictionEveryReadPath: while a subject is restricted, every agent read of their
+// data answers 403, searches and similar-jobs leave it out, job lists skip their jobs — and
+// compliance can still export it; another subject is unaffected; lifting the restriction
+// restores everything (the data was kept).
+func TestGDPRRestrictionEveryReadPath(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	agent := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	alice := writeSubject(t, s, agent, "a")
+	bob := writeSubject(t, s, agent, "b")
+	// a "job" memory for similar-jobs
+	for _, f := range []gdprFixture{alice, bob} {
+		r := s.Do("POST", "/v1/memories", agent, map[string]any{"text": f.marker + " video edit job summary", "kind": "job",
+			"user_id": f.user, "metadata": map[string]any{"job_id": f.job, "outcome": "succeeded"}})
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+	}
+	q := "?user_id="
+	reads := func(f gdprFixture) map[string]*apptest.Response {
+		out := map[string]*apptest.Response{}
+		for name, path := range map[string]string{
+			"session-state":    "/v1/sessions/" + f.session + "/state",
+			"session-messages": "/v1/sessions/" + f.session + "/messages",
+			"session-log":      "/v1/sessions/" + f.session + "/messages?after_seq=0",
+			"job":              "/v1/jobs/" + f.job,
+			"resume":           "/v1/jobs/" + f.job + "/resume",
+			"checkpoints":      "/v1/jobs/" + f.job + "/checkpoints",
+			"checkpoint":       "/v1/jobs/" + f.job + "/checkpoints/1",
+			"steps":            "/v1/jobs/" + f.job + "/steps",
+			"step":             "/v1/jobs/" + f.job + "/steps/cut",
+			"handoffs":         "/v1/jobs/" + f.job + "/handoffs",
+			"events":           "/v1/jobs/" + f.job + "/events",
+			"fork-events":      "/v1/jobs/" + f.fork + "/events",
+			"applied":          "/v1/jobs/" + f.job + "/applied?op=crop&params=%7B%7D",
+			"asset":            "/v1/assets/" + f.asset,
+			"langgraph":        "/v1/jobs/" + f.thread + "/langgraph/checkpoint",
+			"langgraph-list":   "/v1/jobs/" + f.thread + "/langgraph/checkpoints",
+			"asset-versions":   "/v1/assets/" + f.asset + "/versions",
+			"kv":               "/v1/kv/prefs/colour" + q + f.user,
+			"kv-session":       "/v1/kv/prefs/tone" + q + f.user + "&session_id=" + f.session,
+			"kv-history":       "/v1/kv/prefs/colour/history" + q + f.user,
+			"kv-list":          "/v1/kv/prefs" + q + f.user,
+			"memory":           "/v1/memories/" + f.memoryIDs[1],
+			"memory-old":       "/v1/memories/" + f.memoryIDs[0],
+			"memory-history":   "/v1/memories/" + f.memoryIDs[0] + "/history",
+			"memory-retrieval": "/v1/memories/" + f.memoryIDs[1] + "/retrievals",
+		} {
+			out[name] = s.Do("GET", path, agent, nil)
+		}
+		out["kv-batch"] = s.Do("POST", "/v1/kv/prefs/batch-get", agent, map[string]any{"keys": []string{"colour"}, "user_id": f.user})
+		return out
+	}
+	for name, r := range reads(alice) {
+		require.Equalf(t, 200, r.Status, "%s before restriction: %s", name, r.Body)
+	}
+
+	r := s.Do("POST", "/v1/gdpr/restrictions/"+alice.user, comp, map[string]any{"reason": "accuracy contested"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	require.Equal(t, 200, s.Do("POST", "/v1/gdpr/restrictions/"+alice.user, comp, nil).Status, "restricting again is idempotent")
+	require.Equal(t, true, s.Do("GET", "/v1/gdpr/restrictions/"+alice.user, comp, nil).Map(t)["restricted"])
+
+	for name, r := range reads(alice) {
+		require.Equalf(t, 403, r.Status, "%s while restricted: %s", name, r.Body)
+		require.Contains(t, string(r.Body), "Art. 18")
+		require.NotContains(t, string(r.Body), alice.marker)
+	}
+	for name, r := range reads(bob) {
+		require.Equalf(t, 200, r.Status, "%s of another subject: %s", name, r.Body)
+	}
+	// Searches leave the subject's memories out (org-level ones still answer).
+	r = s.Do("POST", "/v1/memories/search", agent, map[string]any{"query": alice.marker + " walks", "user_id": alice.user})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.NotContains(t, string(r.Body), alice.marker)
+	r = s.Do("POST", "/v1/jobs/similar", agent, map[string]any{"query": alice.marker + " video edit job", "user_id": alice.user})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.NotContains(t, string(r.Body), alice.marker)
+	r = s.Do("POST", "/v1/jobs/similar", agent, map[string]any{"query": bob.marker + " video edit job", "user_id": bob.user})
+	require.Contains(t, string(r.Body), bob.marker)
+	r = s.Do("GET", "/v1/jobs?limit=1000", agent, nil)
+	require.Equal(t, 200, r.Status)
+	require.NotContains(t, string(r.Body), alice.user)
+	require.Contains(t, string(r.Body), bob.user)
+	// The per-turn context assembles nothing for the subject: named as user, or through
+	// their job or session.
+	for _, body := range []map[string]any{{"user_id": alice.user, "query": "walks"}, {"job_id": alice.job, "query": "walks"},
+		{"session_id": alice.session, "query": "walks"}} {
+		r = s.Do("POST", "/v1/context", agent, body)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		require.NotContains(t, string(r.Body), alice.marker, "%v", body)
+		require.Contains(t, string(r.Body), "Art. 18")
+	}
+	r = s.Do("POST", "/v1/context", agent, map[string]any{"user_id": bob.user, "job_id": bob.job, "session_id": bob.session, "query": "walks"})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), bob.marker)
+	// Compliance still exports it; the header says it is restricted.
+	r = s.Do("GET", "/v1/gdpr/exports?user_id="+alice.user, comp, nil)
+	require.Equal(t, 200, r.Status)
+	hdr, recs, _ := readExport(t, r.Body)
+	require.Equal(t, true, hdr["restricted"])
+	require.Equal(t, 3, countTypes(recs)["semantic.memory"], "two versions and the job memory")
+
+	require.Equal(t, 200, s.Do("DELETE", "/v1/gdpr/restrictions/"+alice.user, comp, nil).Status)
+	require.Equal(t, 404, s.Do("DELETE", "/v1/gdpr/restrictions/"+alice.user, comp, nil).Status)
+	for name, r := range reads(alice) {
+		require.Equalf(t, 200, r.Status, "%s after the restriction was lifted: %s", name, r.Body)
+	}
+	// The audit trail records the restriction by pseudonym only.
+	r = s.Do("GET", "/v1/audit?user_id="+alice.user+"&action=restrict-subject", comp, nil)
+	require.Equal(t, 200, r.Status)
+	require.Contains(t, string(r.Body), `"restrict-subject"`)
+	require.NotContains(t, string(r.Body), alice.user)
+}
+
+// TestGDPRRoles: only compliance (and admin) keys may call the GDPR endpoints.
+func TestGDPRRoles(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	agent := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	calls := []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/v1/gdpr/erasures", map[string]any{"user_id": "u1"}},
+		{"GET", "/v1/gdpr/erasures", nil},
+		{"GET", "/v1/gdpr/erasures/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", nil},
+		{"GET", "/v1/gdpr/exports?user_id=u1", nil},
+		{"POST", "/v1/gdpr/restrictions/u1", nil},
+		{"GET", "/v1/gdpr/restrictions/u1", nil},
+		{"DELETE", "/v1/gdpr/restrictions/u1", nil},
+		{"POST", "/v1/gdpr/rectifications", map[string]any{"user_id": "u1", "kv": map[string]any{"namespace": "n", "key": "k", "value": 1}}},
+	}
+	for _, c := range calls {
+		r := s.Do(c.method, c.path, agent, c.body)
+		require.Equalf(t, 403, r.Status, "agent key on %s %s: %s", c.method, c.path, r.Body)
+		r = s.Do(c.method, c.path, comp, c.body)
+		require.NotEqualf(t, 403, r.Status, "compliance key on %s %s: %s", c.method, c.path, r.Body)
+		require.Lessf(t, r.Status, 500, "%s %s: %s", c.method, c.path, r.Body)
+	}
+	// compliance keys may not read agent data directly
+	require.Equal(t, 403, s.Do("GET", "/v1/jobs/j1", comp, nil).Status)
+	// 404 for an unknown erasure; 422 for a bad user id
+	require.Equal(t, 404, s.Do("GET", "/v1/gdpr/erasures/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", comp, nil).Status)
+	require.Equal(t, 422, s.Do("POST", "/v1/gdpr/erasures", comp, map[string]any{"user_id": "bad id/x"}).Status)
+	require.Equal(t, 422, s.Do("GET", "/v1/gdpr/exports", comp, nil).Status)
+}
+
+// TestGDPRLogsAndMetricsCarryNoContent: request bodies, memory text, values, turns and
+// erasure subjects never reach the logs (at debug level) or the metrics.
+func TestGDPRLogsAndMetricsCarryNoContent(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Env("STRATA_LOG_LEVEL", "debug"), apptest.Env("STRATA_ERASURE_BATCH", "3"))
+	agent := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	f := writeSubject(t, s, agent, "l")
+	// failing requests too (422s quote nothing of the body into logs)
+	s.Do("POST", "/v1/memories", agent, map[string]any{"text": f.marker, "importance": 7, "user_id": f.user})
+	s.Do("PUT", "/v1/kv/prefs/x", agent, map[string]any{"value": nil, "user_id": f.user, "note": f.marker})
+	s.Do("GET", "/v1/gdpr/exports?user_id="+f.user, comp, nil)
+	r := s.Do("POST", "/v1/gdpr/erasures", comp, map[string]any{"user_id": f.user})
+	require.Equal(t, 202, r.Status)
+	waitErasure(t, s, comp, r.Map(t)["id"].(string))
+	resp, err := http.Get(s.URL + "/metrics")
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	logs := s.Logs()
+	require.NotEmpty(t, logs)
+	require.True(t, strings.Contains(logs, "request"), "debug logs were written")
+	for _, needle := range []string{f.marker, f.user} {
+		require.NotContains(t, logs, needle)
+		require.NotContains(t, string(metrics), needle)
+	}
+}
