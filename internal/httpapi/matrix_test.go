@@ -110,7 +110,7 @@ func (d *apiDoc) gen(s map[string]any, str string, depth int) any {
 			return time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
 		case strings.Contains(pat, "{64}"):
 			return strings.Repeat("a", 64)
-		case strings.Contains(pat, "{8}-"):
+		case strings.Contains(pat, "{8}-"), strings.Contains(pat, "{36}"):
 			return uuid.Must(uuid.NewV7()).String()
 		case idPattern.MatchString(pat):
 			return "gen-1"
@@ -177,6 +177,7 @@ type fixture struct {
 	ids                map[string]string // path parameter → id
 	victimKey          string            // a key id that revoke-key may revoke
 	memID, quarantine  string
+	erasure            string // an erasure request id, when the API has erasures
 }
 
 func newFixture(t *testing.T, s *apptest.Server, org string) *fixture {
@@ -201,6 +202,19 @@ func newFixture(t *testing.T, s *apptest.Server, org string) *fixture {
 	q := do("POST", "/v1/admin/quarantines", map[string]any{"agent_id": "nobody", "since": time.Now().UTC()}, 201)
 	vk := do("POST", "/v1/admin/keys", map[string]any{"role": "agent", "name": M}, 201)
 	f.memID, f.quarantine, f.victimKey = mem["id"].(string), q["id"].(string), vk["id"].(string)
+	if r := s.Do("POST", "/v1/gdpr/erasures", f.admin, map[string]any{"user_id": "user-gone"}); r.Status < 300 {
+		f.erasure, _ = r.Map(t)["id"].(string)
+		// It runs in the background: wait until it is done, so org A holds still.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st := s.Do("GET", "/v1/gdpr/erasures/"+f.erasure, f.admin, nil).Map(t)["status"]
+			if st == "completed" || st == "failed" {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "erasure still %v", st)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	f.ids = map[string]string{"session": "sess-a", "job": "job-a", "step": "step-a", "asset": "asset-a",
 		"namespace": "ns-a", "key": "key-a", "seq": "1", "version": "1", "user": "user-a"}
 	return f
@@ -223,13 +237,22 @@ func (f *fixture) pathFor(op apiOp, missing bool) (string, []string) {
 				v = f.quarantine
 			case strings.Contains(op.Path, "/handoffs/"):
 				v = "handoff-a"
+			case strings.HasPrefix(op.Path, "/v1/gdpr/erasures/") && f.erasure != "":
+				v = f.erasure
 			default:
-				v = "id-a"
+				ok = false
 			}
-			ok = true
 		}
 		if !ok {
+			// An id this fixture does not make: a valid value of the parameter's schema.
 			v = name + "-a"
+			for _, p := range op.params {
+				if p["in"] == "path" && p["name"] == name {
+					if g, isStr := (&apiDoc{}).gen(p["schema"].(map[string]any), "", 1).(string); isStr && g != "gen-1" {
+						v = g
+					}
+				}
+			}
 		}
 		if missing {
 			switch {
@@ -322,7 +345,16 @@ func shape(r *apptest.Response, ids []string) string {
 	}
 	var m map[string]any
 	if json.Unmarshal([]byte(body), &m) != nil {
-		return fmt.Sprintf("%d %s", r.Status, body)
+		// A stream of JSON lines (an export): the kinds of line, in order.
+		var kinds []string
+		for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+			var l map[string]any
+			if json.Unmarshal([]byte(line), &l) != nil {
+				return fmt.Sprintf("%d %s", r.Status, body)
+			}
+			kinds = append(kinds, fmt.Sprint(l["type"], "/", l["tier"]))
+		}
+		return fmt.Sprintf("%d lines %v", r.Status, kinds)
 	}
 	if r.Status >= 400 {
 		var locs []string
@@ -401,6 +433,9 @@ func TestMatrixRolesEveryEndpoint(t *testing.T) {
 	s := apptest.Start(t)
 	d := loadAPI(t, s)
 	c := newFixture(t, s, "org-c")
+	// Restricting the fixture's subject (Art. 18) would refuse the agent's later reads of
+	// it with 403: the role matrix restricts another subject.
+	c.ids["user"] = "user-other"
 	keys := map[string]string{"agent": s.NewKey(c.org, "agent"), "compliance": s.NewKey(c.org, "compliance"), "admin": c.admin}
 	revokedSecret, revokedID := keyWithID(t, s, c.admin, "admin")
 	require.Equal(t, 200, s.Do("GET", "/v1/admin/keys", revokedSecret, nil).Status)
