@@ -5,7 +5,7 @@ export STRATA_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/strata?sslmode=
 export STRATA_REDIS_URL ?= redis://127.0.0.1:6379/0
 GOTESTFLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: help run stores test test-short lint fmt vet build migrate bench clean docker-up docker-down
+.PHONY: help run stores test test-short lint fmt vet build migrate bench clean docker-up docker-down soak
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -33,6 +33,11 @@ test: stores ## the whole suite against real Postgres, pgvector and Redis (race 
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) test $(GOTESTFLAGS) ./...
+	@GO=$(GO) bash scripts/fuzz.sh 3s
+
+soak: stores ## the slow reliability soak: crash/replica/fault tests with many more kills and ops, then every fuzz target for 60s
+	STRATA_SOAK=1 $(GO) test -race -count=1 -timeout 60m -v -run 'TestCrashUnderLoad|TestTwoReplicas|TestFaults' ./internal/reliability/
+	@GO=$(GO) bash scripts/fuzz.sh 60s
 
 test-short: stores ## the suite without the slow tests
 	$(GO) test -short -count=1 ./...

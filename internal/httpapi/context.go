@@ -57,6 +57,9 @@ type contextRequest struct {
 	SimilarJobs  *int     `json:"similar_jobs,omitempty" minimum:"0" maximum:"50" doc:"Similar past jobs to consider (default 3; 0: none)."`
 	RecentTurns  *int     `json:"recent_turns,omitempty" minimum:"0" maximum:"200" doc:"Newest session turns to consider with the working state (default 6; 0: none)."`
 	RecentEvents *int     `json:"recent_events,omitempty" minimum:"0" maximum:"200" doc:"Newest job events to consider after the completed steps (default 5; 0: none)."`
+	// Poisoning controls (quarantine.go): the same filters as memory search.
+	Trust      []string              `json:"trust,omitempty" maxItems:"5" doc:"Only memories (and job memories) of these trust levels."`
+	Provenance *provenanceFilterBody `json:"provenance,omitempty" doc:"Only (or never) memories written by these keys, agents or jobs."`
 }
 
 type contextInput struct {
@@ -187,6 +190,10 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 		topK = 10
 	}
 	similar, turns, events := intOr(b.SimilarJobs, defaultSimilarJobs), intOr(b.RecentTurns, defaultRecentTurns), intOr(b.RecentEvents, defaultRecentEvents)
+	var filters semantic.Query
+	if err := trustProvenanceFilters(ctx, b.Trust, b.Provenance, &filters); err != nil {
+		return nil, err
+	}
 	scope := b.Scope(ctx)
 	out := &contextOutput{}
 	body := &out.Body
@@ -252,7 +259,7 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	jobsSec := tc.Section{Name: tc.SectionSimilarJobs, Note: "no query given"}
 	var memRes, jobRes []semantic.Result
 	if strings.TrimSpace(b.Query) != "" {
-		memSec, jobsSec, memRes, jobRes, err = contextSearch(ctx, st, tx, scope, b.Query, b.JobID, topK, similar)
+		memSec, jobsSec, memRes, jobRes, err = contextSearch(ctx, st, tx, scope, b.Query, b.JobID, topK, similar, filters)
 		if err != nil {
 			<-prefc
 			return nil, err
@@ -506,7 +513,7 @@ func contextPreferences(ctx context.Context, kv *keyvalue.Store, nss []string, s
 	return sec, nil
 }
 
-func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strata.Scope, query, jobID string, topK, similar int) (
+func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strata.Scope, query, jobID string, topK, similar int, filters semantic.Query) (
 	tc.Section, tc.Section, []semantic.Result, []semantic.Result, error) {
 	memSec := tc.Section{Name: tc.SectionMemories, Header: "## Relevant memories for: " + tc.Truncate(query, 200)}
 	jobsSec := tc.Section{Name: tc.SectionSimilarJobs, Header: "## Similar past jobs (settled parameters: reuse them)"}
@@ -514,7 +521,8 @@ func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strat
 	if err != nil {
 		return memSec, jobsSec, nil, nil, err
 	}
-	q := semantic.Query{Scope: scope, Text: query, Vector: vs[0], Space: st.space, TopK: topK}
+	q := semantic.Query{Scope: scope, Text: query, Vector: vs[0], Space: st.space, TopK: topK,
+		Trust: filters.Trust, Provenance: filters.Provenance}
 	mems, _, err := st.sem.Search(ctx, tx, q)
 	if err != nil {
 		return memSec, jobsSec, nil, nil, err

@@ -107,6 +107,9 @@ type searchBody struct {
 	ExcludeStale  bool           `json:"exclude_stale,omitempty" doc:"Drop facts not verified within the verification age."`
 	StaleAfter    string         `json:"stale_after,omitempty" maxLength:"32" doc:"Verification age for this search, as a Go duration (e.g. 720h); default the org's policy (memories verify_age of kind fact, GET /v1/admin/policies), whose default is STRATA_VERIFY_AGE."`
 	JobID         string         `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job this search serves (recorded in the retrieval log)."`
+	// Poisoning controls (quarantine.go).
+	Provenance         *provenanceFilterBody `json:"provenance,omitempty" doc:"Only (or never) memories written by these keys, agents or jobs."`
+	IncludeQuarantined bool                  `json:"include_quarantined,omitempty" doc:"Admin keys only: include versions held by an active quarantine (excluded by default)."`
 }
 
 type searchInput struct{ Body searchBody }
@@ -124,6 +127,9 @@ type similarJobsInput struct {
 		ScopeBody
 		TopK  int    `json:"top_k,omitempty" minimum:"1" maximum:"50" doc:"Jobs wanted (default 5)."`
 		JobID string `json:"job_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job asking (recorded in the retrieval log)."`
+		// Poisoning controls (quarantine.go).
+		Trust      []string              `json:"trust,omitempty" maxItems:"5" doc:"Only job memories of these trust levels."`
+		Provenance *provenanceFilterBody `json:"provenance,omitempty" doc:"Only (or never) job memories written by these keys, agents or jobs."`
 	}
 }
 
@@ -321,6 +327,9 @@ func (s *Server) registerMemories() {
 		}
 		q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Vector: vec, Space: space,
 			Kinds: []string{semantic.KindJob}, TopK: k}
+		if err := trustProvenanceFilters(ctx, b.Trust, b.Provenance, &q); err != nil {
+			return nil, err
+		}
 		if q.Scope, err = s.unrestrictedScope(ctx, q.Scope); err != nil { // GDPR Art. 18: the subject's jobs are left out
 			return nil, err
 		}
@@ -532,6 +541,9 @@ func (s *Server) searchQuery(ctx context.Context, b searchBody, space semantic.S
 		Trust: b.Trust, CreatedAfter: b.CreatedAfter, CreatedBefore: b.CreatedBefore, AsOf: b.AsOf,
 		TopK: b.TopK, ExcludeStale: b.ExcludeStale}
 	if err := checkMemoryText("body.query", b.Query); err != nil {
+		return q, err
+	}
+	if err := poisoningFilters(ctx, b.Provenance, b.IncludeQuarantined, &q); err != nil {
 		return q, err
 	}
 	if q.TopK == 0 {

@@ -198,6 +198,9 @@ func isWrite(method string) bool {
 // claimed and completed inside that same transaction.
 func (s *Server) unitOfWork(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !checkQuery(w, r) {
+			return
+		}
 		p, _ := auth.FromContext(r.Context())
 		sess := pg.NewSession(s.pool, p.OrgID)
 		ctx := pg.WithSession(r.Context(), sess)

@@ -51,5 +51,6 @@ func (s *Server) routes() {
 		s.registerTools()
 		s.registerLifecycleAdmin()
 		s.registerGDPR()
+		s.registerQuarantines()
 	})
 }

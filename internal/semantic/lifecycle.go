@@ -255,18 +255,20 @@ func collectPairs(rows pgx.Rows, err error) ([]Pair, error) {
 	return out, pg.Interpret(err)
 }
 
+// Quarantined versions (quarantine.go) are never merged or promoted.
+//
 // NearDuplicatePairs finds, for each current memory written or changed at or after since
 // (at most limit of them), its nearest current neighbours (up to 8) in the same exact scope,
 // kind and embedding space with cosine similarity ≥ threshold. Each pair is (older id,
 // newer id) once.
 func (s *Store) NearDuplicatePairs(ctx context.Context, q pg.DBTX, org string, since time.Time, threshold float64, limit int) ([]Pair, error) {
 	return collectPairs(q.Query(ctx, `SELECT DISTINCT least(m.id, n.id), greatest(m.id, n.id), n.sim
-		FROM (SELECT * FROM memories WHERE org_id = $1 AND valid_to IS NULL AND updated_at >= $2
+		FROM (SELECT * FROM memories WHERE org_id = $1 AND valid_to IS NULL AND updated_at >= $2 AND NOT quarantined
 		      ORDER BY updated_at, id LIMIT $4) m
 		CROSS JOIN LATERAL (
 			SELECT o.id, 1 - (o.embedding <=> m.embedding) AS sim FROM memories o
 			WHERE o.org_id = m.org_id AND o.user_id = m.user_id AND o.agent_id = m.agent_id
-			  AND o.session_id = m.session_id AND o.kind = m.kind AND o.valid_to IS NULL AND o.id <> m.id
+			  AND o.session_id = m.session_id AND o.kind = m.kind AND o.valid_to IS NULL AND o.id <> m.id AND NOT o.quarantined
 			  AND o.dims = m.dims AND o.model = m.model AND o.embedder = m.embedder
 			ORDER BY (o.embedding <=> m.embedding) + 0 LIMIT 8) n
 		WHERE n.sim >= $3`, org, since, threshold, limit))
@@ -278,11 +280,11 @@ func (s *Store) NearDuplicatePairs(ctx context.Context, q pg.DBTX, org string, s
 func (s *Store) SessionFactPairs(ctx context.Context, q pg.DBTX, org string, kinds []string, threshold float64, limit int) ([]Pair, error) {
 	return collectPairs(q.Query(ctx, `SELECT DISTINCT least(m.id, n.id), greatest(m.id, n.id), n.sim
 		FROM (SELECT * FROM memories WHERE org_id = $1 AND valid_to IS NULL AND session_id <> '' AND user_id <> ''
-		      AND NOT pinned AND kind = ANY($2::text[]) ORDER BY id LIMIT $4) m
+		      AND NOT pinned AND NOT quarantined AND kind = ANY($2::text[]) ORDER BY id LIMIT $4) m
 		CROSS JOIN LATERAL (
 			SELECT o.id, 1 - (o.embedding <=> m.embedding) AS sim FROM memories o
 			WHERE o.org_id = m.org_id AND o.user_id = m.user_id AND o.session_id <> '' AND o.session_id <> m.session_id
-			  AND o.kind = m.kind AND o.valid_to IS NULL AND NOT o.pinned
+			  AND o.kind = m.kind AND o.valid_to IS NULL AND NOT o.pinned AND NOT o.quarantined
 			  AND o.dims = m.dims AND o.model = m.model AND o.embedder = m.embedder
 			ORDER BY (o.embedding <=> m.embedding) + 0 LIMIT 8) n
 		WHERE n.sim >= $3`, org, kinds, threshold, limit))
@@ -292,7 +294,7 @@ func (s *Store) SessionFactPairs(ctx context.Context, q pg.DBTX, org string, kin
 // in id order: the promotion candidates.
 func (s *Store) SessionFacts(ctx context.Context, q pg.DBTX, org string, kinds []string, limit int) ([]Memory, error) {
 	rows, err := q.Query(ctx, `SELECT `+memCols+` FROM memories WHERE org_id = $1 AND valid_to IS NULL
-		AND session_id <> '' AND user_id <> '' AND NOT pinned AND kind = ANY($2::text[]) ORDER BY id LIMIT $3`, org, kinds, limit)
+		AND session_id <> '' AND user_id <> '' AND NOT pinned AND NOT quarantined AND kind = ANY($2::text[]) ORDER BY id LIMIT $3`, org, kinds, limit)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}

@@ -121,6 +121,10 @@ type Query struct {
 	Candidates int
 	// SkipText turns off the full-text leg (benchmarks of the vector leg alone).
 	SkipText bool
+	// Provenance narrows by who wrote a version; quarantined versions are excluded unless
+	// IncludeQuarantined (admin review). See quarantine.go.
+	Provenance         ProvenanceFilter
+	IncludeQuarantined bool
 }
 
 // Breakdown is how a result's score came about.
@@ -311,6 +315,7 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	if len(q.Trust) > 0 {
 		f.add("trust = ANY(?)", q.Trust)
 	}
+	applyPoisoningFilters(f, q)
 	if len(q.Metadata) > 0 {
 		b, err := json.Marshal(q.Metadata)
 		if err != nil {

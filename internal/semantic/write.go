@@ -272,6 +272,10 @@ func (s *Store) Supersede(ctx context.Context, tx pgx.Tx, org string, id uuid.UU
 	trust := old.Trust
 	if p.Trust != nil {
 		trust = *p.Trust
+	} else if textChanged {
+		// New wording is a new claim: the old text's trust (verified, user_stated) does not
+		// carry over to it unless the writer says so (poisoning control, SECURITY.md).
+		trust = DefaultTrust
 	}
 	// A text change is a new claim: its verification starts again at valid_from.
 	vecSQL := `embedding, embedder, model, dims, embedding_next, next_embedder, next_model, next_dims, last_verified_at, last_verified_by`

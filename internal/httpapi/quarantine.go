@@ -1,0 +1,288 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// Poisoning controls over HTTP: provenance filters for search, and quarantines
+// (docs/semantic.md "Poisoning controls", SECURITY.md).
+
+// provenanceFilterBody narrows a search by who wrote each memory version.
+type provenanceFilterBody struct {
+	KeyIDs          []string `json:"key_ids,omitempty" maxItems:"50" doc:"Only versions written by these API keys (provenance.key_id)."`
+	AgentIDs        []string `json:"agent_ids,omitempty" maxItems:"50" doc:"Only versions whose provenance.agent_id is one of these."`
+	JobIDs          []string `json:"job_ids,omitempty" maxItems:"50" doc:"Only versions that came from these jobs (provenance.job_id)."`
+	ExcludeKeyIDs   []string `json:"exclude_key_ids,omitempty" maxItems:"50" doc:"Never versions written by these API keys."`
+	ExcludeAgentIDs []string `json:"exclude_agent_ids,omitempty" maxItems:"50" doc:"Never versions whose provenance.agent_id is one of these."`
+}
+
+// poisoningFilters validates a search body's provenance filter and quarantine flag into q.
+// Seeing quarantined memories is an admin's review tool.
+func poisoningFilters(ctx context.Context, pf *provenanceFilterBody, includeQuarantined bool, q *semantic.Query) error {
+	if includeQuarantined {
+		if p, _ := auth.FromContext(ctx); p.Role != strata.RoleAdmin {
+			return huma.Error403Forbidden("include_quarantined needs an admin key")
+		}
+		q.IncludeQuarantined = true
+	}
+	if pf == nil {
+		return nil
+	}
+	for name, ids := range map[string][]string{"key_ids": pf.KeyIDs, "agent_ids": pf.AgentIDs, "job_ids": pf.JobIDs,
+		"exclude_key_ids": pf.ExcludeKeyIDs, "exclude_agent_ids": pf.ExcludeAgentIDs} {
+		for i, id := range ids {
+			if !strata.ValidID(id) {
+				return strata.Invalid("body.provenance."+name+"["+strconv.Itoa(i)+"]", "must be 1-200 characters of A-Z a-z 0-9 . _ : -")
+			}
+		}
+	}
+	q.Provenance = semantic.ProvenanceFilter{KeyIDs: pf.KeyIDs, AgentIDs: pf.AgentIDs, JobIDs: pf.JobIDs,
+		ExcludeKeyIDs: pf.ExcludeKeyIDs, ExcludeAgentIDs: pf.ExcludeAgentIDs}
+	return nil
+}
+
+// trustProvenanceFilters validates the trust and provenance filters of similar-jobs and
+// context (the same as search's) into q.
+func trustProvenanceFilters(ctx context.Context, trust []string, pf *provenanceFilterBody, q *semantic.Query) error {
+	for i, t := range trust {
+		if !semantic.ValidTrust(t) {
+			return strata.Invalid("body.trust["+strconv.Itoa(i)+"]", "must be one of %s", strings.Join(semantic.Trusts, ", "))
+		}
+	}
+	q.Trust = trust
+	return poisoningFilters(ctx, pf, false, q)
+}
+
+type createQuarantineInput struct {
+	Body struct {
+		KeyID   string    `json:"key_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Quarantine what this API key wrote (an id from GET /v1/admin/keys). Exactly one of key_id and agent_id."`
+		AgentID string    `json:"agent_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Quarantine what this agent wrote: memory versions whose provenance agent_id is this one, or, when a write named no provenance agent, whose scope agent_id is."`
+		Since   time.Time `json:"since" doc:"RFC 3339: versions written at or after this time are held (and every version the key/agent writes while the quarantine is active)."`
+		Reason  string    `json:"reason,omitempty" maxLength:"1000" doc:"Why, for the record."`
+	}
+}
+
+type quarantineOutput struct {
+	Status int
+	Body   semantic.Quarantine
+}
+
+type quarantineIDInput struct {
+	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A quarantine id."`
+}
+
+type listQuarantinesInput struct {
+	Status string `query:"status" enum:"active,released" doc:"Only quarantines of this status."`
+	Page
+}
+
+type listQuarantinesOutput struct {
+	Body List[semantic.Quarantine]
+}
+
+type quarantinedMemoriesInput struct {
+	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A quarantine id."`
+	Page
+}
+
+type quarantinedMemoriesOutput struct {
+	Body List[semantic.Memory]
+}
+
+type purgeQuarantineOutput struct {
+	Body struct {
+		Quarantine semantic.Quarantine `json:"quarantine"`
+		semantic.PurgeResult
+	}
+}
+
+func parseUUIDCursor(c string) (uuid.UUID, error) {
+	if c == "" {
+		return uuid.Nil, nil
+	}
+	id, err := uuid.Parse(c)
+	if err != nil {
+		return uuid.Nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
+	}
+	return id, nil
+}
+
+func (s *Server) registerQuarantines() {
+	store := semantic.NewStore(semantic.Options{}, nil)
+	tags := []string{"admin", "semantic"}
+	parseID := func(v string) (uuid.UUID, error) {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return uuid.Nil, strata.Invalid("path.id", "must be a UUID")
+		}
+		return id, nil
+	}
+
+	register(s, adminRoles, huma.Operation{
+		OperationID: "create-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines", Tags: tags,
+		Summary: "Quarantine what a key or agent wrote", DefaultStatus: http.StatusCreated,
+		Description: "Holds every memory version (current or superseded) that the API key or agent wrote at or after " +
+			"`since`, and every version it writes while the quarantine is active. Held versions are excluded from " +
+			"search, similar-jobs and context (and from as_of searches); GET by id still reads them. Release it with " +
+			"POST .../release, or remove the held versions in one operation with POST .../purge. Audited.",
+	}, func(ctx context.Context, in *createQuarantineInput) (*quarantineOutput, error) {
+		b := in.Body
+		if b.Since.IsZero() {
+			return nil, strata.Invalid("body.since", "is required (RFC 3339)")
+		}
+		if err := strata.CheckText("body.reason", b.Reason); err != nil {
+			return nil, err
+		}
+		p, _ := auth.FromContext(ctx)
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if b.KeyID != "" && b.KeyID != "root" {
+			var ok bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE org_id = $1 AND id = $2)`,
+				p.OrgID, b.KeyID).Scan(&ok); err != nil {
+				return nil, pg.Interpret(err)
+			}
+			if !ok {
+				return nil, strata.Invalid("body.key_id", "no API key with this id in your org")
+			}
+		}
+		q, err := store.CreateQuarantine(ctx, tx, p.OrgID, semantic.NewQuarantine{KeyID: b.KeyID, AgentID: b.AgentID,
+			Since: b.Since, Reason: b.Reason, CreatedBy: p.KeyID})
+		if err != nil {
+			return nil, err
+		}
+		return &quarantineOutput{Status: http.StatusCreated, Body: q}, nil
+	})
+
+	register(s, adminRoles, huma.Operation{
+		OperationID: "list-quarantines", Method: http.MethodGet, Path: "/v1/admin/quarantines", Tags: tags,
+		Summary: "List quarantines", Description: "Oldest first, with the number of memory versions each holds.",
+	}, func(ctx context.Context, in *listQuarantinesInput) (*listQuarantinesOutput, error) {
+		limit, err := in.Page.limit()
+		if err != nil {
+			return nil, err
+		}
+		after, err := parseUUIDCursor(in.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		qs, err := store.ListQuarantines(ctx, tx, orgOf(ctx), in.Status, after, limit+1)
+		if err != nil {
+			return nil, err
+		}
+		return &listQuarantinesOutput{Body: page(qs, limit, func(q semantic.Quarantine) string { return q.ID.String() })}, nil
+	})
+
+	register(s, adminRoles, huma.Operation{
+		OperationID: "get-quarantine", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}", Tags: tags,
+		Summary: "Read a quarantine",
+	}, func(ctx context.Context, in *quarantineIDInput) (*quarantineOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		q, err := store.GetQuarantine(ctx, tx, orgOf(ctx), id)
+		if err != nil {
+			return nil, err
+		}
+		return &quarantineOutput{Status: http.StatusOK, Body: q}, nil
+	})
+
+	register(s, adminRoles, huma.Operation{
+		OperationID: "list-quarantined-memories", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}/memories", Tags: tags,
+		Summary:     "List the memory versions a quarantine holds",
+		Description: "Every held version with its provenance (key, agent, job, event) and trust: what the key or agent wrote.",
+	}, func(ctx context.Context, in *quarantinedMemoriesInput) (*quarantinedMemoriesOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		limit, err := in.Page.limit()
+		if err != nil {
+			return nil, err
+		}
+		after, err := parseUUIDCursor(in.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ms, err := store.QuarantinedMemories(ctx, tx, orgOf(ctx), id, after, limit+1)
+		if err != nil {
+			return nil, err
+		}
+		return &quarantinedMemoriesOutput{Body: page(ms, limit, func(m semantic.Memory) string { return m.ID.String() })}, nil
+	})
+
+	register(s, adminRoles, huma.Operation{
+		OperationID: "release-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines/{id}/release", Tags: tags,
+		Summary: "Release a quarantine",
+		Description: "Ends the quarantine: the versions it still holds are visible to retrieval again (unless another " +
+			"active quarantine holds them), and new writes no longer join it. 409 if it was already released.",
+	}, func(ctx context.Context, in *quarantineIDInput) (*quarantineOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := auth.FromContext(ctx)
+		q, err := store.ReleaseQuarantine(ctx, tx, p.OrgID, id, p.KeyID)
+		if err != nil {
+			return nil, err
+		}
+		return &quarantineOutput{Status: http.StatusOK, Body: q}, nil
+	})
+
+	register(s, adminRoles, huma.Operation{
+		OperationID: "purge-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines/{id}/purge", Tags: tags,
+		Summary: "Remove every memory version a quarantine holds",
+		Description: "Deletes the held versions (text, vectors) and stored idempotent responses quoting them, in one " +
+			"transaction. Where a purged version had superseded an earlier one and nothing else superseded it since, the " +
+			"earlier version becomes current again (a compromised agent's rewrite of a good memory is undone). The " +
+			"quarantine stays active until released. 409 on a released quarantine.",
+	}, func(ctx context.Context, in *quarantineIDInput) (*purgeQuarantineOutput, error) {
+		id, err := parseID(in.ID)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := pg.TxFrom(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := auth.FromContext(ctx)
+		q, res, err := store.PurgeQuarantine(ctx, tx, p.OrgID, id, p.KeyID)
+		if err != nil {
+			return nil, err
+		}
+		out := &purgeQuarantineOutput{}
+		out.Body.Quarantine, out.Body.PurgeResult = q, res
+		return out, nil
+	})
+}
