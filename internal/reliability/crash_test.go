@@ -129,8 +129,17 @@ func TestTwoReplicas(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.OwnerConn(t, st.dsn)
 	var sweeps, maxAttempt, periods int
-	require.NoError(t, db.QueryRow(ctx, `SELECT count(*), coalesce(max(attempt), 0),
-		count(DISTINCT date_trunc('minute', created_at)) FROM river_job WHERE kind = 'sweep_idempotency'`).Scan(&sweeps, &maxAttempt, &periods))
+	// River elects a leader before it schedules periodic jobs; on a loaded machine that can
+	// take longer than the workload, so wait for the first sweep to have run.
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*), coalesce(max(attempt), 0),
+			count(DISTINCT date_trunc('minute', created_at)) FROM river_job WHERE kind = 'sweep_idempotency' AND state = 'completed'`).Scan(&sweeps, &maxAttempt, &periods))
+		if sweeps > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	require.Positive(t, sweeps, "the periodic sweep ran")
 	require.LessOrEqual(t, sweeps, periods, "one sweep per period although two replicas run the scheduler")
 	require.LessOrEqual(t, maxAttempt, 1, "no sweep was executed twice")
