@@ -37,6 +37,9 @@ type workload struct {
 	ops     int
 	seed    uint64
 	abandon float64 // probability of abandoning an unanswered event batch or memory
+	// more, when set, keeps the workers going past ops (up to maxOpsFactor × ops) while it
+	// returns true: a fast machine must not finish the workload before the faults land.
+	more func() bool
 
 	mu           sync.Mutex
 	ackedEvents  map[string]int64 // event marker → acknowledged seq
@@ -102,7 +105,7 @@ func (w *workload) worker(i int) {
 	rng := newRand(w.seed, uint64(i)+1)
 	own := fmt.Sprintf("own-%d", i)
 	var cpVersion int64
-	for n := 0; n < w.ops && !t.Failed(); n++ {
+	for n := 0; w.keepGoing(n) && !t.Failed(); n++ {
 		key := fmt.Sprintf("c%d-n%d", i, n)
 		switch n % 3 {
 		case 0: // a batch of events on a shared job
@@ -167,6 +170,16 @@ func (w *workload) worker(i int) {
 			w.mu.Unlock()
 		}
 	}
+}
+
+// maxOpsFactor bounds how far more can stretch a worker's run.
+const maxOpsFactor = 50
+
+func (w *workload) keepGoing(n int) bool {
+	if n < w.ops {
+		return true
+	}
+	return w.more != nil && n < maxOpsFactor*w.ops && w.more()
 }
 
 func (w *workload) run() {
