@@ -38,6 +38,8 @@ type Config struct {
 	MaxBodyBytes   int64  `env:"STRATA_MAX_BODY_BYTES" envDefault:"1048576"`
 	MaxJSONDepth   int    `env:"STRATA_MAX_JSON_DEPTH" envDefault:"64"`
 	DBMaxConns     int32  `env:"STRATA_DB_MAX_CONNS" envDefault:"32"`
+	// GroupCommit writes concurrent event appends of one org in one transaction.
+	GroupCommit bool `env:"STRATA_GROUP_COMMIT" envDefault:"true"`
 	// RateLimit is requests per second per API key on each replica (0 = unlimited);
 	// RateBurst is how far a key may run ahead of it.
 	RateLimit       float64       `env:"STRATA_RATE_LIMIT" envDefault:"2000"`

@@ -22,6 +22,7 @@ import (
 // registerEpisodic adds the episodic tier: job event logs and the asset registry.
 func (s *Server) registerEpisodic() {
 	st := episodic.NewStore(episodic.Options{MaxJSONDepth: s.cfg.MaxJSONDepth})
+	s.events = st
 	s.registerEvents(st)
 	s.registerAssets(st)
 }

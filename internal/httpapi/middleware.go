@@ -249,6 +249,12 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 					&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "must be 1-255 visible ASCII characters"})
 				return
 			}
+		}
+		// Event appends may be written together with others (groupcommit.go).
+		if s.serveGroupedAppend(w, r, p, body, key) {
+			return
+		}
+		if key != "" && r.Method != http.MethodDelete {
 			tx, err := sess.Tx(ctx)
 			if err != nil {
 				s.writeErr(w, r, err)
@@ -359,6 +365,21 @@ func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Princip
 	if sess == nil {
 		return errors.New("httpapi: no session in context")
 	}
+	e, err := s.auditEntry(ctx, r, p, status, body)
+	if err != nil {
+		return err
+	}
+	sql, args, err := audit.Insert(e)
+	if err != nil {
+		return err
+	}
+	sess.AtCommit(sql, args...)
+	return nil
+}
+
+// auditEntry is the audit record of a successful write: ids from the route and the body,
+// never the body itself.
+func (s *Server) auditEntry(ctx context.Context, r *http.Request, p auth.Principal, status int, body []byte) (audit.Entry, error) {
 	route := chi.RouteContext(ctx).RoutePattern()
 	params := chi.RouteContext(ctx).URLParams
 	values := append([]string(nil), params.Values...)
@@ -376,17 +397,12 @@ func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Princip
 	if status == 0 {
 		status = http.StatusOK
 	}
-	sql, args, err := audit.Insert(audit.Entry{
+	return audit.Entry{
 		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: ids[0],
 		Action: s.operationID(r.Method, route), EntityType: etype, EntityID: eid, RequestID: requestID(ctx),
 		Subject: s.pseudo.Subject(p.OrgID, subject), Status: status,
 		Details: map[string]any{"method": r.Method, "route": route},
-	})
-	if err != nil {
-		return err
-	}
-	sess.AtCommit(sql, args...)
-	return nil
+	}, nil
 }
 
 // entityOf names the entity a route acts on: the first path segment after /v1 and the

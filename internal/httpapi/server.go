@@ -18,6 +18,7 @@ import (
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/embed"
+	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -50,6 +51,8 @@ type Server struct {
 	router  chi.Router
 	api     huma.API
 	tools   agentTools // MCP and /v1/tools (tools.go)
+	events  *episodic.Store
+	groups  *groupCommitter // group commit of event appends; nil when off (groupcommit.go)
 }
 
 // NewServer wires every route and returns the server (an http.Handler).
@@ -58,6 +61,9 @@ func NewServer(d Deps) *Server {
 		metrics: newMetrics(d.Pool, d.Redis), limiter: newKeyLimiter(d.Config.RateLimit, d.Config.RateBurst)}
 	if s.pseudo == nil {
 		s.pseudo = audit.NewPseudonymizer(d.Config.AdminKey + "/audit")
+	}
+	if d.Config.GroupCommit {
+		s.groups = newGroupCommitter(d.Pool, d.Config.RequestTimeout, d.Config.IdempotencyTTL, s.metrics.reg)
 	}
 	s.router = chi.NewRouter()
 	s.routes()

@@ -113,6 +113,17 @@ func resetLockTimeout(ctx context.Context, tx pgx.Tx) error {
 // replayedHeaders are the response headers a replay repeats.
 var replayedHeaders = []string{"Content-Type", "Etag", "Location", "Content-Location"}
 
+// keptHeaders is the JSON of the headers a replay repeats.
+func keptHeaders(header http.Header) ([]byte, error) {
+	keep := http.Header{}
+	for _, h := range replayedHeaders {
+		if v := header.Values(h); len(v) > 0 {
+			keep[h] = v
+		}
+	}
+	return json.Marshal(keep)
+}
+
 // Complete stores the response for key inside tx; it commits with the request's writes.
 func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, header http.Header, body []byte) error {
 	sql, args, err := CompleteStatement(org, key, status, header, body)
@@ -128,13 +139,7 @@ func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, heade
 // pg.Session.AtCommit). If the record vanished the statement itself fails (40001, a
 // conflict), so the COMMIT behind it does not run.
 func CompleteStatement(org, key string, status int, header http.Header, body []byte) (string, []any, error) {
-	keep := http.Header{}
-	for _, h := range replayedHeaders {
-		if v := header.Values(h); len(v) > 0 {
-			keep[h] = v
-		}
-	}
-	hdr, err := json.Marshal(keep)
+	hdr, err := keptHeaders(header)
 	if err != nil {
 		return "", nil, err
 	}
@@ -142,4 +147,66 @@ func CompleteStatement(org, key string, status int, header http.Header, body []b
 			WHERE org_id = $1 AND key = $2 RETURNING 1)
 		SELECT strata_expect_rows((SELECT count(*) FROM u), 1, 'completing idempotency record')`,
 		[]any{org, key, status, hdr, body}, nil
+}
+
+// Claimant is one request of a group commit that claims its key (ClaimMany).
+type Claimant struct {
+	Key, Method, Path, UserID string
+	Hash                      []byte // Fingerprint of the request
+}
+
+// claimManySQL is Claim's insert for many keys of one org: it returns the keys it claimed
+// (new, or taking over an expired record). A key that has a live record is not returned.
+const claimManySQL = `INSERT INTO idempotency_keys
+		(org_id, key, request_hash, method, path, user_id, response_status, expires_at)
+	SELECT $1, c.key, c.hash, c.method, c.path, nullif(c.usr, ''), 0, now() + make_interval(secs => $2)
+	FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::text[]) AS c(key, hash, method, path, usr)
+	ORDER BY c.key
+	ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
+		method = excluded.method, path = excluded.path, user_id = excluded.user_id,
+		response_status = 0, response_headers = '{}', response_body = '',
+		created_at = now(), expires_at = excluded.expires_at
+	WHERE idempotency_keys.expires_at < now()
+	RETURNING key`
+
+// ClaimManyStatement is the statement and arguments that claim the keys of cs (distinct
+// keys, one org) in a group commit's transaction; it returns one row per key claimed. The
+// keys not returned have a live record: those requests go the single-request way (Claim),
+// which replays, refuses a mismatch or waits. A key another transaction holds makes the
+// statement wait, bounded by the transaction's lock_timeout.
+func ClaimManyStatement(org string, cs []Claimant, ttl time.Duration) (string, []any) {
+	keys, hashes := make([]string, len(cs)), make([][]byte, len(cs))
+	methods, paths, users := make([]string, len(cs)), make([]string, len(cs)), make([]string, len(cs))
+	for i, c := range cs {
+		keys[i], hashes[i], methods[i], paths[i], users[i] = c.Key, c.Hash, c.Method, c.Path, c.UserID
+	}
+	return claimManySQL, []any{org, ttl.Seconds(), keys, hashes, methods, paths, users}
+}
+
+// Completion is one request's response for CompleteManyStatement.
+type Completion struct {
+	Key    string
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// CompleteManyStatement is CompleteStatement for many keys of one org, in one statement;
+// it fails (so the COMMIT behind it does not run) unless every record was there.
+func CompleteManyStatement(org string, cs []Completion) (string, []any, error) {
+	keys, statuses := make([]string, len(cs)), make([]int32, len(cs))
+	hdrs, bodies := make([]string, len(cs)), make([][]byte, len(cs))
+	for i, c := range cs {
+		h, err := keptHeaders(c.Header)
+		if err != nil {
+			return "", nil, err
+		}
+		keys[i], statuses[i], hdrs[i], bodies[i] = c.Key, int32(c.Status), string(h), c.Body
+	}
+	return `WITH u AS (UPDATE idempotency_keys k SET response_status = v.status, response_headers = v.hdr,
+			response_body = v.body
+		FROM unnest($2::text[], $3::int[], $4::jsonb[], $5::bytea[]) AS v(key, status, hdr, body)
+		WHERE k.org_id = $1 AND k.key = v.key RETURNING 1)
+		SELECT strata_expect_rows((SELECT count(*) FROM u), $6, 'completing idempotency records')`,
+		[]any{org, keys, statuses, hdrs, bodies, len(cs)}, nil
 }
