@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# make soak-load: the load test's soak as docs/benchmarks.md records it. It builds the server
+# and the CLI, starts a real server binary on a database and Redis prefix of its own, probes
+# the mixed agent workload's maximum (closed loop, 32 clients), then holds 70 % of it for
+# SOAK_DURATION (default 10m) and fails when any request errs or p99 is 50 ms or more.
+# Results: docs/bench/soak.json (the load test's report) and docs/bench/soak.txt (load
+# average, server metrics before and after).
+#
+#   make soak-load                      # ~11 minutes
+#   SOAK_DURATION=2m make soak-load     # a shorter run (not the recorded target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-$(bash scripts/ensure-go.sh)}
+DURATION=${SOAK_DURATION:-10m}
+PROBE=${SOAK_PROBE:-60s}
+PORT=${SOAK_PORT:-18089}
+PGBASE=${SOAK_PG:-postgres://postgres@127.0.0.1:5432}
+DB=strata_soak
+OUT=docs/bench
+mkdir -p "$OUT"
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+	if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+say() { printf '\033[1;34m[soak]\033[0m %s\n' "$*" >&2; }
+
+say "building the server and the CLI"
+"$GO" build -o "$tmp/server" ./cmd/server
+"$GO" build -o "$tmp/strata" ./cmd/strata
+
+say "a fresh database $DB and Redis prefix soak:"
+psql "$PGBASE/postgres" -qAtc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB" >/dev/null
+redis-cli -u "${SOAK_REDIS:-redis://127.0.0.1:6379/0}" --scan --pattern 'soak:*' | xargs -r -n 500 redis-cli -u "${SOAK_REDIS:-redis://127.0.0.1:6379/0}" del >/dev/null
+
+admin=soak-admin-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export STRATA_DATABASE_URL="$PGBASE/$DB?sslmode=disable" STRATA_REDIS_PREFIX=soak: \
+	STRATA_HTTP_ADDR=127.0.0.1:$PORT STRATA_ADMIN_KEY=$admin STRATA_LOG_LEVEL=warn
+"$tmp/server" migrate >/dev/null
+"$tmp/server" serve >"$tmp/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 100); do
+	curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+	sleep 0.2
+done
+curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null || { cat "$tmp/server.log" >&2; say "the server did not become ready"; exit 1; }
+
+metrics() { curl -fsS -H "Authorization: Bearer $admin" "http://127.0.0.1:$PORT/metrics" |
+	grep -E '^strata_pg_(db|pool)_[a-z_]*_total ' || true; }
+{
+	echo "soak $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), duration $DURATION, probe $PROBE"
+	echo "load before: $(cat /proc/loadavg)"
+	echo "/metrics before:"
+	metrics
+} >"$tmp/soak.txt"
+
+say "probe $PROBE (closed loop, 32 clients), then 70 % of its maximum for $DURATION"
+rc=0
+"$tmp/strata" loadtest --url "http://127.0.0.1:$PORT" --api-key "$admin" --rate-fraction 0.7 \
+	--probe "$PROBE" --duration "$DURATION" --concurrency 32 --max-p99 50ms --max-errors 0 -o json \
+	>"$tmp/soak.json" || rc=$?
+{
+	echo "loadtest exit $rc"
+	echo "load after: $(cat /proc/loadavg)"
+	echo "/metrics after:"
+	metrics
+} >>"$tmp/soak.txt"
+cp "$tmp/soak.json" "$OUT/soak.json"
+cp "$tmp/soak.txt" "$OUT/soak.txt"
+say "wrote $OUT/soak.json and $OUT/soak.txt (loadtest exit $rc)"
+exit "$rc"
