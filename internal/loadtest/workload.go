@@ -16,12 +16,22 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-const jobsPerAgent = 4
+const (
+	jobsPerAgent = 4
+	// Steps the load test starts go to each agent's work jobs, stepsPerWorkJob at a time,
+	// round robin: agents' jobs have a bounded number of steps (tens, like the 20-step jobs
+	// of docs/jobs.md), not one job that grows by thousands of steps over a long soak —
+	// which would measure resuming a 3,000-step job rather than an agent's turn.
+	workJobsPerAgent = 32
+	stepsPerWorkJob  = 25
+)
 
 // agent is one simulated agent: its key, scope, session and jobs.
 type agent struct {
 	key, id, user, session string
-	jobs                   []string
+	jobs                   []string // read (resume, context) and appended to
+	work                   []string // where its steps run
+	started                *atomic.Int64
 }
 
 // claim is a started step waiting for its complete.
@@ -36,7 +46,6 @@ type workload struct {
 	agents []agent
 	mix    []weighted
 	total  int
-	steps  atomic.Int64
 	claims chan claim
 }
 
@@ -78,6 +87,10 @@ func setup(ctx context.Context, cfg *Config, rep *Report) (*workload, error) {
 		for j := range jobsPerAgent {
 			a.jobs = append(a.jobs, fmt.Sprintf("lt-job-%d-%d", i, j))
 		}
+		for j := range workJobsPerAgent {
+			a.work = append(a.work, fmt.Sprintf("lt-work-%d-%d", i, j))
+		}
+		a.started = &atomic.Int64{}
 		w.agents[i] = a
 	}
 
@@ -217,6 +230,12 @@ func setupAgent(ctx context.Context, c *http.Client, base string, a *agent) erro
 			}
 		}
 	}
+	for _, job := range a.work {
+		if _, _, err := call(ctx, c, "PUT", base+"/v1/jobs/"+job, a.key,
+			map[string]any{"goal": "render scenes for " + a.user, "user_id": a.user, "agent_id": a.id}, 0); err != nil {
+			return err
+		}
+	}
 	if _, _, err := call(ctx, c, "PUT", base+"/v1/sessions/"+a.session+"/state", a.key,
 		map[string]any{"state": map[string]any{"scene": 1, "step": "colour", "params": map[string]any{"lut": "kodak", "strength": 0.7}},
 			"user_id": a.user, "agent_id": a.id}, 0); err != nil {
@@ -273,8 +292,9 @@ func (w *workload) targeter() vegeta.Targeter {
 			t.Method, t.URL = "POST", w.url+"/v1/jobs/"+job+"/events"
 			t.Body = fmt.Appendf(nil, `{"op":"video.crop","params":{"frame":%d,"x":10,"y":20,"w":1280,"h":720},"agent_id":%q}`, rand.IntN(100000), a.id)
 		case EpStepStart:
-			n := w.steps.Add(1)
-			t.Method, t.URL = "POST", fmt.Sprintf("%s/v1/jobs/%s/steps/lt-%d/start", w.url, job, n)
+			n := a.started.Add(1) - 1
+			work := a.work[(n/stepsPerWorkJob)%int64(len(a.work))]
+			t.Method, t.URL = "POST", fmt.Sprintf("%s/v1/jobs/%s/steps/lt-%d/start", w.url, work, n)
 			t.Body = fmt.Appendf(nil, `{"owner":%q,"lease_seconds":300,"input":{"tool":"render","params":{"scene":%d}}}`, a.id, n%12)
 		case EpMemorySearch:
 			t.Method, t.URL = "POST", w.url+"/v1/memories/search"

@@ -24,6 +24,10 @@ type Counter struct {
 	estimated bool
 	codec     tokenizer.Codec
 	cache     *countCache
+	// split: count by pieces (see Count). Only for cl100k and o200k, whose pre-tokenizer
+	// takes whitespace before a newline together with it; p50k's and r50k's (\s+(?!\S))
+	// split "  \n" differently at the end of a piece than inside a text.
+	split bool
 }
 
 // Model is the model asked for; Encoding the BPE vocabulary that counts.
@@ -80,16 +84,58 @@ func NewCounter(model string) (*Counter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Counter{model: model, encoding: string(enc), estimated: estimated, codec: c, cache: cache}, nil
+	return &Counter{model: model, encoding: string(enc), estimated: estimated, codec: c, cache: cache,
+		split: enc == tokenizer.O200kBase || enc == tokenizer.Cl100kBase}, nil
 }
 
-// Count returns the number of tokens of s. Counts of strings seen before come from a
-// bounded cache (memory texts and step results recur turn after turn).
+// Count returns the number of tokens of s, exactly as the model's tokenizer counts it.
+//
+// Long texts are counted line by line: s is cut after a newline that is followed by a
+// character that is neither whitespace nor '/', where every encoding's pre-tokenizer
+// (the regular expression that splits text before BPE) ends a piece — no pattern of
+// cl100k, o200k, p50k or r50k continues across such a cut — so the pieces' counts add up
+// to the count of s (the tests check this against the tokenizer on generated and real
+// prompts). That holds for cl100k and o200k (every OpenAI chat model); texts for p50k and
+// r50k are counted whole. Each piece's count comes from a bounded cache: the lines of a context (memory
+// texts, completed steps, preferences) recur turn after turn, so a turn's prompt is mostly
+// counted by lookups instead of BPE.
 func (c *Counter) Count(s string) int {
 	if s == "" {
 		return 0
 	}
-	if len(s) < 64 {
+	if !c.split {
+		return c.piece(s)
+	}
+	n, start := 0, 0
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '\n' && cuttable(s[i+1]) && i+1-start >= minPiece {
+			n += c.piece(s[start : i+1])
+			start = i + 1
+		}
+	}
+	return n + c.piece(s[start:])
+}
+
+// minPiece is the shortest piece worth a cache entry of its own.
+const minPiece = 32
+
+// cuttable reports whether a piece may start with b: not whitespace (which the newline's
+// pre-token could take), not '/' (which o200k's punctuation pattern takes after newlines).
+// Before such a byte, the newline ends a pre-token whatever precedes it: after letters,
+// digits or spaces by \s*[\r\n]+, after punctuation by ?[^\s\p{L}\p{N}]+[\r\n/]*.
+// Bytes ≥ 0x80 start multi-byte runes; the Unicode spaces among them (U+0085, U+00A0,
+// U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000) are excluded too.
+func cuttable(b byte) bool {
+	switch b {
+	case ' ', '\t', '\n', '\r', '\v', '\f', '/':
+		return false
+	}
+	return b < 0x80 || (b != 0xc2 && b != 0xe1 && b != 0xe2 && b != 0xe3)
+}
+
+// piece counts one piece of Count's split, through the cache.
+func (c *Counter) piece(s string) int {
+	if len(s) < 8 {
 		return c.count(s)
 	}
 	h := maphash.String(seed, s)
