@@ -36,7 +36,7 @@ say "a fresh database $DB and Redis prefix soak:"
 psql "$PGBASE/postgres" -qAtc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB" >/dev/null
 redis-cli -u "${SOAK_REDIS:-redis://127.0.0.1:6379/0}" --scan --pattern 'soak:*' | xargs -r -n 500 redis-cli -u "${SOAK_REDIS:-redis://127.0.0.1:6379/0}" del >/dev/null
 
-admin=soak-admin-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+admin=${SOAK_ADMIN_KEY:-soak-admin-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 export STRATA_DATABASE_URL="$PGBASE/$DB?sslmode=disable" STRATA_REDIS_PREFIX=soak: \
 	STRATA_HTTP_ADDR=127.0.0.1:$PORT STRATA_ADMIN_KEY=$admin STRATA_LOG_LEVEL=warn
 "$tmp/server" migrate >/dev/null
