@@ -140,7 +140,13 @@ func machine(inputs []benchreport.Input) benchreport.Machine {
 	if dsn == "" {
 		dsn = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	}
-	if c, err := pgx.Connect(ctx, dsn); err == nil {
+	// The server is what is described: connect to its maintenance database, so a DSN
+	// naming a database that does not exist yet (no `make run` on this machine) still works.
+	cfg, err := pgx.ParseConfig(dsn)
+	if err == nil {
+		cfg.Database = "postgres"
+	}
+	if c, err := connectConfig(ctx, cfg, err); err == nil {
 		var ver, sb, sc, mc, preload string
 		var pss bool
 		_ = c.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('shared_buffers'),
@@ -221,4 +227,11 @@ func infoField(info, name string) string {
 		}
 	}
 	return ""
+}
+
+func connectConfig(ctx context.Context, cfg *pgx.ConnConfig, err error) (*pgx.Conn, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
 }
