@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -294,7 +295,7 @@ func (s *Server) registerMemories() {
 			return nil, err
 		}
 		p, _ := auth.FromContext(ctx)
-		if err := store.RecordServed(ctx, tx, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+		if err := recordServed(ctx, store, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
 			Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
 			return nil, err
 		}
@@ -338,7 +339,7 @@ func (s *Server) registerMemories() {
 			return nil, err
 		}
 		p, _ := auth.FromContext(ctx)
-		if err := store.RecordServed(ctx, tx, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+		if err := recordServed(ctx, store, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
 			Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
 			return nil, err
 		}
@@ -576,4 +577,17 @@ func (s *Server) searchQuery(ctx context.Context, b searchBody, space semantic.S
 		return q, strata.Invalid("body.created_before", "must be after created_after")
 	}
 	return q, nil
+}
+
+// recordServed queues the retrieval log of what the request was served (and the access
+// bump) to run with the request's COMMIT: one round trip fewer on a search's response path.
+func recordServed(ctx context.Context, store *semantic.Store, sv semantic.Served, res []semantic.Result) error {
+	sess := pg.SessionFrom(ctx)
+	if sess == nil {
+		return errors.New("httpapi: no session in context")
+	}
+	for _, st := range store.ServedStatements(sv, res) {
+		sess.AtCommit(st.SQL, st.Args...)
+	}
+	return nil
 }

@@ -40,6 +40,25 @@ type Served struct {
 // and counts the access on each (access_count, last_accessed_at: ranking features) that
 // no concurrent request holds.
 func (s *Store) RecordServed(ctx context.Context, tx pgx.Tx, sv Served, results []Result) error {
+	for _, st := range s.ServedStatements(sv, results) {
+		if _, err := tx.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return pg.Interpret(err)
+		}
+	}
+	return nil
+}
+
+// Statement is a statement and its arguments, for a caller that sends it in a pipeline of
+// its own.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// ServedStatements are RecordServed's statements, for a caller that queues them to run
+// with its COMMIT (the request path: pg.Session.AtCommit), so the response does not wait a
+// round trip for a log it does not read. None when nothing was served.
+func (s *Store) ServedStatements(sv Served, results []Result) []Statement {
 	if len(results) == 0 {
 		return nil
 	}
@@ -51,22 +70,21 @@ func (s *Store) RecordServed(ctx context.Context, tx pgx.Tx, sv Served, results 
 		ids[i], ranks[i], scores[i] = r.Memory.ID, int32(i+1), r.Score.Score
 	}
 	sc := sv.Scope
-	if _, err := tx.Exec(ctx, `INSERT INTO memory_retrievals (org_id, memory_id, request_id, operation, key_id,
+	return []Statement{
+		{`INSERT INTO memory_retrievals (org_id, memory_id, request_id, operation, key_id,
 		user_id, agent_id, session_id, job_id, rank, score, served_at)
 		SELECT $1, m, $4, $5, $6, $7, $8, $9, $10, r, s, $11
 		FROM unnest($2::uuid[], $3::int[], $12::float8[]) AS u(m, r, s)`,
-		sc.OrgID, ids, ranks, sv.RequestID, sv.Operation, sv.KeyID, sc.UserID, sc.AgentID, sc.SessionID,
-		sv.JobID, now, scores); err != nil {
-		return pg.Interpret(err)
-	}
-	// The access bump skips rows another request holds (SKIP LOCKED): concurrent searches of
-	// one scope are served the same memories, and waiting for each other's row locks until
-	// commit made them a convoy (lock timeouts under load). A skipped bump is one access not
-	// counted in a ranking feature; the retrieval log above records every serve.
-	_, err := tx.Exec(ctx, `UPDATE memories m SET access_count = m.access_count + 1, last_accessed_at = $3
+			[]any{sc.OrgID, ids, ranks, sv.RequestID, sv.Operation, sv.KeyID, sc.UserID, sc.AgentID, sc.SessionID,
+				sv.JobID, now, scores}},
+		// The access bump skips rows another request holds (SKIP LOCKED): concurrent searches
+		// of one scope are served the same memories, and waiting for each other's row locks
+		// until commit made them a convoy (lock timeouts under load). A skipped bump is one
+		// access not counted in a ranking feature; the retrieval log above records every serve.
+		{`UPDATE memories m SET access_count = m.access_count + 1, last_accessed_at = $3
 		FROM (SELECT id FROM memories WHERE org_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE SKIP LOCKED) l
-		WHERE m.org_id = $1 AND m.id = l.id`, sc.OrgID, ids, now)
-	return pg.Interpret(err)
+		WHERE m.org_id = $1 AND m.id = l.id`, []any{sc.OrgID, ids, now}},
+	}
 }
 
 // Retrievals lists the requests that were served memory id, oldest first, after the
