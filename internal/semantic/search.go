@@ -173,8 +173,10 @@ type nearResult struct {
 func vecExpr(dims int) string { return "embedding::vector(" + strconv.Itoa(dims) + ")" }
 
 // nearest returns the n nearest current vectors of space sp passing f, by cosine
-// distance, choosing exact or HNSW per strategy.
-func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, sp Space, n int, strategy Strategy) (nearResult, error) {
+// distance, choosing exact or HNSW per strategy. also, when set, queues statements that
+// travel in the same round trip as the vector query (the full-text leg of a search).
+func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, sp Space, n int, strategy Strategy,
+	also ...func(*pgx.Batch)) (nearResult, error) {
 	res := nearResult{strategy: strategy, scopeSize: -1}
 	if err := checkVector(v, sp); err != nil {
 		return res, err
@@ -204,6 +206,7 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 		qf := f.clone()
 		qv := qf.arg(vec) + "::vector(" + strconv.Itoa(sp.Dims) + ")"
 		lim := qf.arg(n)
+		b := &pgx.Batch{}
 		var sql string
 		switch strategy {
 		case StrategyExact:
@@ -222,35 +225,29 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 			sql = `WITH nn AS MATERIALIZED (SELECT id, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
 				qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT id, d FROM nn ORDER BY d, id`
 			// The scan settings and the query travel in one batch: one round trip.
-			var hits []hit
-			b := &pgx.Batch{}
 			b.Queue(`SELECT set_config('hnsw.ef_search', $1, true),
 				set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
 				set_config('plan_cache_mode', 'force_custom_plan', true)`,
 				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples))
-			b.Queue(sql, qf.args...).Query(func(rows pgx.Rows) error {
-				var err error
-				hits, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
-					var h hit
-					err := r.Scan(&h.id, &h.dist)
-					return h, err
-				})
-				return err
-			})
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
-				return nil, pg.Interpret(err)
-			}
-			return hits, nil
 		}
-		rows, err := tx.Query(ctx, sql, qf.args...)
-		if err != nil {
+		var hits []hit
+		b.Queue(sql, qf.args...).Query(func(rows pgx.Rows) error {
+			var err error
+			hits, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
+				var h hit
+				err := r.Scan(&h.id, &h.dist)
+				return h, err
+			})
+			return err
+		})
+		for _, add := range also {
+			add(b)
+		}
+		also = nil // once: an exact fallback does not repeat them
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, pg.Interpret(err)
 		}
-		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
-			var h hit
-			err := r.Scan(&h.id, &h.dist)
-			return h, err
-		})
+		return hits, nil
 	}
 	hits, err := run(res.strategy)
 	if err != nil {
@@ -268,22 +265,24 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 	return res, nil
 }
 
-// textCandidates is the full-text leg: memories matching any query word, by ts_rank_cd.
-func (s *Store) textCandidates(ctx context.Context, tx pgx.Tx, f *filter, text string, n int) ([]hit, error) {
+// queueTextCandidates queues the full-text leg — memories matching any query word, by
+// ts_rank_cd — into b; *out holds them once b's results are read.
+func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, out *[]hit) {
 	qf := f.clone()
 	tq := qf.arg(text)
 	lim := qf.arg(n)
-	rows, err := tx.Query(ctx, `SELECT id, ts_rank_cd(tsv, q) AS r
+	b.Queue(`SELECT id, ts_rank_cd(tsv, q) AS r
 		FROM memories, (SELECT replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery AS q) tq
-		WHERE `+qf.sql()+` AND q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...)
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
-		var h hit
-		err := r.Scan(&h.id, &h.dist)
-		return h, err
-	})
+		WHERE `+qf.sql()+` AND q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...).Query(
+		func(rows pgx.Rows) error {
+			var err error
+			*out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
+				var h hit
+				err := r.Scan(&h.id, &h.dist)
+				return h, err
+			})
+			return err
+		})
 }
 
 // Search runs the hybrid search: vector and full-text candidates under the same filters,
@@ -333,17 +332,17 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 		f.add("NOT (kind = 'fact' AND greatest(valid_from, coalesce(last_verified_at, valid_from)) < ?)", now.Add(-staleAfter))
 	}
 
-	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy)
+	// The full-text leg rides in the vector query's round trip.
+	var texts []hit
+	var also []func(*pgx.Batch)
+	if !q.SkipText && strings.TrimSpace(q.Text) != "" {
+		also = append(also, func(b *pgx.Batch) { queueTextCandidates(b, f, q.Text, n, &texts) })
+	}
+	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy, also...)
 	if err != nil {
 		return nil, info, err
 	}
 	info.Strategy, info.ScopeSize, info.Fallback, info.VectorCandidates = near.strategy, near.scopeSize, near.fallback, len(near.hits)
-	var texts []hit
-	if !q.SkipText && strings.TrimSpace(q.Text) != "" {
-		if texts, err = s.textCandidates(ctx, tx, f, q.Text, n); err != nil {
-			return nil, info, err
-		}
-	}
 	info.TextCandidates = len(texts)
 
 	bd := map[uuid.UUID]*Breakdown{}
