@@ -10,10 +10,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/embed"
@@ -121,6 +123,7 @@ type contextStores struct {
 	sem   *semantic.Store
 	emb   embed.Embedder
 	space semantic.Space
+	pool  *pgxpool.Pool // for the similar-jobs search, which runs beside the request's transaction
 }
 
 func (s *Server) newContextStores() contextStores {
@@ -143,6 +146,7 @@ func (s *Server) newContextStores() contextStores {
 			EfSearch: s.cfg.HNSWEfSearch, ExactBelow: s.cfg.SearchExactBelow}, nil),
 		emb:   emb,
 		space: semantic.Space{Embedder: emb.Name(), Model: emb.Model(), Dims: emb.Dims()},
+		pool:  s.pool,
 	}
 }
 
@@ -523,16 +527,35 @@ func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strat
 	}
 	q := semantic.Query{Scope: scope, Text: query, Vector: vs[0], Space: st.space, TopK: topK,
 		Trust: filters.Trust, Provenance: filters.Provenance}
+	// The similar-jobs search runs at the same time on a connection of its own (a read-only
+	// transaction bound to the same org), the memory search on the request's.
+	var jobsRes []semantic.Result
+	var jobsErr error
+	var wg sync.WaitGroup
+	if similar > 0 && st.pool != nil {
+		jq := q
+		jq.Kinds, jq.TopK = []string{semantic.KindJob}, similar+1
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			js := pg.NewSession(st.pool, scope.OrgID)
+			// A read: it ends off the response's path, like a request's read transaction.
+			defer func() { go js.Rollback(context.WithoutCancel(ctx)) }()
+			jtx, err := js.Tx(ctx)
+			if err != nil {
+				jobsErr = err
+				return
+			}
+			jobsRes, _, jobsErr = st.sem.Search(ctx, jtx, jq)
+		}()
+	}
 	mems, _, err := st.sem.Search(ctx, tx, q)
+	wg.Wait()
 	if err != nil {
 		return memSec, jobsSec, nil, nil, err
 	}
-	var jobsRes []semantic.Result
-	if similar > 0 {
-		q.Kinds, q.TopK = []string{semantic.KindJob}, similar+1
-		if jobsRes, _, err = st.sem.Search(ctx, tx, q); err != nil {
-			return memSec, jobsSec, nil, nil, err
-		}
+	if jobsErr != nil {
+		return memSec, jobsSec, nil, nil, jobsErr
 	}
 	var keptJobs []semantic.Result
 	asJob := map[string]bool{}
