@@ -142,11 +142,13 @@ func machine(inputs []benchreport.Input) benchreport.Machine {
 	}
 	// The server is what is described: connect to its maintenance database, so a DSN
 	// naming a database that does not exist yet (no `make run` on this machine) still works.
+	var c *pgx.Conn
 	cfg, err := pgx.ParseConfig(dsn)
 	if err == nil {
 		cfg.Database = "postgres"
+		c, err = pgx.ConnectConfig(ctx, cfg)
 	}
-	if c, err := connectConfig(ctx, cfg, err); err == nil {
+	if err == nil {
 		var ver, sb, sc, mc, preload string
 		var pss bool
 		_ = c.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('shared_buffers'),
@@ -227,11 +229,4 @@ func infoField(info, name string) string {
 		}
 	}
 	return ""
-}
-
-func connectConfig(ctx context.Context, cfg *pgx.ConnConfig, err error) (*pgx.Conn, error) {
-	if err != nil {
-		return nil, err
-	}
-	return pgx.ConnectConfig(ctx, cfg)
 }

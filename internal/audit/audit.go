@@ -75,13 +75,9 @@ const insertSQL = `INSERT INTO audit_log (org_id, actor_key_id, actor_role, agen
 // Insert is the statement and arguments that append e, for callers that send it in a
 // pipeline of their own (the request path queues it with COMMIT: pg.Session.AtCommit).
 func Insert(e Entry) (string, []any, error) {
-	details := e.Details
-	if details == nil {
-		details = map[string]any{}
-	}
-	d, err := json.Marshal(details)
+	d, err := e.details()
 	if err != nil {
-		return "", nil, fmt.Errorf("encoding audit details: %w", err)
+		return "", nil, err
 	}
 	return insertSQL, []any{e.OrgID, e.ActorKeyID, e.ActorRole, e.AgentID, e.Action, e.EntityType, e.EntityID, e.RequestID,
 		e.Subject, e.Status, d}, nil
@@ -323,17 +319,26 @@ func InsertMany(org string, es []Entry) (string, []any, error) {
 		if e.OrgID != org {
 			return "", nil, fmt.Errorf("audit: record of org %q in a batch of org %q", e.OrgID, org)
 		}
-		d := e.Details
-		if d == nil {
-			d = map[string]any{}
-		}
-		b, err := json.Marshal(d)
+		b, err := e.details()
 		if err != nil {
-			return "", nil, fmt.Errorf("encoding audit details: %w", err)
+			return "", nil, err
 		}
 		actor[i], role[i], agent[i], action[i] = e.ActorKeyID, e.ActorRole, e.AgentID, e.Action
 		etype[i], eid[i], rid[i], subj[i] = e.EntityType, e.EntityID, e.RequestID, e.Subject
 		status[i], details[i] = int32(e.Status), string(b)
 	}
 	return insertManySQL, []any{org, actor, role, agent, action, etype, eid, rid, subj, status, details}, nil
+}
+
+// details is the record's details as JSON ({} when none).
+func (e Entry) details() ([]byte, error) {
+	d := e.Details
+	if d == nil {
+		d = map[string]any{}
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("encoding audit details: %w", err)
+	}
+	return b, nil
 }
