@@ -129,6 +129,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Pseudo: pseudo, Embedder: emb})
+	srv.Start(context.WithoutCancel(ctx))
+	defer func() { // after the HTTP server has drained, before the pools close
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Stop(sctx); err != nil {
+			log.Warn("memory access counts not written at shutdown", "err", err)
+		}
+	}()
 
 	// Background workers; stopped after the HTTP server has drained (defers run in reverse).
 	chainer := audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)

@@ -40,6 +40,9 @@ type Config struct {
 	DBMaxConns     int32  `env:"STRATA_DB_MAX_CONNS" envDefault:"32"`
 	// GroupCommit writes concurrent event appends of one org in one transaction.
 	GroupCommit bool `env:"STRATA_GROUP_COMMIT" envDefault:"true"`
+	// AccessFlush is how often the memory access counts that searches and context add up
+	// are written (one statement per org); 0 counts them in each request's transaction.
+	AccessFlush time.Duration `env:"STRATA_ACCESS_FLUSH" envDefault:"1s"`
 	// RateLimit is requests per second per API key on each replica (0 = unlimited);
 	// RateBurst is how far a key may run ahead of it.
 	RateLimit       float64       `env:"STRATA_RATE_LIMIT" envDefault:"2000"`
@@ -197,6 +200,9 @@ func (c Config) Validate() error {
 	}
 	if c.HNSWEfSearch < 1 || c.HNSWEfSearch > 1000 {
 		bad("STRATA_HNSW_EF_SEARCH", "must be between 1 and 1000, got %d", c.HNSWEfSearch)
+	}
+	if c.AccessFlush < 0 {
+		bad("STRATA_ACCESS_FLUSH", "must be 0 (count in each request) or a positive duration such as 1s")
 	}
 	if c.SearchExactBelow < 0 {
 		bad("STRATA_SEARCH_EXACT_BELOW", "must not be negative")

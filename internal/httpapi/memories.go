@@ -295,7 +295,7 @@ func (s *Server) registerMemories() {
 			return nil, err
 		}
 		p, _ := auth.FromContext(ctx)
-		if err := recordServed(ctx, store, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+		if err := s.recordServed(ctx, store, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
 			Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
 			return nil, err
 		}
@@ -339,7 +339,7 @@ func (s *Server) registerMemories() {
 			return nil, err
 		}
 		p, _ := auth.FromContext(ctx)
-		if err := recordServed(ctx, store, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+		if err := s.recordServed(ctx, store, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
 			Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
 			return nil, err
 		}
@@ -579,15 +579,27 @@ func (s *Server) searchQuery(ctx context.Context, b searchBody, space semantic.S
 	return q, nil
 }
 
-// recordServed queues the retrieval log of what the request was served (and the access
-// bump) to run with the request's COMMIT: one round trip fewer on a search's response path.
-func recordServed(ctx context.Context, store *semantic.Store, sv semantic.Served, res []semantic.Result) error {
+// recordServed queues the retrieval log of what the request was served to run with the
+// request's COMMIT (one round trip fewer on a search's response path), and counts the
+// accesses: once the request has committed, in the server's AccessLog (batched writes), or
+// with the COMMIT when there is none (STRATA_ACCESS_FLUSH=0).
+func (s *Server) recordServed(ctx context.Context, store *semantic.Store, sv semantic.Served, res []semantic.Result) error {
 	sess := pg.SessionFrom(ctx)
 	if sess == nil {
 		return errors.New("httpapi: no session in context")
 	}
-	for _, st := range store.ServedStatements(sv, res) {
-		sess.AtCommit(st.SQL, st.Args...)
+	if s.access == nil {
+		for _, st := range store.ServedStatements(sv, res) {
+			sess.AtCommit(st.SQL, st.Args...)
+		}
+		return nil
 	}
+	st, now, ok := store.ServedLog(sv, res)
+	if !ok {
+		return nil
+	}
+	sess.AtCommit(st.SQL, st.Args...)
+	org, ids := sv.Scope.OrgID, semantic.ServedIDs(res)
+	sess.AfterCommit(func() { s.access.Add(org, ids, now) })
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -53,6 +54,9 @@ type Server struct {
 	tools   agentTools // MCP and /v1/tools (tools.go)
 	events  *episodic.Store
 	groups  *groupCommitter // group commit of event appends; nil when off (groupcommit.go)
+	// access counts the memories searches and context serve, written in batches; nil
+	// when STRATA_ACCESS_FLUSH=0 (counted in each request's transaction).
+	access *semantic.AccessLog
 }
 
 // NewServer wires every route and returns the server (an http.Handler).
@@ -65,9 +69,29 @@ func NewServer(d Deps) *Server {
 	if d.Config.GroupCommit {
 		s.groups = newGroupCommitter(d.Pool, d.Config.RequestTimeout, d.Config.IdempotencyTTL, s.metrics.reg)
 	}
+	if d.Config.AccessFlush > 0 {
+		s.access = semantic.NewAccessLog(d.Pool, d.Log, d.Config.AccessFlush, s.metrics.reg)
+	}
 	s.router = chi.NewRouter()
 	s.routes()
 	return s
+}
+
+// Start runs the server's own background work (the batched memory access counts) until
+// Stop. Requests served before Start are counted at its first flush.
+func (s *Server) Start(ctx context.Context) {
+	if s.access != nil {
+		s.access.Start(ctx)
+	}
+}
+
+// Stop writes what the server holds for batched writes (after the HTTP server has drained,
+// before the pools close).
+func (s *Server) Stop(ctx context.Context) error {
+	if s.access != nil {
+		return s.access.Stop(ctx)
+	}
+	return nil
 }
 
 // ServeHTTP implements http.Handler.

@@ -57,34 +57,61 @@ type Statement struct {
 
 // ServedStatements are RecordServed's statements, for a caller that queues them to run
 // with its COMMIT (the request path: pg.Session.AtCommit), so the response does not wait a
-// round trip for a log it does not read. None when nothing was served.
+// round trip for a log it does not read: the retrieval log and the access bump. None when
+// nothing was served. A server with an AccessLog queues only ServedLog and hands the
+// accesses to the AccessLog after the commit.
 func (s *Store) ServedStatements(sv Served, results []Result) []Statement {
 	if len(results) == 0 {
 		return nil
 	}
 	now := s.now().UTC()
+	return []Statement{s.servedLog(sv, results, now), accessBump(sv.Scope.OrgID, ServedIDs(results), now)}
+}
+
+// ServedLog is the retrieval-log statement of RecordServed alone (nil results: ok false).
+func (s *Store) ServedLog(sv Served, results []Result) (st Statement, now time.Time, ok bool) {
+	if len(results) == 0 {
+		return Statement{}, time.Time{}, false
+	}
+	now = s.now().UTC()
+	return s.servedLog(sv, results, now), now, true
+}
+
+// ServedIDs are the ids of results, in rank order.
+func ServedIDs(results []Result) []uuid.UUID {
 	ids := make([]uuid.UUID, len(results))
+	for i, r := range results {
+		ids[i] = r.Memory.ID
+	}
+	return ids
+}
+
+func (s *Store) servedLog(sv Served, results []Result, now time.Time) Statement {
+	ids := ServedIDs(results)
 	ranks := make([]int32, len(results))
 	scores := make([]float64, len(results))
 	for i, r := range results {
-		ids[i], ranks[i], scores[i] = r.Memory.ID, int32(i+1), r.Score.Score
+		ranks[i], scores[i] = int32(i+1), r.Score.Score
 	}
 	sc := sv.Scope
-	return []Statement{
-		{`INSERT INTO memory_retrievals (org_id, memory_id, request_id, operation, key_id,
+	return Statement{`INSERT INTO memory_retrievals (org_id, memory_id, request_id, operation, key_id,
 		user_id, agent_id, session_id, job_id, rank, score, served_at)
 		SELECT $1, m, $4, $5, $6, $7, $8, $9, $10, r, s, $11
 		FROM unnest($2::uuid[], $3::int[], $12::float8[]) AS u(m, r, s)`,
-			[]any{sc.OrgID, ids, ranks, sv.RequestID, sv.Operation, sv.KeyID, sc.UserID, sc.AgentID, sc.SessionID,
-				sv.JobID, now, scores}},
-		// The access bump skips rows another request holds (SKIP LOCKED): concurrent searches
-		// of one scope are served the same memories, and waiting for each other's row locks
-		// until commit made them a convoy (lock timeouts under load). A skipped bump is one
-		// access not counted in a ranking feature; the retrieval log above records every serve.
-		{`UPDATE memories m SET access_count = m.access_count + 1, last_accessed_at = $3
+		[]any{sc.OrgID, ids, ranks, sv.RequestID, sv.Operation, sv.KeyID, sc.UserID, sc.AgentID, sc.SessionID,
+			sv.JobID, now, scores}}
+}
+
+// accessBump counts one access of each of ids in the request's own transaction (servers
+// without an AccessLog, and RecordServed). It skips rows another request holds (SKIP
+// LOCKED): concurrent searches of one scope are served the same memories, and waiting for
+// each other's row locks until commit made them a convoy (lock timeouts under load). A
+// skipped bump is one access not counted in a ranking feature; the retrieval log records
+// every serve.
+func accessBump(org string, ids []uuid.UUID, now time.Time) Statement {
+	return Statement{`UPDATE memories m SET access_count = m.access_count + 1, last_accessed_at = $3
 		FROM (SELECT id FROM memories WHERE org_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE SKIP LOCKED) l
-		WHERE m.org_id = $1 AND m.id = l.id`, []any{sc.OrgID, ids, now}},
-	}
+		WHERE m.org_id = $1 AND m.id = l.id`, []any{org, ids, now}}
 }
 
 // Retrievals lists the requests that were served memory id, oldest first, after the
