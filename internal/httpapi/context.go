@@ -166,6 +166,10 @@ func (s *Server) registerContext() {
 	})
 }
 
+// contextSideConnWait is how long context waits for a free connection to read preferences
+// or search similar jobs beside its own transaction before doing it on that transaction.
+const contextSideConnWait = 2 * time.Millisecond
+
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (s *Server) assembleContext(ctx context.Context, st contextStores, b contextRequest) (*contextOutput, error) {
@@ -221,19 +225,29 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	}
 	org := orgOf(ctx)
 
-	// Preferences come from the key-value store's own reads (Redis cache, then its own
-	// Postgres connection): run them while the request's transaction serves the rest.
+	// Preferences are read on a connection of their own while the request's transaction
+	// serves the rest — when the pool has one free right now (pg.Session.Reserve);
+	// otherwise after the job section, on the request's transaction.
 	type prefResult struct {
 		sec tc.Section
 		err error
 		d   time.Duration
 	}
 	prefc := make(chan prefResult, 1)
-	go func() {
-		t0 := time.Now()
-		sec, err := contextPreferences(ctx, st.kv, nss, scope)
-		prefc <- prefResult{sec, err, time.Since(t0)}
-	}()
+	ks := pg.NewSession(st.pool, org)
+	defer func() { go ks.Rollback(context.WithoutCancel(ctx)) }()
+	prefsBeside := st.pool != nil && ks.Reserve(ctx, contextSideConnWait)
+	if prefsBeside {
+		go func() {
+			t0 := time.Now()
+			var sec tc.Section
+			ktx, err := ks.Tx(ctx)
+			if err == nil {
+				sec, err = contextPreferences(ctx, st.kv, ktx, nss, scope)
+			}
+			prefc <- prefResult{sec, err, time.Since(t0)}
+		}()
+	}
 
 	t0 := time.Now()
 	var snapshot json.RawMessage
@@ -243,7 +257,9 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 		var cj *ContextJob
 		jobSec, cj, snapshot, snapshotVersion, err = contextJobSection(ctx, st, tx, org, b.JobID, events)
 		if err != nil {
-			<-prefc
+			if prefsBeside {
+				<-prefc
+			}
 			return nil, err
 		}
 		body.Job = cj
@@ -251,6 +267,14 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	t1 := time.Now()
 	body.Timings.Job = msOf(t1.Sub(t0))
 
+	if !prefsBeside {
+		t := time.Now()
+		sec, err := contextPreferences(ctx, st.kv, tx, nss, scope)
+		if err != nil {
+			return nil, err
+		}
+		prefc <- prefResult{sec, nil, time.Since(t)}
+	}
 	workSec, err := contextWorking(ctx, st.ws, org, b.SessionID, turns, snapshot, snapshotVersion)
 	if err != nil {
 		<-prefc
@@ -495,11 +519,11 @@ func contextWorking(ctx context.Context, ws *working.Store, org, session string,
 	return sec, nil
 }
 
-func contextPreferences(ctx context.Context, kv *keyvalue.Store, nss []string, scope strata.Scope) (tc.Section, error) {
+func contextPreferences(ctx context.Context, kv *keyvalue.Store, db pg.DBTX, nss []string, scope strata.Scope) (tc.Section, error) {
 	sec := tc.Section{Name: tc.SectionPreferences,
 		Header: "## Preferences that apply (resolved: session > agent > user > org)"}
 	for _, ns := range nss {
-		es, err := kv.List(ctx, ns, scope, true, "", maxKVKeysPerNS+1)
+		es, err := kv.ListOn(ctx, db, ns, scope, true, "", maxKVKeysPerNS+1)
 		if err != nil {
 			return sec, err
 		}
@@ -528,31 +552,41 @@ func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strat
 	q := semantic.Query{Scope: scope, Text: query, Vector: vs[0], Space: st.space, TopK: topK,
 		Trust: filters.Trust, Provenance: filters.Provenance}
 	// The similar-jobs search runs at the same time on a connection of its own (a read-only
-	// transaction bound to the same org), the memory search on the request's.
+	// transaction bound to the same org), the memory search on the request's — when the
+	// pool has a connection free right now. Otherwise it follows the memory search on the
+	// request's own transaction: waiting for a second connection while holding one starves
+	// a small pool under load (pg.Session.Reserve).
 	var jobsRes []semantic.Result
 	var jobsErr error
 	var wg sync.WaitGroup
+	jq := q
+	jq.Kinds, jq.TopK = []string{semantic.KindJob}, similar+1
+	beside := false
 	if similar > 0 && st.pool != nil {
-		jq := q
-		jq.Kinds, jq.TopK = []string{semantic.KindJob}, similar+1
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			js := pg.NewSession(st.pool, scope.OrgID)
-			// A read: it ends off the response's path, like a request's read transaction.
-			defer func() { go js.Rollback(context.WithoutCancel(ctx)) }()
-			jtx, err := js.Tx(ctx)
-			if err != nil {
-				jobsErr = err
-				return
-			}
-			jobsRes, _, jobsErr = st.sem.Search(ctx, jtx, jq)
-		}()
+		js := pg.NewSession(st.pool, scope.OrgID)
+		// A read: it ends off the response's path, like a request's read transaction.
+		defer func() { go js.Rollback(context.WithoutCancel(ctx)) }()
+		if js.Reserve(ctx, contextSideConnWait) {
+			beside = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				jtx, err := js.Tx(ctx)
+				if err != nil {
+					jobsErr = err
+					return
+				}
+				jobsRes, _, jobsErr = st.sem.Search(ctx, jtx, jq)
+			}()
+		}
 	}
 	mems, _, err := st.sem.Search(ctx, tx, q)
 	wg.Wait()
 	if err != nil {
 		return memSec, jobsSec, nil, nil, err
+	}
+	if similar > 0 && !beside {
+		jobsRes, _, jobsErr = st.sem.Search(ctx, tx, jq)
 	}
 	if jobsErr != nil {
 		return memSec, jobsSec, nil, nil, jobsErr

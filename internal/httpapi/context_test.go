@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -208,4 +209,36 @@ func TestContextIsolationAndBadInput(t *testing.T) {
 		require.Contains(t, string(r.Body), tc.field)
 	}
 	require.Equal(t, 403, s.Do("POST", "/v1/context", s.NewKey("acme", "compliance"), map[string]any{}).Status)
+}
+
+// TestContextOnASmallPool: context reads preferences and similar jobs beside its own
+// transaction only when a connection is free at once, so requests that outnumber a small
+// pool queue for it and finish — none holds one connection while waiting for a second (which
+// deadlocked a 3-connection pool until the request timeout).
+func TestContextOnASmallPool(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Env("STRATA_DB_MAX_CONNS", "3"), apptest.Env("STRATA_REQUEST_TIMEOUT", "20s"))
+	key := s.NewKey("acme", "agent")
+	seedContext(t, s, key)
+	body := map[string]any{"user_id": "u1", "agent_id": "editor", "session_id": "sess-1", "job_id": "promo-7",
+		"query": "captions for the reels version", "max_tokens": 8000, "kv_namespaces": []string{"preferences"}}
+	const n = 12
+	var wg sync.WaitGroup
+	out := make([]*apptest.Response, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = s.Do("POST", "/v1/context", key, body)
+		}()
+	}
+	wg.Wait()
+	for i, r := range out {
+		require.Equal(t, 200, r.Status, "request %d: %s", i, r.Body)
+		var c ctxResp
+		r.JSON(t, &c)
+		require.Contains(t, c.Prompt, "preferences/tone = \"bold\" (session)", "request %d", i)
+		require.Contains(t, c.Prompt, "- Job promo-3", "request %d", i)
+		require.Contains(t, c.Prompt, "Current step: reframe-tiktok", "request %d", i)
+	}
 }

@@ -64,6 +64,24 @@ func nullable(s string) *string {
 // setting and the query go in one pipeline, which Postgres runs as one implicit
 // transaction, so row-level security binds without BEGIN/COMMIT round trips.
 func (s *Store) read(ctx context.Context, org, sql string, args []any, each func(pgx.Rows) error) (err error) {
+	return s.readOn(ctx, nil, org, sql, args, each)
+}
+
+// readOn is read on db when it is set (a transaction bound to org already).
+func (s *Store) readOn(ctx context.Context, db pg.DBTX, org, sql string, args []any, each func(pgx.Rows) error) (err error) {
+	if db != nil {
+		rows, err := db.Query(ctx, sql, args...)
+		if err != nil {
+			return pg.Interpret(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := each(rows); err != nil {
+				return pg.Interpret(err)
+			}
+		}
+		return pg.Interpret(rows.Err())
+	}
 	if org == "" {
 		return errors.New("keyvalue: empty org")
 	}
@@ -470,6 +488,12 @@ func (s *Store) History(ctx context.Context, ns, key string, sc strata.Scope, be
 // resolve it lists the one scope level the scope names; with resolve it lists, per key,
 // the entry a resolved read would answer (session > agent > user > org).
 func (s *Store) List(ctx context.Context, ns string, sc strata.Scope, resolve bool, after string, limit int) ([]KVEntry, error) {
+	return s.ListOn(ctx, nil, ns, sc, resolve, after, limit)
+}
+
+// ListOn is List on db, a transaction already bound to sc's org (nil: a pooled connection
+// of the store's own, as List).
+func (s *Store) ListOn(ctx context.Context, db pg.DBTX, ns string, sc strata.Scope, resolve bool, after string, limit int) ([]KVEntry, error) {
 	if err := strata.CheckID("path.namespace", ns, false); err != nil {
 		return nil, err
 	}
@@ -479,7 +503,7 @@ func (s *Store) List(ctx context.Context, ns string, sc strata.Scope, resolve bo
 		ls[i], ids[i] = string(sl.Level), sl.ScopeID
 	}
 	var out []KVEntry
-	err := s.read(ctx, sc.OrgID, `SELECT DISTINCT ON (key) `+entryCols+` FROM kv_entries
+	err := s.readOn(ctx, db, sc.OrgID, `SELECT DISTINCT ON (key) `+entryCols+` FROM kv_entries
 		WHERE org_id = $1 AND namespace = $2
 		  AND (level, scope_id) IN (SELECT * FROM unnest($3::text[], $4::text[]))
 		  AND NOT deleted AND (expires_at IS NULL OR expires_at > $5) AND key > $6

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,6 +49,21 @@ func (s *Session) Tx(ctx context.Context) (pgx.Tx, error) {
 	}
 	s.tx = tx
 	return tx, nil
+}
+
+// Reserve takes the session's connection from the pool now if one is free within wait, and
+// reports whether it did. A request that would hold a second connection (a side query
+// running beside its own transaction) reserves it this way and otherwise does the work on
+// its own transaction: waiting for a second connection while holding one is how a small
+// pool deadlocks under load (every connection held by a request waiting for another).
+func (s *Session) Reserve(ctx context.Context, wait time.Duration) bool {
+	tx, err := s.Tx(ctx)
+	if err != nil {
+		return false
+	}
+	actx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return tx.(*orgTx).acquire(actx) == nil
 }
 
 // Started reports whether a statement ran (and so a transaction was begun).

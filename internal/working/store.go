@@ -214,6 +214,9 @@ func decodeLoad(res []any) (meta, []Turn, error) {
 	return m, turns, nil
 }
 
+// durableBumpWait bounds bumpDurableExpiry, connection wait included.
+const durableBumpWait = 250 * time.Millisecond
+
 // bumpDurableExpiry moves the durable copy's expires_at along with the sliding Redis TTL,
 // at most once per TTL/10 per session, in its own small transaction (a read's request
 // transaction is rolled back). Best effort: a failure only means the durable copy may
@@ -224,6 +227,11 @@ func (s *Store) bumpDurableExpiry(ctx context.Context, org, session string, m me
 	if s.pool == nil || m.isNew || m.dx == 0 || exp.UnixMilli()-m.dx < int64(m.ttl/time.Millisecond)/10 {
 		return
 	}
+	// Bounded: the caller may hold a connection of its own (context assembly), and waiting
+	// long for a second one under load is how a small pool starves; a skipped bump is
+	// retried by the next read.
+	ctx, cancel := context.WithTimeout(ctx, durableBumpWait)
+	defer cancel()
 	err := pg.InOrgTx(ctx, s.pool, org, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE working_sessions SET expires_at = $3
 			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL AND expires_at < $3`, org, session, exp)
