@@ -73,6 +73,7 @@ runs at 70 % of it. --max-p99 and --max-errors make it exit 1 when missed.`,
 	f.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long to send")
 	f.Float64Var(&cfg.RateFraction, "rate-fraction", 0, "measure the maximum first (--probe), then run at this fraction of it (e.g. 0.7)")
 	f.DurationVar(&cfg.ProbeDuration, "probe", 30*time.Second, "how long to measure the maximum with --rate-fraction")
+	f.DurationVar(&cfg.Settle, "settle", 30*time.Second, "pause between the probe and the main phase with --rate-fraction, while the server catches up on background work")
 	f.IntVar(&cfg.Agents, "agents", 8, "simulated agents (one key, session and 4 jobs each)")
 	f.IntVar(&cfg.Memories, "memories", 200, "memories written at setup for search")
 	f.StringVar(&cfg.Org, "org", "", "org for the test's data (default: a new loadtest-<random> org)")

@@ -63,6 +63,11 @@ type Config struct {
 	// runs at RateFraction × that maximum for Duration (e.g. 0.7 for "70 % of max").
 	RateFraction  float64
 	ProbeDuration time.Duration
+	// Settle is the pause between the probe and the main phase (default 30s with
+	// RateFraction): the probe saturates the server, which leaves it work to catch up on
+	// (the audit chain, batched access counts, autovacuum of what the probe wrote). The
+	// main phase measures the steady state at its rate, not the probe's backlog.
+	Settle time.Duration
 
 	Agents   int // agent keys, jobs, sessions (default 8)
 	Memories int // memories written at setup (default 200)
@@ -103,6 +108,22 @@ type Phase struct {
 	Errors      uint64                     `json:"errors"`
 	ByStatus    map[string]int             `json:"by_status"`
 	Endpoints   map[string]*EndpointReport `json:"endpoints"`
+	// Timeline is the phase in windows of TimelineWindow (by request start): a tail that
+	// grows over the run, or stalls, show here and not in the phase's percentiles.
+	Timeline []Window `json:"timeline,omitempty"`
+}
+
+// TimelineWindow is the width of a Phase.Timeline window.
+const TimelineWindow = 10 * time.Second
+
+// Window is one TimelineWindow of a phase.
+type Window struct {
+	StartS   int     `json:"start_s" doc:"Seconds from the phase's start."`
+	Requests uint64  `json:"requests"`
+	Errors   uint64  `json:"errors"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	MaxMs    float64 `json:"max_ms"`
 }
 
 // Report is the whole load test.
@@ -142,6 +163,9 @@ func (c *Config) defaults() error {
 	}
 	if c.RateFraction < 0 || c.RateFraction > 1 {
 		return errors.New("loadtest: rate fraction must be in (0, 1]")
+	}
+	if c.Settle < 0 {
+		return errors.New("loadtest: --settle must not be negative")
 	}
 	if c.RateFraction > 0 && c.ProbeDuration <= 0 {
 		c.ProbeDuration = 30 * time.Second
@@ -193,8 +217,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Phases = append(rep.Phases, *probe)
 		rep.MaxThroughput = probe.Throughput
 		cfg.Rate = max(1, int(probe.Throughput*cfg.RateFraction))
-		rep.Notes = append(rep.Notes, fmt.Sprintf("measured maximum %.0f req/s (closed loop, %d clients, %s); main phase at %.0f %% = %d req/s",
-			probe.Throughput, cfg.Concurrency, cfg.ProbeDuration, cfg.RateFraction*100, cfg.Rate))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("measured maximum %.0f req/s (closed loop, %d clients, %s); main phase at %.0f %% = %d req/s after %s to settle",
+			probe.Throughput, cfg.Concurrency, cfg.ProbeDuration, cfg.RateFraction*100, cfg.Rate, cfg.Settle))
+		if cfg.Settle > 0 {
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "settling for %s after the probe (the server catches up on background work)\n", cfg.Settle)
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(cfg.Settle):
+			}
+		}
 	}
 	name := "closed loop"
 	if cfg.Rate > 0 {
@@ -220,6 +254,8 @@ func attack(ctx context.Context, cfg *Config, w *workload, name string, rate int
 		Endpoints: map[string]*EndpointReport{}}
 	var total vegeta.Metrics
 	per := map[string]*vegeta.Metrics{}
+	var windows []*vegeta.Metrics
+	var begin time.Time
 	var done, failed atomic.Uint64
 	stopBar := make(chan struct{})
 	var barWG sync.WaitGroup
@@ -268,6 +304,15 @@ func attack(ctx context.Context, cfg *Config, w *workload, name string, rate int
 		}
 		m.Add(res)
 		total.Add(res)
+		if begin.IsZero() {
+			begin = res.Timestamp
+		}
+		if i := int(res.Timestamp.Sub(begin) / TimelineWindow); i >= 0 {
+			for len(windows) <= i {
+				windows = append(windows, &vegeta.Metrics{})
+			}
+			windows[i].Add(res)
+		}
 		done.Add(1)
 		if failure(res) {
 			failed.Add(1)
@@ -295,6 +340,14 @@ func attack(ctx context.Context, cfg *Config, w *workload, name string, rate int
 			r.ErrorTexts = m.Errors[:min(5, len(m.Errors))]
 		}
 		phase.Endpoints[ep] = r
+	}
+	for i, m := range windows {
+		m.Close()
+		var thr, p95 float64
+		var by map[string]int
+		wd := Window{StartS: i * int(TimelineWindow/time.Second)}
+		fill(&wd.Requests, &thr, &wd.P50Ms, &p95, &wd.P99Ms, &wd.MaxMs, &wd.Errors, &by, m)
+		phase.Timeline = append(phase.Timeline, wd)
 	}
 	return phase, nil
 }

@@ -23,7 +23,7 @@ func TestLoadtestMixedWorkloadAgainstServer(t *testing.T) {
 	rep, err := loadtest.Run(context.Background(), loadtest.Config{
 		URL: s.URL, AdminKey: s.AdminKey, Concurrency: 4, Agents: 2, Memories: 12,
 		RateFraction: 0.5, ProbeDuration: 1500 * time.Millisecond, Duration: 1500 * time.Millisecond,
-		Progress: &progress,
+		Settle: 200 * time.Millisecond, Progress: &progress,
 	})
 	require.NoError(t, err)
 	require.Len(t, rep.Phases, 2)
@@ -36,7 +36,12 @@ func TestLoadtestMixedWorkloadAgainstServer(t *testing.T) {
 		require.Zero(t, p.Errors, "%s: %+v", p.Name, p.ByStatus)
 		require.Greater(t, p.Requests, uint64(0))
 		require.LessOrEqual(t, p.P50Ms, p.P99Ms)
+		// The timeline adds up to the phase (one window: the phase is shorter than one).
+		require.Len(t, p.Timeline, 1, p.Name)
+		require.Equal(t, p.Requests, p.Timeline[0].Requests)
+		require.Equal(t, p.P99Ms, p.Timeline[0].P99Ms)
 	}
+	require.Contains(t, progress.String(), "settling for 200ms")
 	// Every endpoint of the mix ran in the probe (the bigger phase), context included: the
 	// load test's request body is the endpoint's real contract.
 	probe := rep.Phases[0]
@@ -69,4 +74,6 @@ func TestLoadtestConfigErrors(t *testing.T) {
 	require.ErrorContains(t, err, `unknown endpoint "nope"`)
 	_, err = loadtest.Run(context.Background(), loadtest.Config{URL: "http://127.0.0.1:1", AdminKey: "k", Rate: -1})
 	require.ErrorContains(t, err, "rate")
+	_, err = loadtest.Run(context.Background(), loadtest.Config{URL: "http://127.0.0.1:1", AdminKey: "k", Settle: -time.Second})
+	require.ErrorContains(t, err, "--settle")
 }
