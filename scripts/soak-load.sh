@@ -8,6 +8,10 @@
 #
 #   make soak-load                      # ~11 minutes
 #   SOAK_DURATION=2m make soak-load     # a shorter run (not the recorded target)
+#
+# The server's pool is SOAK_DB_CONNS connections (default 8: server, Postgres, Redis and the
+# load generator share the machine's cores; docs/benchmarks.md has the comparison), and the
+# main phase starts SOAK_SETTLE (default 30s) after the probe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-$(bash scripts/ensure-go.sh)}
@@ -38,7 +42,8 @@ redis-cli -u "${SOAK_REDIS:-redis://127.0.0.1:6379/0}" --scan --pattern 'soak:*'
 
 admin=${SOAK_ADMIN_KEY:-soak-admin-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 export STRATA_DATABASE_URL="$PGBASE/$DB?sslmode=disable" STRATA_REDIS_PREFIX=soak: \
-	STRATA_HTTP_ADDR=127.0.0.1:$PORT STRATA_ADMIN_KEY=$admin STRATA_LOG_LEVEL=warn
+	STRATA_HTTP_ADDR=127.0.0.1:$PORT STRATA_ADMIN_KEY=$admin STRATA_LOG_LEVEL=warn \
+	STRATA_DB_MAX_CONNS=${SOAK_DB_CONNS:-8}
 "$tmp/server" migrate >/dev/null
 "$tmp/server" serve >"$tmp/server.log" 2>&1 &
 server_pid=$!
@@ -53,6 +58,7 @@ metrics() { curl -fsS -H "Authorization: Bearer $admin" "http://127.0.0.1:$PORT/
 {
 	echo "soak $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), duration $DURATION, probe $PROBE"
 	echo "load before: $(cat /proc/loadavg)"
+	echo "postgres: autovacuum=$(psql "$PGBASE/postgres" -qAtc 'SHOW autovacuum'), STRATA_DB_MAX_CONNS=$STRATA_DB_MAX_CONNS"
 	echo "/metrics before:"
 	metrics
 } >"$tmp/soak.txt"
@@ -60,7 +66,7 @@ metrics() { curl -fsS -H "Authorization: Bearer $admin" "http://127.0.0.1:$PORT/
 say "probe $PROBE (closed loop, 32 clients), then 70 % of its maximum for $DURATION"
 rc=0
 "$tmp/strata" loadtest --url "http://127.0.0.1:$PORT" --api-key "$admin" --rate-fraction 0.7 \
-	--probe "$PROBE" --duration "$DURATION" --concurrency 32 --max-p99 50ms --max-errors 0 -o json \
+	--probe "$PROBE" --settle "${SOAK_SETTLE:-30s}" --duration "$DURATION" --concurrency 32 --max-p99 50ms --max-errors 0 -o json \
 	>"$tmp/soak.json" || rc=$?
 {
 	echo "loadtest exit $rc"

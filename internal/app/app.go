@@ -102,6 +102,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	defer pool.Close()
+	var autovacuum string
+	if err := pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err == nil && autovacuum != "on" {
+		log.Warn("autovacuum is off on this Postgres: rows Strata updates often (jobs, working sessions, the audit chain, "+
+			"step leases) keep their dead versions and requests slow down over hours; turn it on (ALTER SYSTEM SET autovacuum = on; "+
+			"SELECT pg_reload_conf())", "autovacuum", autovacuum)
+	}
 	rdb, err := redisconn.New(cfg.RedisURL, cfg.StoreTimeout)
 	if err != nil {
 		return err
