@@ -71,16 +71,7 @@ func (s *Store) read(ctx context.Context, org, sql string, args []any, each func
 func (s *Store) readOn(ctx context.Context, db pg.DBTX, org, sql string, args []any, each func(pgx.Rows) error) (err error) {
 	if db != nil {
 		rows, err := db.Query(ctx, sql, args...)
-		if err != nil {
-			return pg.Interpret(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := each(rows); err != nil {
-				return pg.Interpret(err)
-			}
-		}
-		return pg.Interpret(rows.Err())
+		return eachRow(rows, err, each)
 	}
 	if org == "" {
 		return errors.New("keyvalue: empty org")
@@ -98,6 +89,11 @@ func (s *Store) readOn(ctx context.Context, db pg.DBTX, org, sql string, args []
 		return pg.Interpret(err)
 	}
 	rows, err := br.Query()
+	return eachRow(rows, err, each)
+}
+
+// eachRow calls each for every row of a query's result (err: the query's own error).
+func eachRow(rows pgx.Rows, err error, each func(pgx.Rows) error) error {
 	if err != nil {
 		return pg.Interpret(err)
 	}

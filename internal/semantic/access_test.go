@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,13 +122,7 @@ func TestAccessLogKeepsCountsWhenAFlushFails(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Pool(t)
 	ctx := context.Background()
-	store := semantic.NewStore(semantic.Options{}, nil)
-	var id uuid.UUID
-	require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-		m, _, err := store.Create(ctx, tx, newMem("acme", "", "the client wants warm tones"))
-		id = m.ID
-		return err
-	}))
+	id := createMemory(t, pool, "acme", "the client wants warm tones")
 	a := semantic.NewAccessLog(pool, nil, time.Hour, nil)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	a.Add("acme", []uuid.UUID{id, id}, now)
@@ -152,13 +147,7 @@ func TestAccessLogStartStop(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Pool(t)
 	ctx := context.Background()
-	store := semantic.NewStore(semantic.Options{}, nil)
-	var id uuid.UUID
-	require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-		m, _, err := store.Create(ctx, tx, newMem("acme", "", "keep the logo visible"))
-		id = m.ID
-		return err
-	}))
+	id := createMemory(t, pool, "acme", "keep the logo visible")
 	count := func() (n int64) {
 		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, `SELECT access_count FROM memories WHERE id = $1`, id).Scan(&n)
@@ -173,4 +162,16 @@ func TestAccessLogStartStop(t *testing.T) {
 	require.NoError(t, a.Stop(ctx))
 	require.EqualValues(t, 2, count())
 	require.NoError(t, a.Stop(ctx), "Stop twice")
+}
+
+// createMemory writes one org-level memory and returns its id.
+func createMemory(t *testing.T, pool *pgxpool.Pool, org, text string) (id uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		m, _, err := semantic.NewStore(semantic.Options{}, nil).Create(ctx, tx, newMem(org, "", text))
+		id = m.ID
+		return err
+	}))
+	return id
 }
