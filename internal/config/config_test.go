@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -13,6 +14,10 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, ":8080", c.HTTPAddr)
 	require.Equal(t, "hash", c.Embedder)
 	require.EqualValues(t, 1<<20, c.MaxBodyBytes)
+	require.Equal(t, time.Second, c.AccessFlush)
+	c, err = Load(func(k string) string { return map[string]string{"STRATA_ACCESS_FLUSH": "0"}[k] })
+	require.NoError(t, err)
+	require.Zero(t, c.AccessFlush, "0 counts accesses in each request's transaction")
 }
 
 func TestLoadNamesTheBadVariable(t *testing.T) {
@@ -24,6 +29,8 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 		"STRATA_EMBEDDING_DIMS": "notanumber",
 		"STRATA_SESSION_TTL":    "-1s",
 		"STRATA_ADMIN_KEY":      "short",
+		"STRATA_ACCESS_FLUSH":   "-1s",
+		"STRATA_DB_MAX_CONNS":   "1",
 	} {
 		env := map[string]string{name: val}
 		_, err := Load(func(k string) string { return env[k] })
