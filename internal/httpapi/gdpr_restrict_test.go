@@ -17,7 +17,9 @@ import (
 // restores everything (the data was kept).
 func TestGDPRRestrictionEveryReadPath(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t)
+	// The consolidation worker must not turn the completed fork into a job memory before the
+	// export below counts alice's memories (it polls the outbox every 5 s by default).
+	s := apptest.Start(t, apptest.Env("STRATA_OUTBOX_POLL", "1h"))
 	agent := s.NewKey("acme", "agent")
 	comp := s.NewKey("acme", "compliance")
 	alice := writeSubject(t, s, agent, "a")
