@@ -151,7 +151,7 @@ type Result struct {
 // SearchInfo says how a search ran.
 type SearchInfo struct {
 	Strategy         Strategy `json:"strategy" doc:"exact or hnsw (iterative scan)."`
-	ScopeSize        int      `json:"scope_size" doc:"Visible memories counted to choose the strategy (counting stops past the exact threshold)."`
+	ScopeSize        int      `json:"scope_size" doc:"Visible memories counted to choose the strategy (counting stops past the exact threshold; a scope counted far below it in the last 5 s is not counted again)."`
 	VectorCandidates int      `json:"vector_candidates"`
 	TextCandidates   int      `json:"text_candidates"`
 	Fallback         bool     `json:"fallback,omitempty" doc:"HNSW returned too few rows and the exact search answered."`
@@ -186,13 +186,18 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 	f.conds = append(f.conds, "dims = "+strconv.Itoa(sp.Dims))
 	f.add("model = ? AND embedder = ?", sp.Model, sp.Embedder)
 	if strategy == StrategyAuto {
-		// Count the scope (bounded): the b-tree on (org, user, agent, session) answers it.
-		cf := f.clone()
-		var cnt int
-		err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+cf.sql()+
-			` LIMIT `+cf.arg(s.o.ExactBelow+1)+`) x`, cf.args...).Scan(&cnt)
-		if err != nil {
-			return res, pg.Interpret(err)
+		// Count the scope (bounded): the b-tree on (org, user, agent, session) answers it
+		// — unless a count of the last few seconds found it far below the threshold.
+		key := scopeKey(f)
+		cnt, ok := s.counts.small(key, s.o.ExactBelow, s.o.CountTTL)
+		if !ok {
+			cf := f.clone()
+			err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+cf.sql()+
+				` LIMIT `+cf.arg(s.o.ExactBelow+1)+`) x`, cf.args...).Scan(&cnt)
+			if err != nil {
+				return res, pg.Interpret(err)
+			}
+			s.counts.put(key, cnt)
 		}
 		res.scopeSize = cnt
 		res.strategy = StrategyHNSW

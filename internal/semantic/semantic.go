@@ -127,6 +127,9 @@ type Options struct {
 	// answered by an exact distance sort over the scope (b-tree on the scope) instead of
 	// HNSW [5000].
 	ExactBelow int
+	// CountTTL: a scope counted at most ExactBelow/2 is not counted again for this long
+	// (the exact sort is right at any size; see counts.go) [5s]; negative: always count.
+	CountTTL time.Duration
 	// EfSearch is hnsw.ef_search for HNSW scans (raised to the candidate count) [100].
 	EfSearch int
 	// MaxScanTuples bounds an iterative HNSW scan (hnsw.max_scan_tuples) [20000].
@@ -147,6 +150,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ExactBelow <= 0 {
 		o.ExactBelow = 5000
+	}
+	if o.CountTTL == 0 {
+		o.CountTTL = 5 * time.Second
 	}
 	if o.EfSearch <= 0 {
 		o.EfSearch = 100
@@ -171,8 +177,9 @@ func (o Options) withDefaults() Options {
 
 // Store reads and writes memories. It is safe for concurrent use.
 type Store struct {
-	o   Options
-	now func() time.Time
+	o      Options
+	now    func() time.Time
+	counts scopeCounts
 }
 
 // NewStore returns a store; now may be nil (time.Now).
