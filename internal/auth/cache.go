@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/strata-mem/strata/internal/pg"
 )
 
 // notifyChannel carries "a key was revoked" to every replica (pg_notify in the revoking
@@ -73,41 +73,10 @@ func (c *keyCache) reset(enabled bool) {
 // cache while it is connected. Run it in a goroutine; ready (may be nil) is closed once
 // the first LISTEN succeeded.
 func (s *Store) Listen(ctx context.Context, dsn string, log *slog.Logger, ready chan<- struct{}) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+notifyChannel)
-		}
-		if err == nil {
-			s.cache.reset(true)
-			if ready != nil {
-				close(ready)
-				ready = nil
-			}
-			backoff = 100 * time.Millisecond
-			for {
-				if _, err = conn.WaitForNotification(ctx); err != nil {
-					break
-				}
-				s.cache.reset(true)
-			}
-		}
-		s.cache.reset(false)
-		if conn != nil {
-			conn.Close(context.WithoutCancel(ctx))
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		log.Warn("API key revocation listener disconnected; key cache off until it reconnects", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+	pg.Listen(ctx, dsn, []string{notifyChannel}, log, "API key revocation", pg.Listener{
+		Up:     s.cache.reset,
+		Notify: func(string, string) { s.cache.reset(true) },
+	}, ready)
 }
 
 // Forget clears this replica's cached lookups (the revoking replica calls it right after
