@@ -19,6 +19,7 @@ import (
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/embed"
+	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
@@ -124,7 +125,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	lctx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
 	listening := make(chan struct{})
 	go func() { keys.Listen(lctx, cfg.DatabaseURL, log, nil); close(listening) }()
-	defer func() { stopListening(); <-listening }()
+	restrictions := gdpr.NewRestrictionCache()
+	listeningR := make(chan struct{})
+	go func() { restrictions.Listen(lctx, cfg.DatabaseURL, log, nil); close(listeningR) }()
+	defer func() { stopListening(); <-listening; <-listeningR }()
 	pseudo, err := audit.LoadPseudonymizer(ctx, pool)
 	if err != nil {
 		return err
@@ -134,7 +138,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Pseudo: pseudo, Embedder: emb})
+	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Pseudo: pseudo, Embedder: emb,
+		Restrictions: restrictions})
 	srv.Start(context.WithoutCancel(ctx))
 	defer func() { // after the HTTP server has drained, before the pools close
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)

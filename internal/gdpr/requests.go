@@ -175,20 +175,3 @@ func GetRestriction(ctx context.Context, q pg.DBTX, org, user string) (Restricti
 	r.Restricted, r.RestrictedAt = err == nil, r.RestrictedAt.UTC()
 	return r, pg.Interpret(err)
 }
-
-// RestrictedAmong returns which of users are restricted in org (one indexed query).
-func RestrictedAmong(ctx context.Context, q pg.DBTX, org string, users []string) (map[string]bool, error) {
-	rows, err := q.Query(ctx, `SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 AND user_id = ANY($2)`, org, users)
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
-	out := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out, nil
-}

@@ -52,35 +52,49 @@ func (s *Server) restrictedAmong(ctx context.Context, users []string) (map[strin
 		if err != nil {
 			return nil, err
 		}
-		return gdpr.RestrictedAmong(ctx, tx, org, ids)
+		return s.restrictions.Among(org, ids, func(sql string, args ...any) ([]string, error) {
+			rows, err := tx.Query(ctx, sql, args...)
+			if err != nil {
+				return nil, pg.Interpret(err)
+			}
+			found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			return found, pg.Interpret(err)
+		})
 	}
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('app.org_id', $1, true)`, org)
-	b.Queue(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 AND user_id = ANY($2)`, org, ids)
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, pg.Interpret(err)
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
-	out := map[string]bool{}
-	for _, u := range found {
-		out[u] = true
-	}
-	return out, nil
+	// No transaction yet: one batch on a pooled connection, the org set for its implicit
+	// transaction (row-level security).
+	return s.restrictions.Among(org, ids, func(sql string, args ...any) ([]string, error) {
+		b := &pgx.Batch{}
+		b.Queue(`SELECT set_config('app.org_id', $1, true)`, org)
+		b.Queue(sql, args...)
+		br := s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return nil, pg.Interpret(err)
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, pg.Interpret(err)
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		return found, pg.Interpret(err)
+	})
 }
 
 // errRestricted is the answer to a read of a restricted subject's data.
 func errRestricted() error {
 	return huma.Error403Forbidden("processing of this data subject's data is restricted (GDPR Art. 18): it is kept, " +
 		"but not served to agents until the restriction is lifted (POST/DELETE /v1/gdpr/restrictions/{user})")
+}
+
+// forgetRestrictions drops this replica's cached restrictions of the request's org once
+// the request commits, before its response: the replica that restricts never serves the
+// subject again (the others drop theirs on the notification the commit sends).
+func (s *Server) forgetRestrictions(ctx context.Context) {
+	org := orgOf(ctx)
+	if sess := pg.SessionFrom(ctx); sess != nil {
+		sess.AfterCommit(func() { s.restrictions.Forget(org) })
+	}
 }
 
 // refuseRestricted answers errRestricted when any of userIDs is restricted.
@@ -436,6 +450,7 @@ func (s *Server) registerGDPR() {
 		if err != nil {
 			return nil, err
 		}
+		s.forgetRestrictions(ctx)
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
@@ -454,6 +469,7 @@ func (s *Server) registerGDPR() {
 		if err := gdpr.Unrestrict(ctx, tx, orgOf(ctx), in.User); err != nil {
 			return nil, err
 		}
+		s.forgetRestrictions(ctx)
 		return &restrictionOutput{Status: http.StatusOK, Body: gdpr.Restriction{UserID: in.User}}, nil
 	})
 

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -34,26 +35,31 @@ type Deps struct {
 	Pseudo *audit.Pseudonymizer
 	// Embedder turns memory text into vectors; nil means the configured default.
 	Embedder embed.Embedder
+	// Restrictions keeps orgs' restricted subjects in memory while it listens (nil: every
+	// restriction check asks Postgres).
+	Restrictions *gdpr.RestrictionCache
 }
 
 // Server is the HTTP API. It holds the tier services and no global state.
 type Server struct {
-	cfg     config.Config
-	log     *slog.Logger
-	pool    *pgxpool.Pool
-	rdb     redis.UniversalClient
-	keys    *auth.Store
-	pseudo  *audit.Pseudonymizer
-	emb     embed.Embedder
-	metrics *metrics
-	limiter *keyLimiter
-	opOnce  sync.Once
-	opIDs   map[string]string // "METHOD route" → operation id
-	router  chi.Router
-	api     huma.API
-	tools   agentTools // MCP and /v1/tools (tools.go)
-	events  *episodic.Store
-	groups  *groupCommitter // group commit of event appends; nil when off (groupcommit.go)
+	cfg    config.Config
+	log    *slog.Logger
+	pool   *pgxpool.Pool
+	rdb    redis.UniversalClient
+	keys   *auth.Store
+	pseudo *audit.Pseudonymizer
+	emb    embed.Embedder
+	// restrictions caches the restriction check (nil: none).
+	restrictions *gdpr.RestrictionCache
+	metrics      *metrics
+	limiter      *keyLimiter
+	opOnce       sync.Once
+	opIDs        map[string]string // "METHOD route" → operation id
+	router       chi.Router
+	api          huma.API
+	tools        agentTools // MCP and /v1/tools (tools.go)
+	events       *episodic.Store
+	groups       *groupCommitter // group commit of event appends; nil when off (groupcommit.go)
 	// access counts the memories searches and context serve, written in batches; nil
 	// when STRATA_ACCESS_FLUSH=0 (counted in each request's transaction).
 	access *semantic.AccessLog
@@ -62,7 +68,7 @@ type Server struct {
 // NewServer wires every route and returns the server (an http.Handler).
 func NewServer(d Deps) *Server {
 	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo, emb: d.Embedder,
-		metrics: newMetrics(d.Pool, d.Redis), limiter: newKeyLimiter(d.Config.RateLimit, d.Config.RateBurst)}
+		restrictions: d.Restrictions, metrics: newMetrics(d.Pool, d.Redis), limiter: newKeyLimiter(d.Config.RateLimit, d.Config.RateBurst)}
 	if s.pseudo == nil {
 		s.pseudo = audit.NewPseudonymizer(d.Config.AdminKey + "/audit")
 	}
