@@ -124,11 +124,26 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	keys := auth.NewStore(pool, adminKey, cfg.AdminOrg)
 	lctx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
 	listening := make(chan struct{})
-	go func() { keys.Listen(lctx, cfg.DatabaseURL, log, nil); close(listening) }()
 	restrictions := gdpr.NewRestrictionCache()
-	listeningR := make(chan struct{})
-	go func() { restrictions.Listen(lctx, cfg.DatabaseURL, log, nil); close(listeningR) }()
-	defer func() { stopListening(); <-listening; <-listeningR }()
+	// One connection LISTENs for both caches' invalidations: key revocations and changes
+	// to restrictions of processing.
+	kl, rl := keys.Listener(), restrictions.Listener()
+	go func() {
+		pg.Listen(lctx, cfg.DatabaseURL, []string{auth.RevocationChannel, gdpr.RestrictionChannel}, log,
+			"cache invalidation (API key revocations, GDPR restrictions)", pg.Listener{
+				Up: func(on bool) { kl.Up(on); rl.Up(on) },
+				Notify: func(channel, payload string) {
+					switch channel {
+					case auth.RevocationChannel:
+						kl.Notify(channel, payload)
+					case gdpr.RestrictionChannel:
+						rl.Notify(channel, payload)
+					}
+				},
+			}, nil)
+		close(listening)
+	}()
+	defer func() { stopListening(); <-listening }()
 	pseudo, err := audit.LoadPseudonymizer(ctx, pool)
 	if err != nil {
 		return err

@@ -71,12 +71,18 @@ func (c *keyCache) reset(enabled bool) {
 
 // Listen keeps a connection LISTENing for revocations until ctx ends, enabling the lookup
 // cache while it is connected. Run it in a goroutine; ready (may be nil) is closed once
-// the first LISTEN succeeded.
+// the first LISTEN succeeded. (The server shares one listening connection between its
+// caches: RevocationChannel and Listener.)
 func (s *Store) Listen(ctx context.Context, dsn string, log *slog.Logger, ready chan<- struct{}) {
-	pg.Listen(ctx, dsn, []string{notifyChannel}, log, "API key revocation", pg.Listener{
-		Up:     s.cache.reset,
-		Notify: func(string, string) { s.cache.reset(true) },
-	}, ready)
+	pg.Listen(ctx, dsn, []string{RevocationChannel}, log, "API key revocation", s.Listener(), ready)
+}
+
+// RevocationChannel carries "a key was revoked" (see Listener).
+const RevocationChannel = notifyChannel
+
+// Listener is what the key cache needs from a connection LISTENing on RevocationChannel.
+func (s *Store) Listener() pg.Listener {
+	return pg.Listener{Up: s.cache.reset, Notify: func(string, string) { s.cache.reset(true) }}
 }
 
 // Forget clears this replica's cached lookups (the revoking replica calls it right after

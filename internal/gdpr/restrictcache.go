@@ -48,12 +48,15 @@ func NewRestrictionCache() *RestrictionCache {
 
 // Listen keeps a connection LISTENing on RestrictionChannel until ctx ends, enabling the
 // cache while it is connected. ready (may be nil) is closed once the first LISTEN
-// succeeded.
+// succeeded. (The server shares one listening connection between its caches:
+// RestrictionChannel and Listener.)
 func (c *RestrictionCache) Listen(ctx context.Context, dsn string, log *slog.Logger, ready chan<- struct{}) {
-	pg.Listen(ctx, dsn, []string{RestrictionChannel}, log, "GDPR restriction", pg.Listener{
-		Up:     c.reset,
-		Notify: func(_, org string) { c.Forget(org) },
-	}, ready)
+	pg.Listen(ctx, dsn, []string{RestrictionChannel}, log, "GDPR restriction", c.Listener(), ready)
+}
+
+// Listener is what the cache needs from a connection LISTENing on RestrictionChannel.
+func (c *RestrictionCache) Listener() pg.Listener {
+	return pg.Listener{Up: c.reset, Notify: func(_, org string) { c.Forget(org) }}
 }
 
 func (c *RestrictionCache) reset(enabled bool) {

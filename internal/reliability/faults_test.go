@@ -335,7 +335,7 @@ func TestFaultsBetweenServerAndStores(t *testing.T) {
 	rds.up()
 	recovery["redis down"] = f.recovered("redis down")
 
-	// No leak while running: the pool stays within its size (+ the revocation listener).
+	// No leak while running: the pool stays within its size (+ the cache-invalidation listener).
 	require.LessOrEqual(t, conns(), 8+2, "Postgres connections after the faults")
 
 	// No partial write: an unacknowledged event batch is all there or not at all, and so
