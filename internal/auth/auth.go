@@ -168,6 +168,6 @@ func (s *Store) Revoke(ctx context.Context, q pg.DBTX, org, id string) (Key, err
 	if err != nil {
 		return k, pg.Interpret(err)
 	}
-	_, err = q.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, id)
+	_, err = q.Exec(ctx, `SELECT pg_notify($1, $2)`, RevocationChannel, id)
 	return k, pg.Interpret(err)
 }

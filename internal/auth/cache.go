@@ -9,9 +9,9 @@ import (
 	"github.com/strata-mem/strata/internal/pg"
 )
 
-// notifyChannel carries "a key was revoked" to every replica (pg_notify in the revoking
+// RevocationChannel carries "a key was revoked" to every replica (pg_notify in the revoking
 // transaction, so it is delivered exactly when the revocation commits).
-const notifyChannel = "strata_keys"
+const RevocationChannel = "strata_keys"
 
 // keyCache remembers successful lookups so the hot path does not query Postgres for every
 // request. It is only used while this replica is LISTENing for revocations: a revocation
@@ -76,9 +76,6 @@ func (c *keyCache) reset(enabled bool) {
 func (s *Store) Listen(ctx context.Context, dsn string, log *slog.Logger, ready chan<- struct{}) {
 	pg.Listen(ctx, dsn, []string{RevocationChannel}, log, "API key revocation", s.Listener(), ready)
 }
-
-// RevocationChannel carries "a key was revoked" (see Listener).
-const RevocationChannel = notifyChannel
 
 // Listener is what the key cache needs from a connection LISTENing on RevocationChannel.
 func (s *Store) Listener() pg.Listener {

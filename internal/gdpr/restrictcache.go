@@ -78,17 +78,22 @@ func (c *RestrictionCache) Forget(org string) {
 	delete(c.orgs, org)
 }
 
-func (c *RestrictionCache) get(org string, now time.Time) (map[string]bool, bool, uint64) {
+// lookup returns org's cached set when there is a fresh one, the generation a load must
+// still find to keep its set, and whether the cache is on (a nil cache is off).
+func (c *RestrictionCache) lookup(org string, now time.Time) (users map[string]bool, ok bool, gen uint64, on bool) {
+	if c == nil {
+		return nil, false, 0, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.enabled {
-		return nil, false, c.gen
+		return nil, false, c.gen, false
 	}
 	s, ok := c.orgs[org]
 	if !ok || now.After(s.until) {
-		return nil, false, c.gen
+		return nil, false, c.gen, true
 	}
-	return s.users, true, c.gen
+	return s.users, true, c.gen, true
 }
 
 func (c *RestrictionCache) put(org string, users map[string]bool, gen uint64, now time.Time) {
@@ -112,15 +117,12 @@ type Load func(sql string, args ...any) ([]string, error)
 // keeps it when it is small enough), or only users when it is off. A nil cache always
 // asks Postgres.
 func (c *RestrictionCache) Among(org string, users []string, load Load) (map[string]bool, error) {
+	const among = `SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 AND user_id = ANY($2)`
 	now := time.Now()
-	var set map[string]bool
-	ok, gen := false, uint64(0)
-	if c != nil {
-		set, ok, gen = c.get(org, now)
-	}
+	set, ok, gen, on := c.lookup(org, now)
 	if !ok {
-		if c == nil || !c.on() {
-			ids, err := load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 AND user_id = ANY($2)`, org, users)
+		if !on {
+			ids, err := load(among, org, users)
 			return toSet(ids), err
 		}
 		ids, err := load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 LIMIT $2`, org, maxCachedRestrictions+1)
@@ -128,7 +130,7 @@ func (c *RestrictionCache) Among(org string, users []string, load Load) (map[str
 			return nil, err
 		}
 		if len(ids) > maxCachedRestrictions {
-			ids, err := load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 AND user_id = ANY($2)`, org, users)
+			ids, err := load(among, org, users)
 			return toSet(ids), err
 		}
 		set = toSet(ids)
@@ -149,10 +151,4 @@ func toSet(ids []string) map[string]bool {
 		m[id] = true
 	}
 	return m
-}
-
-func (c *RestrictionCache) on() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.enabled
 }

@@ -170,6 +170,23 @@ func (s *Server) registerContext() {
 // or search similar jobs beside its own transaction before doing it on that transaction.
 const contextSideConnWait = 2 * time.Millisecond
 
+// sideSession is a session bound to org on a connection reserved now for work beside the
+// request's transaction (pg.Session.Reserve), or nil when none is free within
+// contextSideConnWait: then the work runs on the request's own transaction, since waiting
+// for a second connection while holding one starves a small pool under load. The func it
+// returns rolls the session back off the response's path (it only reads; call it either way).
+func sideSession(ctx context.Context, pool *pgxpool.Pool, org string) (*pg.Session, func()) {
+	if pool == nil {
+		return nil, func() {}
+	}
+	s := pg.NewSession(pool, org)
+	end := func() { go s.Rollback(context.WithoutCancel(ctx)) }
+	if !s.Reserve(ctx, contextSideConnWait) {
+		return nil, end
+	}
+	return s, end
+}
+
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (s *Server) assembleContext(ctx context.Context, st contextStores, b contextRequest) (*contextOutput, error) {
@@ -234,9 +251,9 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 		d   time.Duration
 	}
 	prefc := make(chan prefResult, 1)
-	ks := pg.NewSession(st.pool, org)
-	defer func() { go ks.Rollback(context.WithoutCancel(ctx)) }()
-	prefsBeside := st.pool != nil && ks.Reserve(ctx, contextSideConnWait)
+	ks, endKS := sideSession(ctx, st.pool, org)
+	defer endKS()
+	prefsBeside := ks != nil
 	if prefsBeside {
 		go func() {
 			t0 := time.Now()
@@ -553,20 +570,18 @@ func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strat
 		Trust: filters.Trust, Provenance: filters.Provenance}
 	// The similar-jobs search runs at the same time on a connection of its own (a read-only
 	// transaction bound to the same org), the memory search on the request's — when the
-	// pool has a connection free right now. Otherwise it follows the memory search on the
-	// request's own transaction: waiting for a second connection while holding one starves
-	// a small pool under load (pg.Session.Reserve).
+	// pool has a connection free right now (sideSession). Otherwise it follows the memory
+	// search on the request's own transaction.
 	var jobsRes []semantic.Result
 	var jobsErr error
 	var wg sync.WaitGroup
 	jq := q
 	jq.Kinds, jq.TopK = []string{semantic.KindJob}, similar+1
 	beside := false
-	if similar > 0 && st.pool != nil {
-		js := pg.NewSession(st.pool, scope.OrgID)
-		// A read: it ends off the response's path, like a request's read transaction.
-		defer func() { go js.Rollback(context.WithoutCancel(ctx)) }()
-		if js.Reserve(ctx, contextSideConnWait) {
+	if similar > 0 {
+		js, end := sideSession(ctx, st.pool, scope.OrgID)
+		defer end()
+		if js != nil {
 			beside = true
 			wg.Add(1)
 			go func() {

@@ -122,7 +122,7 @@ func TestAccessLogKeepsCountsWhenAFlushFails(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Pool(t)
 	ctx := context.Background()
-	id := createMemory(t, pool, "acme", "the client wants warm tones")
+	id := createMemory(t, pool, "acme", "", "the client wants warm tones")
 	a := semantic.NewAccessLog(pool, nil, time.Hour, nil)
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	a.Add("acme", []uuid.UUID{id, id}, now)
@@ -147,7 +147,7 @@ func TestAccessLogStartStop(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Pool(t)
 	ctx := context.Background()
-	id := createMemory(t, pool, "acme", "keep the logo visible")
+	id := createMemory(t, pool, "acme", "", "keep the logo visible")
 	count := func() (n int64) {
 		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, `SELECT access_count FROM memories WHERE id = $1`, id).Scan(&n)
@@ -164,12 +164,12 @@ func TestAccessLogStartStop(t *testing.T) {
 	require.NoError(t, a.Stop(ctx), "Stop twice")
 }
 
-// createMemory writes one org-level memory and returns its id.
-func createMemory(t *testing.T, pool *pgxpool.Pool, org, text string) (id uuid.UUID) {
+// createMemory writes one memory of user ("": org-level) and returns its id.
+func createMemory(t *testing.T, pool *pgxpool.Pool, org, user, text string) (id uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
-		m, _, err := semantic.NewStore(semantic.Options{}, nil).Create(ctx, tx, newMem(org, "", text))
+		m, _, err := semantic.NewStore(semantic.Options{}, nil).Create(ctx, tx, newMem(org, user, text))
 		id = m.ID
 		return err
 	}))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/embed"
@@ -17,48 +18,29 @@ import (
 )
 
 // TestSearchStrategies checks what Search reports and returns on each of its paths — the
-// exact sort chosen by the scope count (one statement with the text leg and the rows),
-// the HNSW scan for a scope past ExactBelow, the exact fallback when the HNSW scan comes
+// exact sort chosen by the scope count (the full-text leg in the same round trip), the
+// HNSW scan for a scope past ExactBelow, the exact fallback when the HNSW scan comes
 // back short, an empty scope — against the forced exact search as the reference.
 func TestSearchStrategies(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Pool(t)
-	ctx := context.Background()
 	words := []string{"logo", "caption", "music", "export", "colour", "font", "intro", "outro", "trim", "audio"}
 	var texts []string
 	for i := range 48 {
 		texts = append(texts, fmt.Sprintf("%s %s note %d", words[i%len(words)], words[(i*3+1)%len(words)], i))
 	}
-	writer := semantic.NewStore(semantic.Options{}, nil)
-	require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-		for i, x := range texts {
-			user := "u-big"
-			if i < 6 {
-				user = "u-small"
-			}
-			if _, _, err := writer.Create(ctx, tx, newMem("acme", user, x)); err != nil {
-				return err
-			}
+	for i, x := range texts {
+		user := "u-big"
+		if i < 6 {
+			user = "u-small"
 		}
-		return nil
-	}))
+		createMemory(t, pool, "acme", user, x)
+	}
 	// Another org's memory matches the same query and must never show.
-	require.NoError(t, pg.InOrgTx(ctx, pool, "globex", func(tx pgx.Tx) error {
-		_, _, err := writer.Create(ctx, tx, newMem("globex", "u-small", "logo caption from another org"))
-		return err
-	}))
+	createMemory(t, pool, "globex", "u-small", "logo caption from another org")
 
-	lex := embed.NewLexical(384)
 	search := func(store *semantic.Store, user, text string, strategy semantic.Strategy) ([]semantic.Result, semantic.SearchInfo) {
-		var res []semantic.Result
-		var info semantic.SearchInfo
-		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-			var err error
-			res, info, err = store.Search(ctx, tx, semantic.Query{Scope: strata.Scope{OrgID: "acme", UserID: user},
-				Text: text, Vector: lex.One(text), Space: space384, TopK: 5, Strategy: strategy})
-			return err
-		}))
-		return res, info
+		return searchAs(t, pool, store, "acme", user, text, 5, strategy)
 	}
 	same := func(want, got []semantic.Result) {
 		t.Helper()
@@ -70,7 +52,7 @@ func TestSearchStrategies(t *testing.T) {
 		}
 	}
 
-	// A small scope: auto counts it and sorts exactly, in one statement with the text leg.
+	// A small scope: auto counts it and sorts exactly.
 	auto := semantic.NewStore(semantic.Options{}, nil)
 	want, winfo := search(auto, "u-small", "logo caption", semantic.StrategyExact)
 	require.Equal(t, semantic.StrategyExact, winfo.Strategy)
@@ -139,30 +121,12 @@ func TestSearchStrategies(t *testing.T) {
 func TestSearchRemembersSmallScopeCounts(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Pool(t)
-	ctx := context.Background()
-	lex := embed.NewLexical(384)
-	write := func(texts ...string) {
-		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-			for _, x := range texts {
-				if _, _, err := semantic.NewStore(semantic.Options{}, nil).Create(ctx, tx, newMem("acme", "u1", x)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}))
-	}
 	search := func(store *semantic.Store, text string) ([]semantic.Result, semantic.SearchInfo) {
-		var res []semantic.Result
-		var info semantic.SearchInfo
-		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-			var err error
-			res, info, err = store.Search(ctx, tx, semantic.Query{Scope: strata.Scope{OrgID: "acme", UserID: "u1"},
-				Text: text, Vector: lex.One(text), Space: space384, TopK: 10})
-			return err
-		}))
-		return res, info
+		return searchAs(t, pool, store, "acme", "u1", text, 10, semantic.StrategyAuto)
 	}
-	write("the logo goes bottom right", "captions use Inter 32px", "music ducks under dialogue")
+	for _, x := range []string{"the logo goes bottom right", "captions use Inter 32px", "music ducks under dialogue"} {
+		createMemory(t, pool, "acme", "u1", x)
+	}
 
 	// ExactBelow 5000: 3 is far below. A minute's memory keeps a slow test machine honest.
 	far := semantic.NewStore(semantic.Options{CountTTL: time.Minute}, nil)
@@ -172,7 +136,7 @@ func TestSearchRemembersSmallScopeCounts(t *testing.T) {
 	_, info = search(near, "logo")
 	require.Equal(t, 3, info.ScopeSize)
 
-	write("export at 25 fps with the logo")
+	createMemory(t, pool, "acme", "u1", "export at 25 fps with the logo")
 	res, info := search(far, "logo")
 	require.Equal(t, 3, info.ScopeSize, "remembered for a few seconds")
 	require.Equal(t, semantic.StrategyExact, info.Strategy)
@@ -184,11 +148,24 @@ func TestSearchRemembersSmallScopeCounts(t *testing.T) {
 	require.Equal(t, 4, info.ScopeSize)
 
 	// Another scope (another user) is its own count.
-	require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-		res, info, err := far.Search(ctx, tx, semantic.Query{Scope: strata.Scope{OrgID: "acme", UserID: "u2"},
-			Text: "logo", Vector: lex.One("logo"), Space: space384, TopK: 10})
-		require.Empty(t, res)
-		require.Zero(t, info.ScopeSize)
+	res, info = searchAs(t, pool, far, "acme", "u2", "logo", 10, semantic.StrategyAuto)
+	require.Empty(t, res)
+	require.Zero(t, info.ScopeSize)
+}
+
+// searchAs runs store's search for user of org, with text as the query and its lexical
+// embedding as the vector.
+func searchAs(t *testing.T, pool *pgxpool.Pool, store *semantic.Store, org, user, text string, topK int,
+	strategy semantic.Strategy) ([]semantic.Result, semantic.SearchInfo) {
+	t.Helper()
+	ctx := context.Background()
+	var res []semantic.Result
+	var info semantic.SearchInfo
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		var err error
+		res, info, err = store.Search(ctx, tx, semantic.Query{Scope: strata.Scope{OrgID: org, UserID: user},
+			Text: text, Vector: embed.NewLexical(384).One(text), Space: space384, TopK: topK, Strategy: strategy})
 		return err
 	}))
+	return res, info
 }
