@@ -16,10 +16,10 @@ import (
 func TestClientCoversTheAgentAPI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// STRATA_OUTBOX_POLL=1h: the consolidation worker would otherwise turn job-1, completed
-	// below, into a job memory of u1 while the test runs, and SimilarJobs could rank it above
-	// the job memory the test writes (seen once in CI on a loaded machine).
-	s := apptest.Start(t, apptest.Env("STRATA_OUTBOX_POLL", "1h"))
+	// The consolidation worker would otherwise turn job-1, completed below, into a job memory
+	// of u1 while the test runs, and SimilarJobs could rank it above the job memory the test
+	// writes (seen once in CI on a loaded machine).
+	s := apptest.Start(t, apptest.NoAutoConsolidation())
 	c := client.New(s.URL, s.NewKey("acme", "agent"))
 	u1 := client.Scope{UserID: "u1"}
 

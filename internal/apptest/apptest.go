@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/strata-mem/strata/internal/app"
 	"github.com/strata-mem/strata/internal/testenv"
 )
@@ -38,6 +40,18 @@ type Option func(env map[string]string)
 
 // Env sets one variable.
 func Env(k, v string) Option { return func(e map[string]string) { e[k] = v } }
+
+// noAutoConsolidation marks the environment of NoAutoConsolidation.
+const noAutoConsolidation = "apptest.no_auto_consolidation"
+
+// NoAutoConsolidation keeps the consolidation worker from turning the test's completed jobs
+// into job memories by itself: the outbox poll is an hour, and Start returns only after the
+// poll's run at start-up (which waits for River's leader election, seconds on a loaded
+// machine) has completed — so it cannot pick up what the test writes. An explicit
+// POST /v1/admin/consolidation/run still consolidates.
+func NoAutoConsolidation() Option {
+	return func(e map[string]string) { e["STRATA_OUTBOX_POLL"], e[noAutoConsolidation] = "1h", "1" }
+}
 
 // Start runs a server until the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
@@ -106,7 +120,35 @@ func Start(t testing.TB, opts ...Option) *Server {
 		}
 	})
 	s.WaitReady()
+	if env[noAutoConsolidation] != "" {
+		s.waitStartupDispatch()
+	}
 	return s
+}
+
+// waitStartupDispatch waits until the outbox poll's run at start-up has completed.
+func (s *Server) waitStartupDispatch() {
+	s.t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.DBURL)
+	if err != nil {
+		s.t.Fatalf("apptest: connecting to read River's jobs: %v", err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'consolidation_dispatch' AND state = 'completed'`).Scan(&n); err != nil {
+			s.t.Fatalf("apptest: reading River's jobs: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("apptest: the outbox poll's start-up run did not complete within 60s\n%s", s.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // WaitReady polls /readyz until it answers 200.

@@ -13,7 +13,7 @@ import (
 
 func TestLifecycleCommands(t *testing.T) {
 	t.Parallel()
-	s := apptest.Start(t, apptest.Env("STRATA_OUTBOX_POLL", "1h"))
+	s := apptest.Start(t, apptest.NoAutoConsolidation())
 	env := map[string]string{"STRATA_URL": s.URL, "STRATA_API_KEY": s.NewKey("acme", "admin")}
 
 	code, out, errs := run(t, env, "policies", "get")

@@ -149,7 +149,7 @@ func TestLifecycleEvictionPreviewRunAPI(t *testing.T) {
 func TestLifecycleConsolidationRunAndSimilarJobs(t *testing.T) {
 	t.Parallel()
 	// The outbox poll is long: only this test's explicit run consolidates.
-	s := apptest.Start(t, apptest.Env("STRATA_OUTBOX_POLL", "1h"))
+	s := apptest.Start(t, apptest.NoAutoConsolidation())
 	admin, agent := s.NewKey("co", "admin"), s.NewKey("co", "agent")
 	require.Equal(t, 201, s.Do("PUT", "/v1/jobs/teaser-1", agent, map[string]any{"goal": "colour grade the teaser", "user_id": "u1"}).Status)
 	r := s.Do("POST", "/v1/jobs/teaser-1/events", agent, []map[string]any{

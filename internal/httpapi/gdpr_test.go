@@ -189,10 +189,10 @@ func countTypes(records []map[string]any) map[string]int {
 // has counts and a clean verification; the audit chain still verifies.
 func TestGDPRErasureEveryTier(t *testing.T) {
 	t.Parallel()
-	// STRATA_OUTBOX_POLL=1h: the export counts the completed fork's outbox row unprocessed and
-	// no job memory of it (the consolidation worker polls every 5 s by default).
+	// No automatic consolidation: the export counts the completed fork's outbox row
+	// unprocessed and no job memory of it.
 	s := apptest.Start(t, apptest.Env("STRATA_ERASURE_BATCH", "2"), apptest.Env("STRATA_REQUEST_TIMEOUT", "3s"),
-		apptest.Env("STRATA_OUTBOX_POLL", "1h"))
+		apptest.NoAutoConsolidation())
 	agent := s.NewKey("acme", "agent")
 	comp := s.NewKey("acme", "compliance")
 	alice := writeSubject(t, s, agent, "a")
