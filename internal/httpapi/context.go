@@ -15,6 +15,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-mem/strata/internal/auth"
@@ -96,22 +97,15 @@ type ContextBody struct {
 
 // ContextTiming is the server-side cost of one assembly.
 type ContextTiming struct {
-	Job         float64 `json:"job"`
-	Working     float64 `json:"working_state"`
-	Preferences float64 `json:"preferences"`
-	Search      float64 `json:"search"`
+	Job         float64 `json:"job" doc:"The first round trip: the job's resume and newest events, every namespace's preferences and the restriction check, in one pipeline."`
+	Working     float64 `json:"working_state" doc:"Reading the session's state and turns (Redis), beside the searches."`
+	Preferences float64 `json:"preferences" doc:"Rendering the preferences read in the first round trip."`
+	Search      float64 `json:"search" doc:"The memory and similar-jobs searches (the query's embedding is computed beside the first round trip)."`
 	Pack        float64 `json:"pack"`
 }
 
 type contextOutput struct {
 	Body ContextBody
-}
-
-// contextExcluded reports whether the data subject's data must be kept out of assembled
-// contexts (GDPR restriction, Art. 18: s.restrictedContext from httpapi/gdpr.go — the user
-// named, or the subject of the job or session named); it is the single call site in this file.
-func (s *Server) contextExcluded(ctx context.Context, userID, jobID, sessionID string) (bool, error) {
-	return s.restrictedContext(ctx, userID, jobID, sessionID)
 }
 
 // contextStores are the tier stores the assembly reads.
@@ -166,8 +160,8 @@ func (s *Server) registerContext() {
 	})
 }
 
-// contextSideConnWait is how long context waits for a free connection to read preferences
-// or search similar jobs beside its own transaction before doing it on that transaction.
+// contextSideConnWait is how long context waits for a free connection to search similar
+// jobs beside its own transaction before doing it on that transaction.
 const contextSideConnWait = 2 * time.Millisecond
 
 // sideSession is a session bound to org on a connection reserved now for work beside the
@@ -186,6 +180,23 @@ func sideSession(ctx context.Context, pool *pgxpool.Pool, org string) (*pg.Sessi
 	}
 	return s, end
 }
+
+// errNeedsPostgres is what redisOnly answers every statement with.
+var errNeedsPostgres = errors.New("httpapi: this read needs Postgres")
+
+// redisOnly is a pg.DBTX that runs nothing: context reads the working tier through it
+// beside its own transaction (a pgx transaction is not safe for concurrent use), so a read
+// that Redis alone answers costs no connection, and one that needs the durable copy fails
+// with errNeedsPostgres and is done again on the request's transaction.
+type redisOnly struct{}
+
+func (redisOnly) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errNeedsPostgres
+}
+func (redisOnly) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errNeedsPostgres
+}
+func (redisOnly) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{errNeedsPostgres} }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
@@ -225,102 +236,141 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	body.Model, body.Encoding, body.Estimated, body.MaxTokens, body.KVNamespaces =
 		counter.Model(), counter.Encoding(), counter.Estimated(), budget, nss
 
-	excluded, err := s.contextExcluded(ctx, b.UserID, b.JobID, b.SessionID)
+	org := orgOf(ctx)
+	hasQuery := strings.TrimSpace(b.Query) != ""
+
+	// The query's embedding is computed beside the first round trip and off the Postgres
+	// connection: with a remote embedder it is an HTTP call, which must not hold one.
+	var qvec []float32
+	var embErr error
+	embedded := make(chan struct{})
+	if hasQuery {
+		go func() {
+			defer close(embedded)
+			vs, err := st.emb.Embed(ctx, []string{b.Query})
+			if err == nil && len(vs) != 1 {
+				err = fmt.Errorf("embedding the query: %d vectors for one text", len(vs))
+			}
+			if err == nil {
+				qvec = vs[0]
+			}
+			embErr = err
+		}()
+	} else {
+		close(embedded)
+	}
+
+	tx, err := pg.TxFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if excluded {
+	// One round trip (with the transaction's BEGIN) for everything read by key: the GDPR
+	// restriction check (Art. 18: the user named, or the subject of the job or session), the
+	// job's resume (job, checkpoint, steps, handoffs), its newest events and log head, and
+	// each namespace's preferences. When the check says restricted, nothing else it read is
+	// used.
+	t0 := time.Now()
+	var restricted bool
+	var restrictErr error
+	prefs := make([]keyvalue.ListResult, len(nss))
+	var last episodic.LastResult
+	queue := func(bt *pgx.Batch) {
+		s.queueRestrictedContext(bt, org, b.UserID, b.JobID, b.SessionID, &restricted, &restrictErr)
+		for i, ns := range nss {
+			st.kv.QueueList(bt, ns, scope, true, "", maxKVKeysPerNS+1, &prefs[i])
+		}
+		if b.JobID != "" {
+			st.ep.QueueLast(bt, org, b.JobID, max(events, 1), &last)
+		}
+	}
+	var res jobs.Resume
+	var resErr error
+	if b.JobID != "" {
+		res, resErr = st.jobs.Resume(ctx, tx, org, b.JobID, queue)
+	} else {
+		bt := &pgx.Batch{}
+		queue(bt)
+		if err := tx.SendBatch(ctx, bt).Close(); err != nil {
+			resErr = pg.Interpret(err)
+		}
+	}
+	if resErr != nil && !errors.Is(resErr, strata.ErrNotFound) {
+		return nil, resErr
+	}
+	if restrictErr != nil {
+		return nil, restrictErr
+	}
+	if restricted {
 		note := "processing of this user's data is restricted (GDPR Art. 18): nothing is assembled"
 		r := tc.Pack(counter, budget, []tc.Section{{Name: tc.SectionJob, Note: note}, {Name: tc.SectionWorking, Note: note},
 			{Name: tc.SectionPreferences, Note: note}, {Name: tc.SectionMemories, Note: note}, {Name: tc.SectionSimilarJobs, Note: note}})
 		body.Sections, body.Prompt, body.Tokens = r.Sections, r.Prompt, r.Tokens
 		return out, nil
 	}
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	org := orgOf(ctx)
-
-	// Preferences are read on a connection of their own while the request's transaction
-	// serves the rest — when the pool has one free right now (pg.Session.Reserve);
-	// otherwise after the job section, on the request's transaction.
-	type prefResult struct {
-		sec tc.Section
-		err error
-		d   time.Duration
-	}
-	prefc := make(chan prefResult, 1)
-	ks, endKS := sideSession(ctx, st.pool, org)
-	defer endKS()
-	prefsBeside := ks != nil
-	if prefsBeside {
-		go func() {
-			t0 := time.Now()
-			var sec tc.Section
-			ktx, err := ks.Tx(ctx)
-			if err == nil {
-				sec, err = contextPreferences(ctx, st.kv, ktx, nss, scope)
-			}
-			prefc <- prefResult{sec, err, time.Since(t0)}
-		}()
-	}
-
-	t0 := time.Now()
 	var snapshot json.RawMessage
 	var snapshotVersion int64
 	jobSec := tc.Section{Name: tc.SectionJob, Note: "no job_id given"}
 	if b.JobID != "" {
 		var cj *ContextJob
-		jobSec, cj, snapshot, snapshotVersion, err = contextJobSection(ctx, st, tx, org, b.JobID, events)
+		jobSec, cj, snapshot, snapshotVersion, err = contextJobSection(b.JobID, res, resErr, last, events)
 		if err != nil {
-			if prefsBeside {
-				<-prefc
-			}
 			return nil, err
 		}
 		body.Job = cj
 	}
 	t1 := time.Now()
 	body.Timings.Job = msOf(t1.Sub(t0))
-
-	if !prefsBeside {
-		t := time.Now()
-		sec, err := contextPreferences(ctx, st.kv, tx, nss, scope)
-		if err != nil {
-			return nil, err
-		}
-		prefc <- prefResult{sec, nil, time.Since(t)}
-	}
-	workSec, err := contextWorking(ctx, st.ws, org, b.SessionID, turns, snapshot, snapshotVersion)
+	prefSec, err := contextPreferences(nss, prefs)
 	if err != nil {
-		<-prefc
 		return nil, err
 	}
-	t2 := time.Now()
-	body.Timings.Working = msOf(t2.Sub(t1))
+	body.Timings.Preferences = msOf(time.Since(t1))
 
+	// The session's working state and newest turns come from Redis while the searches use
+	// the connection. Only when Redis lost the session (or is down) does reading it need
+	// Postgres: then it is read again, after the searches, through the request's transaction.
+	type workResult struct {
+		sec tc.Section
+		err error
+		d   time.Duration
+	}
+	workc := make(chan workResult, 1)
+	go func() {
+		t := time.Now()
+		sec, err := contextWorking(ctx, st.ws, redisOnly{}, org, b.SessionID, turns, snapshot, snapshotVersion)
+		workc <- workResult{sec, err, time.Since(t)}
+	}()
+
+	t2 := time.Now()
 	memSec := tc.Section{Name: tc.SectionMemories, Note: "no query given"}
 	jobsSec := tc.Section{Name: tc.SectionSimilarJobs, Note: "no query given"}
 	var memRes, jobRes []semantic.Result
-	if strings.TrimSpace(b.Query) != "" {
-		memSec, jobsSec, memRes, jobRes, err = contextSearch(ctx, st, tx, scope, b.Query, b.JobID, topK, similar, filters)
+	if hasQuery {
+		<-embedded
+		if embErr != nil {
+			return nil, embErr
+		}
+		memSec, jobsSec, memRes, jobRes, err = contextSearch(ctx, st, tx, scope, b.Query, qvec, b.JobID, topK, similar, filters)
 		if err != nil {
-			<-prefc
 			return nil, err
 		}
 	}
-	t3 := time.Now()
-	body.Timings.Search = msOf(t3.Sub(t2))
+	body.Timings.Search = msOf(time.Since(t2))
 
-	pr := <-prefc
-	if pr.err != nil {
-		return nil, pr.err
+	wr := <-workc
+	if errors.Is(wr.err, errNeedsPostgres) {
+		t := time.Now()
+		wr.sec, wr.err = contextWorking(ctx, st.ws, lazyTx{}, org, b.SessionID, turns, snapshot, snapshotVersion)
+		wr.d += time.Since(t)
 	}
-	body.Timings.Preferences = msOf(pr.d)
+	if wr.err != nil {
+		return nil, wr.err
+	}
+	body.Timings.Working = msOf(wr.d)
+	workSec := wr.sec
 
 	t4 := time.Now()
-	r := tc.Pack(counter, budget, []tc.Section{jobSec, workSec, pr.sec, memSec, jobsSec})
+	r := tc.Pack(counter, budget, []tc.Section{jobSec, workSec, prefSec, memSec, jobsSec})
 	body.Sections, body.Prompt, body.Tokens = r.Sections, r.Prompt, r.Tokens
 	body.Timings.Pack = msOf(time.Since(t4))
 
@@ -369,31 +419,29 @@ func compact(raw json.RawMessage) string {
 	return tc.Truncate(b.String(), maxItemChars)
 }
 
-func contextJobSection(ctx context.Context, st contextStores, tx pg.DBTX, org, jobID string, nEvents int) (
+// contextJobSection renders the job's section from its resume (resErr: Resume's error,
+// strata.ErrNotFound when there is no such job) and its newest events and log head.
+func contextJobSection(jobID string, r jobs.Resume, resErr error, last episodic.LastResult, nEvents int) (
 	tc.Section, *ContextJob, json.RawMessage, int64, error) {
 	sec := tc.Section{Name: tc.SectionJob}
-	r, err := st.jobs.Resume(ctx, tx, org, jobID)
-	if errors.Is(err, strata.ErrNotFound) {
+	if errors.Is(resErr, strata.ErrNotFound) {
 		sec.Note = "no job " + jobID + " in this org yet (create it with PUT /v1/jobs/" + jobID + ")"
 		return sec, nil, nil, 0, nil
 	}
-	if err != nil {
-		return sec, nil, nil, 0, err
+	if resErr != nil {
+		return sec, nil, nil, 0, resErr
+	}
+	if last.Err != nil {
+		return sec, nil, nil, 0, last.Err
 	}
 	var evs []episodic.Event
 	if nEvents > 0 {
-		evs, err = st.ep.Last(ctx, tx, org, jobID, nEvents)
-		if err != nil && !errors.Is(err, strata.ErrNotFound) {
-			return sec, nil, nil, 0, err
-		}
+		evs = last.Events
 	}
-	lastSeq := int64(0)
-	if len(evs) > 0 {
-		lastSeq = evs[len(evs)-1].Seq
-	} else if h, err := st.ep.Head(ctx, tx, org, jobID); err == nil {
-		lastSeq = h.LastSeq
-	} else if !errors.Is(err, strata.ErrNotFound) {
-		return sec, nil, nil, 0, err
+	// The view's seqs are gap-free, so the newest event's seq is the log's head.
+	lastSeq := last.Head.LastSeq
+	if len(last.Events) > 0 {
+		lastSeq = last.Events[len(last.Events)-1].Seq
 	}
 	j := r.Job
 	cj := &ContextJob{JobID: j.JobID, Status: j.Status, NextAction: r.NextAction, CheckpointVersion: j.CheckpointVersion,
@@ -476,12 +524,15 @@ func contextJobSection(ctx context.Context, st contextStores, tx pg.DBTX, org, j
 	return sec, cj, snap, snapV, nil
 }
 
-func contextWorking(ctx context.Context, ws *working.Store, org, session string, nTurns int,
+// contextWorking renders the working-state section: the session's state document and
+// newest turns, or else the checkpoint's snapshot. db is where the working tier reads the
+// durable copy when Redis lost the session (redisOnly: not at all).
+func contextWorking(ctx context.Context, ws *working.Store, db pg.DBTX, org, session string, nTurns int,
 	snapshot json.RawMessage, snapshotVersion int64) (tc.Section, error) {
 	sec := tc.Section{Name: tc.SectionWorking}
 	var doc json.RawMessage
 	if session != "" {
-		state, err := ws.Get(ctx, lazyTx{}, org, session)
+		state, err := ws.Get(ctx, db, org, session)
 		switch {
 		case errors.Is(err, strata.ErrNotFound):
 			sec.Note = "session " + session + " has no state yet"
@@ -492,7 +543,7 @@ func contextWorking(ctx context.Context, ws *working.Store, org, session string,
 			sec.Header = fmt.Sprintf("## Working state (session %s, version %d)", session, state.Version)
 		}
 		if nTurns > 0 && doc != nil {
-			buf, err := ws.Turns(ctx, lazyTx{}, org, session)
+			buf, err := ws.Turns(ctx, db, org, session)
 			if err != nil && !errors.Is(err, strata.ErrNotFound) {
 				return sec, err
 			}
@@ -536,14 +587,16 @@ func contextWorking(ctx context.Context, ws *working.Store, org, session string,
 	return sec, nil
 }
 
-func contextPreferences(ctx context.Context, kv *keyvalue.Store, db pg.DBTX, nss []string, scope strata.Scope) (tc.Section, error) {
+// contextPreferences renders the preferences section from each namespace's resolved entries
+// (read by QueueList in the first round trip).
+func contextPreferences(nss []string, lists []keyvalue.ListResult) (tc.Section, error) {
 	sec := tc.Section{Name: tc.SectionPreferences,
 		Header: "## Preferences that apply (resolved: session > agent > user > org)"}
-	for _, ns := range nss {
-		es, err := kv.ListOn(ctx, db, ns, scope, true, "", maxKVKeysPerNS+1)
-		if err != nil {
-			return sec, err
+	for i, ns := range nss {
+		if lists[i].Err != nil {
+			return sec, lists[i].Err
 		}
+		es := lists[i].Entries
 		if len(es) > maxKVKeysPerNS {
 			es = es[:maxKVKeysPerNS]
 		}
@@ -558,15 +611,11 @@ func contextPreferences(ctx context.Context, kv *keyvalue.Store, db pg.DBTX, nss
 	return sec, nil
 }
 
-func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strata.Scope, query, jobID string, topK, similar int, filters semantic.Query) (
+func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strata.Scope, query string, vec []float32, jobID string, topK, similar int, filters semantic.Query) (
 	tc.Section, tc.Section, []semantic.Result, []semantic.Result, error) {
 	memSec := tc.Section{Name: tc.SectionMemories, Header: "## Relevant memories for: " + tc.Truncate(query, 200)}
 	jobsSec := tc.Section{Name: tc.SectionSimilarJobs, Header: "## Similar past jobs (settled parameters: reuse them)"}
-	vs, err := st.emb.Embed(ctx, []string{query})
-	if err != nil {
-		return memSec, jobsSec, nil, nil, err
-	}
-	q := semantic.Query{Scope: scope, Text: query, Vector: vs[0], Space: st.space, TopK: topK,
+	q := semantic.Query{Scope: scope, Text: query, Vector: vec, Space: st.space, TopK: topK,
 		Trust: filters.Trust, Provenance: filters.Provenance}
 	// The similar-jobs search runs at the same time on a connection of its own (a read-only
 	// transaction bound to the same org), the memory search on the request's — when the

@@ -149,6 +149,31 @@ func TestContextAssemblesSectionsInPriorityOrder(t *testing.T) {
 	require.Equal(t, "no job_id given", c.Sections[0].Note)
 }
 
+// TestContextReadsALostSessionFromPostgres: context reads the working tier beside its own
+// transaction from Redis alone; when Redis lost the session that read needs the durable
+// copy, and the session is read again through the request's transaction: the section is
+// the same as before the loss.
+func TestContextReadsALostSessionFromPostgres(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	key := s.NewKey("acme", "agent")
+	seedContext(t, s, key)
+	body := map[string]any{"user_id": "u1", "agent_id": "editor", "session_id": "sess-1", "job_id": "promo-7",
+		"query": "captions for the reels version", "max_tokens": 8000}
+	before := getContext(t, s, key, body)
+	require.Contains(t, before.Prompt, "- brief: \"spring promo, upbeat\"")
+	require.Contains(t, before.Prompt, "- [user] make it punchier")
+
+	flushPrefix(t, s.Prefix)
+	after := getContext(t, s, key, body)
+	require.Equal(t, before.Sections[1].Text, after.Sections[1].Text, "the working state, restored from Postgres")
+	require.Equal(t, before.Sections[0].Text, after.Sections[0].Text)
+	require.Equal(t, before.Sections[2].Text, after.Sections[2].Text, "preferences come from Postgres either way")
+	// Restored into Redis: the next state read answers from there.
+	r := must(t, s.Do("GET", "/v1/sessions/sess-1/state", key, nil), 200)
+	require.Contains(t, string(r.Body), "spring promo, upbeat")
+}
+
 func TestContextBudgetLeavesOutLowerPriorityFirst(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t)

@@ -129,24 +129,24 @@ func (s *Server) refuseRestrictedJob(ctx context.Context, job string) error {
 	return nil
 }
 
-// restrictedContext reports whether a per-turn context for (user, job, session) would touch
-// a restricted subject's data: the user named, or the subject of the job or of the session.
-// One query; "" parts are ignored. POST /v1/context calls it (contextExcluded).
-func (s *Server) restrictedContext(ctx context.Context, userID, jobID, sessionID string) (bool, error) {
+// queueRestrictedContext queues into b (a batch on the request's transaction) the check of
+// whether a per-turn context for (user, job, session) would touch a restricted subject's
+// data: the user named, or the subject of the job or of the session. "" parts are ignored;
+// with none named nothing is queued. *restricted and *err are set as b's results are read.
+// POST /v1/context sends it with the rest of its first round trip (context.go) and uses
+// nothing else that batch read when the answer is yes.
+func (s *Server) queueRestrictedContext(b *pgx.Batch, org, userID, jobID, sessionID string, restricted *bool, err *error) {
 	if userID == "" && jobID == "" && sessionID == "" {
-		return false, nil
+		return
 	}
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return false, err
-	}
-	var r bool
-	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = $1 AND r.user_id IN (
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = $1 AND r.user_id IN (
 			nullif($2, ''),
 			(SELECT user_id FROM jobs WHERE org_id = $1 AND job_id = $3),
 			(SELECT user_id FROM working_sessions WHERE org_id = $1 AND session_id = $4)))`,
-		orgOf(ctx), userID, jobID, sessionID).Scan(&r)
-	return r, pg.Interpret(err)
+		org, userID, jobID, sessionID).QueryRow(func(row pgx.Row) error {
+		*err = pg.Interpret(row.Scan(restricted))
+		return nil
+	})
 }
 
 // restrictedJobsAmong returns which of jobs belong to a restricted subject.

@@ -493,25 +493,59 @@ func (s *Store) ListOn(ctx context.Context, db pg.DBTX, ns string, sc strata.Sco
 	if err := strata.CheckID("path.namespace", ns, false); err != nil {
 		return nil, err
 	}
+	var out []KVEntry
+	sql, args := s.listQuery(ns, sc, resolve, after, limit)
+	err := s.readOn(ctx, db, sc.OrgID, sql, args, func(r pgx.Rows) error {
+		e, err := scanEntry(r)
+		if err != nil {
+			return err
+		}
+		out = append(out, e.KVEntry)
+		return nil
+	})
+	return out, err
+}
+
+// ListResult is filled in when the batch QueueList queued into is read.
+type ListResult struct {
+	Entries []KVEntry
+	Err     error // a bad namespace, or a failure reading the entries
+}
+
+// QueueList queues ListOn's query into b, a batch for a transaction already bound to sc's
+// org, so a caller that already sends one (context assembly) lists a namespace without a
+// round trip of its own. res is filled in as b's results are read.
+func (s *Store) QueueList(b *pgx.Batch, ns string, sc strata.Scope, resolve bool, after string, limit int, res *ListResult) {
+	if err := strata.CheckID("path.namespace", ns, false); err != nil {
+		res.Err = err
+		return
+	}
+	sql, args := s.listQuery(ns, sc, resolve, after, limit)
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		res.Err = eachRow(rows, nil, func(r pgx.Rows) error {
+			e, err := scanEntry(r)
+			if err != nil {
+				return err
+			}
+			res.Entries = append(res.Entries, e.KVEntry)
+			return nil
+		})
+		return nil
+	})
+}
+
+// listQuery is List's statement: per key, the entry of the most specific level the scope
+// reads (one level without resolve).
+func (s *Store) listQuery(ns string, sc strata.Scope, resolve bool, after string, limit int) (string, []any) {
 	slots := readSlots(sc, !resolve)
 	ls, ids := make([]string, len(slots)), make([]string, len(slots))
 	for i, sl := range slots {
 		ls[i], ids[i] = string(sl.Level), sl.ScopeID
 	}
-	var out []KVEntry
-	err := s.readOn(ctx, db, sc.OrgID, `SELECT DISTINCT ON (key) `+entryCols+` FROM kv_entries
+	return `SELECT DISTINCT ON (key) ` + entryCols + ` FROM kv_entries
 		WHERE org_id = $1 AND namespace = $2
 		  AND (level, scope_id) IN (SELECT * FROM unnest($3::text[], $4::text[]))
 		  AND NOT deleted AND (expires_at IS NULL OR expires_at > $5) AND key > $6
 		ORDER BY key, CASE level WHEN 'session' THEN 0 WHEN 'agent' THEN 1 WHEN 'user' THEN 2 ELSE 3 END
-		LIMIT $7`,
-		[]any{sc.OrgID, ns, ls, ids, s.opt.Now().UTC(), after, limit}, func(r pgx.Rows) error {
-			e, err := scanEntry(r)
-			if err != nil {
-				return err
-			}
-			out = append(out, e.KVEntry)
-			return nil
-		})
-	return out, err
+		LIMIT $7`, []any{sc.OrgID, ns, ls, ids, s.opt.Now().UTC(), after, limit}
 }
