@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
 )
@@ -23,7 +25,8 @@ type PoolOptions struct {
 	ConnectTimeout   time.Duration // default 5s
 }
 
-// NewPool opens a pool whose connections SET ROLE strata_app and know pgvector's types.
+// NewPool opens a pool whose connections SET ROLE strata_app, know pgvector's types and
+// send uuid.UUID parameters in binary (EncodeUUIDsInBinary).
 // It does not wait for the database: Ping or readiness tells whether it answers.
 func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -57,9 +60,35 @@ func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, err
 		if err := pgxvec.RegisterTypes(ctx, c); err != nil {
 			return fmt.Errorf("registering pgvector types (is the vector extension installed?): %w", err)
 		}
+		EncodeUUIDsInBinary(c.TypeMap())
 		return nil
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// EncodeUUIDsInBinary makes m send uuid.UUID parameters, alone or in slices, as the 16
+// bytes they are. uuid.UUID is a database/sql driver.Valuer, and pgx encodes a Valuer
+// through its Value: every id formatted as text, and an id array element by element that
+// way. Under the load test that was 4-5 % of the server's CPU (the retrieval log's, the
+// search's and the access flush's id arrays).
+func EncodeUUIDsInBinary(m *pgtype.Map) {
+	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapUUID}, m.TryWrapEncodePlanFuncs...)
+}
+
+func tryWrapUUID(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
+	if u, ok := value.(uuid.UUID); ok {
+		return &uuidEncodePlan{}, [16]byte(u), true
+	}
+	return nil, nil, false
+}
+
+// uuidEncodePlan hands a uuid.UUID to the plan for [16]byte (pgx's uuid codec).
+type uuidEncodePlan struct{ next pgtype.EncodePlan }
+
+func (p *uuidEncodePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
+
+func (p *uuidEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
+	return p.next.Encode([16]byte(value.(uuid.UUID)), buf)
 }
 
 // EnsureDatabase creates the database named in dsn when it does not exist, connecting to
