@@ -367,13 +367,19 @@ type Stored struct {
 	UpdatedBy string
 }
 
+// loadSQL reads an org's stored policy row.
+const loadSQL = `SELECT policy, version, updated_at, updated_by FROM eviction_policies WHERE org_id = $1`
+
 // Load reads org's stored policy (Version 0 and an empty policy when it has none).
 func Load(ctx context.Context, q pg.DBTX, org string) (Stored, error) {
+	return scanStored(q.QueryRow(ctx, loadSQL, org), org)
+}
+
+func scanStored(row pgx.Row, org string) (Stored, error) {
 	var st Stored
 	var raw []byte
 	var at time.Time
-	err := q.QueryRow(ctx, `SELECT policy, version, updated_at, updated_by FROM eviction_policies WHERE org_id = $1`, org).
-		Scan(&raw, &st.Version, &at, &st.UpdatedBy)
+	err := row.Scan(&raw, &st.Version, &at, &st.UpdatedBy)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, nil
 	}
@@ -395,6 +401,10 @@ func LoadEffective(ctx context.Context, q pg.DBTX, org string, def LifecyclePoli
 	if err != nil {
 		return Effective{}, err
 	}
+	return effective(st, def)
+}
+
+func effective(st Stored, def LifecyclePolicy) (Effective, error) {
 	e, err := Compile(st.Policy, def)
 	if err != nil {
 		e, err = Compile(LifecyclePolicy{}, def)
@@ -404,6 +414,26 @@ func LoadEffective(ctx context.Context, q pg.DBTX, org string, def LifecyclePoli
 	}
 	e.Version = st.Version
 	return e, nil
+}
+
+// EffectiveResult is filled in when the batch QueueLoadEffective queued into is read.
+type EffectiveResult struct {
+	Effective Effective
+	Err       error
+}
+
+// QueueLoadEffective queues LoadEffective's read into b, a batch for a transaction bound to
+// org, so a caller that already sends one (context assembly) reads the policy without a
+// round trip of its own. res is filled in as b's results are read.
+func QueueLoadEffective(b *pgx.Batch, org string, def LifecyclePolicy, res *EffectiveResult) {
+	b.Queue(loadSQL, org).QueryRow(func(row pgx.Row) error {
+		st, err := scanStored(row, org)
+		if err == nil {
+			res.Effective, err = effective(st, def)
+		}
+		res.Err = err
+		return nil
+	})
 }
 
 // Save replaces org's policy after validating it. ifMatch, when set, must be the current

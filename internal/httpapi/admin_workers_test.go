@@ -90,6 +90,15 @@ func TestLifecyclePoliciesAPI(t *testing.T) {
 	}
 	require.True(t, stale(agent), "pol: verify_age 1h")
 	require.False(t, stale(other), "pol2: the default 90d")
+	// So does the per-turn context's (its policy read rides in its first round trip).
+	contextStale := func(key string) bool {
+		r := s.Do("POST", "/v1/context", key, map[string]any{"query": "studio Lyon", "similar_jobs": 0})
+		require.Equal(t, 200, r.Status, string(r.Body))
+		require.Contains(t, string(r.Body), "the studio is in Lyon")
+		return strings.Contains(string(r.Body), "stale: verify before relying on it")
+	}
+	require.True(t, contextStale(agent), "pol: verify_age 1h")
+	require.False(t, contextStale(other), "pol2: the default 90d")
 }
 
 func TestLifecycleEvictionPreviewRunAPI(t *testing.T) {

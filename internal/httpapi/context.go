@@ -21,6 +21,7 @@ import (
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
@@ -266,16 +267,21 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	}
 	// One round trip (with the transaction's BEGIN) for everything read by key: the GDPR
 	// restriction check (Art. 18: the user named, or the subject of the job or session), the
-	// job's resume (job, checkpoint, steps, handoffs), its newest events and log head, and
-	// each namespace's preferences. When the check says restricted, nothing else it read is
-	// used.
+	// job's resume (job, checkpoint, steps, handoffs), its newest events and log head, each
+	// namespace's preferences, and the org's lifecycle policy (its facts' verification age
+	// marks stale memories, as in memory search). When the check says restricted, nothing
+	// else it read is used.
 	t0 := time.Now()
 	var restricted bool
 	var restrictErr error
 	prefs := make([]keyvalue.ListResult, len(nss))
 	var last episodic.LastResult
+	var policy eviction.EffectiveResult
 	queue := func(bt *pgx.Batch) {
 		s.queueRestrictedContext(bt, org, b.UserID, b.JobID, b.SessionID, &restricted, &restrictErr)
+		if hasQuery {
+			eviction.QueueLoadEffective(bt, org, s.policyDefaults(), &policy)
+		}
 		for i, ns := range nss {
 			st.kv.QueueList(bt, ns, scope, true, "", maxKVKeysPerNS+1, &prefs[i])
 		}
@@ -350,6 +356,10 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 		if embErr != nil {
 			return nil, embErr
 		}
+		if policy.Err != nil {
+			return nil, policy.Err
+		}
+		filters.StaleAfter = policy.Effective.ForKind(semantic.KindFact).VerifyAge
 		memSec, jobsSec, memRes, jobRes, err = contextSearch(ctx, st, tx, scope, b.Query, qvec, b.JobID, topK, similar, filters)
 		if err != nil {
 			return nil, err
@@ -616,7 +626,7 @@ func contextSearch(ctx context.Context, st contextStores, tx pgx.Tx, scope strat
 	memSec := tc.Section{Name: tc.SectionMemories, Header: "## Relevant memories for: " + tc.Truncate(query, 200)}
 	jobsSec := tc.Section{Name: tc.SectionSimilarJobs, Header: "## Similar past jobs (settled parameters: reuse them)"}
 	q := semantic.Query{Scope: scope, Text: query, Vector: vec, Space: st.space, TopK: topK,
-		Trust: filters.Trust, Provenance: filters.Provenance}
+		Trust: filters.Trust, Provenance: filters.Provenance, StaleAfter: filters.StaleAfter}
 	// The similar-jobs search runs at the same time on a connection of its own (a read-only
 	// transaction bound to the same org), the memory search on the request's — when the
 	// pool has a connection free right now (sideSession). Otherwise it follows the memory
