@@ -495,15 +495,20 @@ func (s *Store) ListOn(ctx context.Context, db pg.DBTX, ns string, sc strata.Sco
 	}
 	var out []KVEntry
 	sql, args := s.listQuery(ns, sc, resolve, after, limit)
-	err := s.readOn(ctx, db, sc.OrgID, sql, args, func(r pgx.Rows) error {
+	err := s.readOn(ctx, db, sc.OrgID, sql, args, appendEntries(&out))
+	return out, err
+}
+
+// appendEntries scans each row into *out.
+func appendEntries(out *[]KVEntry) func(pgx.Rows) error {
+	return func(r pgx.Rows) error {
 		e, err := scanEntry(r)
 		if err != nil {
 			return err
 		}
-		out = append(out, e.KVEntry)
+		*out = append(*out, e.KVEntry)
 		return nil
-	})
-	return out, err
+	}
 }
 
 // ListResult is filled in when the batch QueueList queued into is read.
@@ -522,14 +527,7 @@ func (s *Store) QueueList(b *pgx.Batch, ns string, sc strata.Scope, resolve bool
 	}
 	sql, args := s.listQuery(ns, sc, resolve, after, limit)
 	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-		res.Err = eachRow(rows, nil, func(r pgx.Rows) error {
-			e, err := scanEntry(r)
-			if err != nil {
-				return err
-			}
-			res.Entries = append(res.Entries, e.KVEntry)
-			return nil
-		})
+		res.Err = eachRow(rows, nil, appendEntries(&res.Entries))
 		return nil
 	})
 }
