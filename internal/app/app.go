@@ -18,9 +18,7 @@ import (
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
-	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/gdpr"
-	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/queue"
@@ -148,21 +146,21 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-
-	emb, err := embed.New(cfg)
+	p, err := compose(cfg, log, pool, rdb, keys, pseudo, restrictions)
 	if err != nil {
 		return err
 	}
-	srv := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: log, Pool: pool, Redis: rdb, Keys: keys, Pseudo: pseudo, Embedder: emb,
-		Restrictions: restrictions})
-	srv.Start(context.WithoutCancel(ctx))
-	defer func() { // after the HTTP server has drained, before the pools close
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		if err := srv.Stop(sctx); err != nil {
-			log.Warn("memory access counts not written at shutdown", "err", err)
-		}
-	}()
+	srv := p.server()
+	if p.access != nil {
+		p.access.Start(context.WithoutCancel(ctx))
+		defer func() { // after the HTTP server has drained, before the pools close
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+			defer cancel()
+			if err := p.access.Stop(sctx); err != nil {
+				log.Warn("memory access counts not written at shutdown", "err", err)
+			}
+		}()
+	}
 
 	// Background workers; stopped after the HTTP server has drained (defers run in reverse).
 	chainer := audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)
@@ -171,11 +169,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})
-	lifecycle, jobMetrics, err := lifecycleWorkers(cfg, pool, rdb, emb, log, workers)
-	if err != nil {
-		return err
-	}
-	defer startGDPRWorkers(ctx, workers, cfg, pool, rdb, pseudo, log)()
+	lifecycle := p.lifecycleWorkers(workers)
+	defer p.startGDPRWorkers(ctx, workers)()
 	jobs, err := queue.New(pool, log, queue.Config{
 		Workers: workers,
 		PeriodicJobs: append([]*river.PeriodicJob{
@@ -187,7 +182,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	defer jobMetrics(jobs)()
+	defer subscribeJobMetrics(jobs)()
 	if err := jobs.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("starting background workers: %w", err)
 	}

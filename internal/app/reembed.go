@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/config"
-	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/semantic"
 )
 
@@ -34,7 +33,7 @@ func reembed(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 		fmt.Fprintf(out, "dropped the previous model's vectors of %d memories\n", n)
 		return nil
 	}
-	emb, err := embed.New(cfg)
+	emb, err := newEmbedder(cfg)
 	if err != nil {
 		return err
 	}

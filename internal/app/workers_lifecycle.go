@@ -2,16 +2,11 @@ package app
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 
-	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/consolidation"
-	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/queue"
 )
@@ -23,13 +18,8 @@ import (
 //	every STRATA_OUTBOX_POLL            consolidation_dispatch: job_outbox rows → consolidate_job (unique per job)
 //	every STRATA_CONSOLIDATION_INTERVAL consolidation_schedule → consolidate_org per org (unique per org and period)
 //	every STRATA_EVICTION_INTERVAL      eviction_schedule → evict_org per org (unique per org and period)
-func lifecycleWorkers(cfg config.Config, pool *pgxpool.Pool, rdb redis.UniversalClient, emb embed.Embedder, log *slog.Logger,
-	workers *river.Workers) ([]*river.PeriodicJob, func(*queue.Client) func(), error) {
-	cons, err := consolidation.FromConfig(cfg, pool, emb, log, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	ev := eviction.FromConfig(cfg, pool, rdb, log, nil)
+func (p *parts) lifecycleWorkers(workers *river.Workers) []*river.PeriodicJob {
+	cfg, pool, cons, ev := p.cfg, p.pool, p.consolidator, p.evictor
 	river.AddWorker(workers, &consolidation.DispatchWorker{Consolidator: cons, ExtraOrg: cfg.AdminOrg})
 	river.AddWorker(workers, &consolidation.SummarizeJobWorker{Consolidator: cons})
 	river.AddWorker(workers, &consolidation.ScheduleWorker{Pool: pool, ExtraOrg: cfg.AdminOrg, Interval: cfg.ConsolidationInterval})
@@ -46,7 +36,7 @@ func lifecycleWorkers(cfg config.Config, pool *pgxpool.Pool, rdb redis.Universal
 		every(cfg.ConsolidationInterval, consolidation.ScheduleArgs{}, false),
 		every(cfg.EvictionInterval, eviction.ScheduleArgs{}, false),
 	}
-	return periodic, subscribeJobMetrics, nil
+	return periodic
 }
 
 // subscribeJobMetrics feeds strata_worker_job_duration_seconds and

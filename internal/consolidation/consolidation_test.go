@@ -64,8 +64,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	clk := &clock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	emb := embed.NewLexical(384)
-	c, err := consolidation.FromConfig(cfg, pool, emb, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.Now)
-	require.NoError(t, err)
+	c := newConsolidator(cfg, pool, emb, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.Now)
 	return &env{t: t, ctx: context.Background(), pool: pool, dsn: dsn, cfg: cfg, clock: clk, c: c, emb: emb}
 }
 
@@ -538,4 +537,20 @@ func TestPromotionThreshold(t *testing.T) {
 	require.NotNil(t, e.get(cold2.ID).ValidTo)
 	rep = e.run(consolidation.TaskPromotion)
 	require.Equal(t, 0, rep.Promotion.Promoted)
+}
+
+// newConsolidator builds a consolidator as the server composes one (internal/app), on the
+// test's clock.
+func newConsolidator(cfg config.Config, pool *pgxpool.Pool, emb embed.Embedder, log *slog.Logger, now func() time.Time) *consolidation.Consolidator {
+	return &consolidation.Consolidator{
+		Pool: pool,
+		Semantic: semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge,
+			EfSearch: cfg.HNSWEfSearch, ExactBelow: cfg.SearchExactBelow}, now),
+		Episodic: episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth}),
+		Jobs:     jobs.NewStore(now, cfg.StalledAfter),
+		Embedder: emb,
+		Defaults: eviction.DefaultPolicy(cfg.VerifyAge),
+		Now:      now,
+		Log:      log,
+	}
 }

@@ -2,45 +2,16 @@ package consolidation
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/strata-mem/strata/internal/config"
-	"github.com/strata-mem/strata/internal/embed"
-	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
-	"github.com/strata-mem/strata/internal/semantic"
 )
-
-// FromConfig builds the consolidator the server runs: the server's embedder, and an LLM
-// summarizer when STRATA_LLM_MODEL is set (OPENAI_BASE_URL, OPENAI_API_KEY).
-func FromConfig(cfg config.Config, pool *pgxpool.Pool, emb embed.Embedder, log *slog.Logger, now func() time.Time) (*Consolidator, error) {
-	c := &Consolidator{
-		Pool: pool,
-		Semantic: semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge,
-			EfSearch: cfg.HNSWEfSearch, ExactBelow: cfg.SearchExactBelow}, now),
-		Episodic: episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth}),
-		Jobs:     jobs.NewStore(now, cfg.StalledAfter),
-		Embedder: emb,
-		Defaults: eviction.DefaultPolicy(cfg.VerifyAge),
-		Now:      now,
-		Log:      log,
-	}
-	if cfg.LLMModel != "" {
-		llm, err := NewLLM(LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel})
-		if err != nil {
-			return nil, err
-		}
-		c.Summarizer = llm
-	}
-	return c, nil
-}
 
 // DispatchArgs is the periodic (leader-elected) job that turns unprocessed job_outbox rows
 // into SummarizeJobArgs jobs.

@@ -36,8 +36,7 @@ func TestTwoWorkerProcessesSummarizeEachJobOnce(t *testing.T) {
 		pool, err := pg.NewPool(e.ctx, e.dsn, pg.PoolOptions{MaxConns: 8})
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		c, err := consolidation.FromConfig(e.cfg, pool, e.emb, log, e.clock.Now)
-		require.NoError(t, err)
+		c := newConsolidator(e.cfg, pool, e.emb, log, e.clock.Now)
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &consolidation.DispatchWorker{Consolidator: c, ExtraOrg: org})
 		river.AddWorker(workers, &consolidation.SummarizeJobWorker{Consolidator: c, Done: func(r consolidation.ConsolidatedJob) {

@@ -18,10 +18,7 @@ package embed
 
 import (
 	"context"
-	"fmt"
 	"math"
-
-	"github.com/strata-mem/strata/internal/config"
 )
 
 // Embedder turns texts into vectors of Dims() floats, one per text, in order.
@@ -33,23 +30,6 @@ type Embedder interface {
 	Model() string
 	// Dims is the length of every vector.
 	Dims() int
-}
-
-// New builds the embedder the configuration names.
-func New(cfg config.Config) (Embedder, error) {
-	switch cfg.Embedder {
-	case "", "hash", "lexical":
-		return NewLexical(cfg.EmbeddingDims), nil
-	case "openai":
-		return NewOpenAI(OpenAIOptions{
-			BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
-			Model: cfg.EmbeddingModel, Dims: cfg.EmbeddingDims,
-		})
-	case "onnx":
-		return NewONNX(ONNXOptions{Dir: cfg.ONNXModelDir, Dims: cfg.EmbeddingDims, Model: cfg.EmbeddingModel})
-	default:
-		return nil, fmt.Errorf("STRATA_EMBEDDER: unknown embedder %q (hash, lexical, onnx or openai)", cfg.Embedder)
-	}
 }
 
 // Normalize scales v to unit length in place (a zero vector stays zero) and returns it.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -49,20 +48,6 @@ func TestEmbedLexicalSimilarityOrdersByOverlap(t *testing.T) {
 	require.Greater(t, Cosine(l.One("preferred"), l.One("prefers")), 0.3)
 	// Near-duplicates are very close, so dedup can use a cosine threshold.
 	require.Greater(t, Cosine(l.One("User prefers dark mode."), l.One("The user prefers dark mode")), 0.85)
-}
-
-func TestEmbedNewBuildsEachKindAndRefusesUnknown(t *testing.T) {
-	t.Parallel()
-	o, err := New(config.Config{Embedder: "onnx", ONNXModelDir: "testdata/tiny-bert", EmbeddingDims: 32})
-	require.NoError(t, err)
-	require.Equal(t, "onnx", o.Name())
-	require.NoError(t, o.(*ONNX).Close())
-	_, err = New(config.Config{Embedder: "nope", EmbeddingDims: 384})
-	require.Error(t, err)
-	e, err := New(config.Config{Embedder: "hash", EmbeddingDims: 64})
-	require.NoError(t, err)
-	require.Equal(t, 64, e.Dims())
-	require.Equal(t, "lexical", e.Name())
 }
 
 // fakeEmbeddings speaks OpenAI's POST /v1/embeddings wire format: {"input": [...],

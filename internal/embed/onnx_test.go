@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/embed/internal/genmodel"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -155,8 +154,6 @@ func TestEmbedONNXDimensionMismatchFailsAtLoad(t *testing.T) {
 	t.Parallel()
 	_, err := NewONNX(ONNXOptions{Dir: tinyBERT, Dims: 384})
 	require.ErrorContains(t, err, "produces 32 dimensions but STRATA_EMBEDDING_DIMS is 384: set it to 32")
-	_, err = New(config.Config{Embedder: "onnx", ONNXModelDir: tinyBERT, EmbeddingDims: 384})
-	require.ErrorContains(t, err, "STRATA_EMBEDDING_DIMS is 384")
 }
 
 func TestEmbedONNXMissingOrBrokenFilesFailAtLoad(t *testing.T) {
@@ -195,9 +192,6 @@ func TestEmbedONNXMissingOrBrokenFilesFailAtLoad(t *testing.T) {
 			require.ErrorContains(t, err, c.dir, "%s: the error names the directory", c.name)
 		}
 	}
-	// Through the configuration, as the server starts it.
-	_, err = New(config.Config{Embedder: "onnx", EmbeddingDims: 32})
-	require.ErrorContains(t, err, "STRATA_ONNX_MODEL_DIR is required")
 }
 
 func TestEmbedONNXConcurrentCallsMatchSequential(t *testing.T) {

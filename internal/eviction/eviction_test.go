@@ -69,7 +69,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	cfg.RedisPrefix = prefix
 	c := &clock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-	ev := eviction.FromConfig(cfg, pool, rdb, slog.New(slog.NewTextHandler(io.Discard, nil)), c.Now)
+	ev := newEvictor(cfg, pool, rdb, slog.New(slog.NewTextHandler(io.Discard, nil)), c.Now)
 	return &env{t: t, ctx: context.Background(), pool: pool, dsn: dsn, rdb: rdb, clock: c, ev: ev, sem: ev.Semantic,
 		epi: ev.Episodic, jobs: ev.Jobs, ws: ev.Working, emb: embed.NewLexical(384)}
 }
@@ -531,4 +531,19 @@ func TestEvictionPreviewEqualsRun(t *testing.T) {
 func keyvalueInput(i int) keyvalue.WriteInput {
 	return keyvalue.WriteInput{Namespace: "prefs", Key: "theme", Scope: strata.Scope{OrgID: org, UserID: "u-secret"},
 		Value: json.RawMessage(fmt.Sprintf(`{"v":%d}`, i)), Actor: "k"}
+}
+
+// newEvictor builds an evictor as the server composes one (internal/app), on the test's
+// clock.
+func newEvictor(cfg config.Config, pool *pgxpool.Pool, rdb redis.UniversalClient, log *slog.Logger, now func() time.Time) *eviction.Evictor {
+	return &eviction.Evictor{
+		Semantic: semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge}, now),
+		Episodic: episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth}),
+		Jobs:     jobs.NewStore(now, cfg.StalledAfter),
+		Working:  working.New(rdb, pool, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL, Now: now}),
+		KV:       keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, Log: log}),
+		Defaults: eviction.DefaultPolicy(cfg.VerifyAge),
+		Now:      now,
+		Log:      log,
+	}
 }

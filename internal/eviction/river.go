@@ -2,40 +2,14 @@ package eviction
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 
-	"github.com/strata-mem/strata/internal/config"
-	"github.com/strata-mem/strata/internal/episodic"
-	"github.com/strata-mem/strata/internal/jobs"
-	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
-	"github.com/strata-mem/strata/internal/semantic"
-	"github.com/strata-mem/strata/internal/working"
 )
-
-// FromConfig builds the evictor the server runs, on the server's stores and clock.
-func FromConfig(cfg config.Config, pool *pgxpool.Pool, rdb redis.UniversalClient, log *slog.Logger, now func() time.Time) *Evictor {
-	var ws *working.Store
-	if rdb != nil {
-		ws = working.New(rdb, pool, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL, Now: now})
-	}
-	return &Evictor{
-		Semantic: semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge}, now),
-		Episodic: episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth}),
-		Jobs:     jobs.NewStore(now, cfg.StalledAfter),
-		Working:  ws,
-		KV:       keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, Log: log}),
-		Defaults: DefaultPolicy(cfg.VerifyAge),
-		Now:      now,
-		Log:      log,
-	}
-}
 
 // Orgs lists the orgs background work visits: every org with an API key (every org that
 // can write has one), plus extra (the bootstrap admin key's org). Row-level security binds

@@ -52,7 +52,7 @@ func TestEvictionTwoWorkerProcessesRunEachOrgOnce(t *testing.T) {
 		pool, err := pg.NewPool(e.ctx, e.dsn, pg.PoolOptions{MaxConns: 4})
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		ev := eviction.FromConfig(cfg, pool, e.rdb, log, e.clock.Now)
+		ev := newEvictor(cfg, pool, e.rdb, log, e.clock.Now)
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &countingOrgWorker{inner: &eviction.OrgWorker{Pool: pool, Evictor: ev}, runs: &runs})
 		c, err := queue.New(pool, log, queue.Config{Workers: workers, MaxWorkers: 2})

@@ -57,75 +57,71 @@ func targetOrg(p auth.Principal, requested string) (string, error) {
 	return requested, nil
 }
 
-func (s *Server) registerAdminKeys() {
-	register(s, adminRoles, huma.Operation{
-		OperationID: "create-key", Method: http.MethodPost, Path: "/v1/admin/keys", Tags: []string{"admin"},
-		Summary: "Create an API key", DefaultStatus: http.StatusCreated,
-		Description: "Returns the key's secret once. Keys are stored hashed.",
-	}, func(ctx context.Context, in *createKeyInput) (*createKeyOutput, error) {
-		p, _ := auth.FromContext(ctx)
-		org, err := targetOrg(p, in.Body.OrgID)
-		if err != nil {
-			return nil, err
-		}
-		if err := strata.CheckText("body.name", in.Body.Name); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		k, secret, err := s.keys.Create(ctx, tx, org, in.Body.Role, in.Body.Name, p.KeyID)
-		if err != nil {
-			return nil, err
-		}
-		secretInResponse(ctx, "key")
-		return &createKeyOutput{Status: http.StatusCreated, Body: createdKey{Key: k, Secret: secret}}, nil
-	})
+var opCreateKey = huma.Operation{
+	OperationID: "create-key", Method: http.MethodPost, Path: "/v1/admin/keys", Tags: []string{"admin"},
+	Summary: "Create an API key", DefaultStatus: http.StatusCreated,
+	Description: "Returns the key's secret once. Keys are stored hashed.",
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "list-keys", Method: http.MethodGet, Path: "/v1/admin/keys", Tags: []string{"admin"},
-		Summary: "List API keys (never their secrets)",
-	}, func(ctx context.Context, in *listKeysInput) (*listKeysOutput, error) {
-		p, _ := auth.FromContext(ctx)
-		org, err := targetOrg(p, in.OrgID)
-		if err != nil {
-			return nil, err
-		}
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		keys, err := s.keys.List(ctx, s.pool, org, in.Cursor, limit+1)
-		if err != nil {
-			return nil, err
-		}
-		out := &listKeysOutput{}
-		out.Body = page(keys, limit, func(k auth.Key) string { return k.ID })
-		return out, nil
-	})
+func (s *Server) createKey(ctx context.Context, r *Request, in *createKeyInput) (*createKeyOutput, error) {
+	p := r.Caller
+	org, err := targetOrg(p, in.Body.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	if err := strata.CheckText("body.name", in.Body.Name); err != nil {
+		return nil, err
+	}
+	k, secret, err := s.keys.Create(ctx, r.Tx, org, in.Body.Role, in.Body.Name, p.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	secretInResponse(ctx, "key")
+	return &createKeyOutput{Status: http.StatusCreated, Body: createdKey{Key: k, Secret: secret}}, nil
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "revoke-key", Method: http.MethodDelete, Path: "/v1/admin/keys/{id}", Tags: []string{"admin"},
-		Summary: "Revoke an API key", Description: "Takes effect at once: the next request with the key gets 401.",
-	}, func(ctx context.Context, in *keyIDInput) (*keyOutput, error) {
-		p, _ := auth.FromContext(ctx)
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
+var opListKeys = huma.Operation{
+	OperationID: "list-keys", Method: http.MethodGet, Path: "/v1/admin/keys", Tags: []string{"admin"},
+	Summary: "List API keys (never their secrets)",
+}
+
+func (s *Server) listKeys(ctx context.Context, r *Request, in *listKeysInput) (*listKeysOutput, error) {
+	p := r.Caller
+	org, err := targetOrg(p, in.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := s.keys.List(ctx, s.pool, org, in.Cursor, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	out := &listKeysOutput{}
+	out.Body = page(keys, limit, func(k auth.Key) string { return k.ID })
+	return out, nil
+}
+
+var opRevokeKey = huma.Operation{
+	OperationID: "revoke-key", Method: http.MethodDelete, Path: "/v1/admin/keys/{id}", Tags: []string{"admin"},
+	Summary: "Revoke an API key", Description: "Takes effect at once: the next request with the key gets 401.",
+}
+
+func (s *Server) revokeKey(ctx context.Context, r *Request, in *keyIDInput) (*keyOutput, error) {
+	p := r.Caller
+	org := p.OrgID
+	if p.Root {
+		// The root key may revoke any org's key: find its org first.
+		if err := r.Tx.QueryRow(ctx, `SELECT org_id FROM api_keys WHERE id = $1`, in.ID).Scan(&org); err != nil {
+			return nil, pg.Interpret(err)
 		}
-		org := p.OrgID
-		if p.Root {
-			// The root key may revoke any org's key: find its org first.
-			if err := tx.QueryRow(ctx, `SELECT org_id FROM api_keys WHERE id = $1`, in.ID).Scan(&org); err != nil {
-				return nil, pg.Interpret(err)
-			}
-		}
-		k, err := s.keys.Revoke(ctx, tx, org, in.ID)
-		if err != nil {
-			return nil, err
-		}
-		pg.SessionFrom(ctx).AfterCommit(s.keys.Forget)
-		return &keyOutput{Body: k}, nil
-	})
+	}
+	k, err := s.keys.Revoke(ctx, r.Tx, org, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	pg.SessionFrom(ctx).AfterCommit(s.keys.Forget)
+	return &keyOutput{Body: k}, nil
 }

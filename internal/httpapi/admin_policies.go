@@ -8,9 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/eviction"
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 )
 
@@ -36,12 +34,8 @@ type putPolicyInput struct {
 	Body    eviction.LifecyclePolicy
 }
 
-func (s *Server) policyDefaults() eviction.LifecyclePolicy {
-	return eviction.DefaultPolicy(s.cfg.VerifyAge)
-}
-
 func (s *Server) policyDoc(org string, st eviction.Stored) (*policyOutput, error) {
-	def := s.policyDefaults()
+	def := s.policyDefaults
 	e, err := eviction.Compile(st.Policy, def)
 	if err != nil {
 		// Valid when stored; only a server default change can make it fail now.
@@ -58,7 +52,7 @@ func (s *Server) orgVerifyAge(ctx context.Context, tx pgx.Tx, q *semantic.Query)
 	if q.StaleAfter > 0 {
 		return nil
 	}
-	e, err := eviction.LoadEffective(ctx, tx, q.Scope.OrgID, s.policyDefaults())
+	e, err := eviction.LoadEffective(ctx, tx, q.Scope.OrgID, s.policyDefaults)
 	if err != nil {
 		return err
 	}
@@ -66,59 +60,51 @@ func (s *Server) orgVerifyAge(ctx context.Context, tx pgx.Tx, q *semantic.Query)
 	return nil
 }
 
-func (s *Server) registerPolicies() {
-	tags := []string{"admin"}
-	register(s, adminRoles, huma.Operation{
-		OperationID: "get-policies", Method: http.MethodGet, Path: "/v1/admin/policies", Tags: tags,
-		Summary: "Read the org's memory lifecycle policy",
-		Description: "Eviction rules per memory kind (max_age, max_inactivity, max_items_per_scope, delete_superseded_after, " +
-			"verify_age), working-state session_ttl, episodic completed_job_retention, checkpoints keep_versions, key-value " +
-			"history_retention, and consolidation settings (compaction, merge threshold, promotion score). Durations are " +
-			"Go durations or whole days (\"90d\"); \"0\" turns a rule off. Pinned memories are exempt from every rule.",
-	}, func(ctx context.Context, _ *struct{}) (*policyOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		st, err := eviction.Load(ctx, tx, org)
-		if err != nil {
-			return nil, err
-		}
-		return s.policyDoc(org, st)
-	})
+var opGetPolicies = huma.Operation{
+	OperationID: "get-policies", Method: http.MethodGet, Path: "/v1/admin/policies", Tags: []string{"admin"},
+	Summary: "Read the org's memory lifecycle policy",
+	Description: "Eviction rules per memory kind (max_age, max_inactivity, max_items_per_scope, delete_superseded_after, " +
+		"verify_age), working-state session_ttl, episodic completed_job_retention, checkpoints keep_versions, key-value " +
+		"history_retention, and consolidation settings (compaction, merge threshold, promotion score). Durations are " +
+		"Go durations or whole days (\"90d\"); \"0\" turns a rule off. Pinned memories are exempt from every rule.",
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "put-policies", Method: http.MethodPut, Path: "/v1/admin/policies", Tags: tags,
-		Summary: "Replace the org's memory lifecycle policy",
-		Description: "Replaces the stored policy (absent fields follow the server defaults). Validated as a whole: a bad " +
-			"field is a 422 naming it and nothing is stored. If-Match makes it conditional. The periodic eviction job and " +
-			"POST /v1/admin/eviction/run apply it; search's staleness flag follows memories.kinds.fact.verify_age (or the default's).",
-	}, func(ctx context.Context, in *putPolicyInput) (*policyOutput, error) {
-		v, ok, err := ifMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		var im *int64
-		if ok {
-			im = &v
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		_, st, err := eviction.Save(ctx, tx, p.OrgID, in.Body, s.policyDefaults(), im, p.KeyID, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		out, err := s.policyDoc(p.OrgID, st)
-		if err != nil {
-			return nil, err
-		}
-		if st.Version == 1 {
-			out.Status = http.StatusCreated
-		}
-		return out, nil
-	})
+func (s *Server) getPolicies(ctx context.Context, r *Request, in *struct{}) (*policyOutput, error) {
+	st, err := eviction.Load(ctx, r.Tx, r.Org)
+	if err != nil {
+		return nil, err
+	}
+	return s.policyDoc(r.Org, st)
+}
+
+var opPutPolicies = huma.Operation{
+	OperationID: "put-policies", Method: http.MethodPut, Path: "/v1/admin/policies", Tags: []string{"admin"},
+	Summary: "Replace the org's memory lifecycle policy",
+	Description: "Replaces the stored policy (absent fields follow the server defaults). Validated as a whole: a bad " +
+		"field is a 422 naming it and nothing is stored. If-Match makes it conditional. The periodic eviction job and " +
+		"POST /v1/admin/eviction/run apply it; search's staleness flag follows memories.kinds.fact.verify_age (or the default's).",
+}
+
+func (s *Server) putPolicies(ctx context.Context, r *Request, in *putPolicyInput) (*policyOutput, error) {
+	v, ok, err := ifMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	var im *int64
+	if ok {
+		im = &v
+	}
+	p := r.Caller
+	_, st, err := eviction.Save(ctx, r.Tx, p.OrgID, in.Body, s.policyDefaults, im, p.KeyID, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.policyDoc(p.OrgID, st)
+	if err != nil {
+		return nil, err
+	}
+	if st.Version == 1 {
+		out.Status = http.StatusCreated
+	}
+	return out, nil
 }

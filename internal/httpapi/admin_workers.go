@@ -6,9 +6,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/consolidation"
-	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/pg"
 )
@@ -27,83 +25,62 @@ type consolidationOutput struct {
 	Body consolidation.ConsolidationReport
 }
 
-// registerLifecycleAdmin registers the policy, eviction and consolidation endpoints and
-// the worker metrics.
-func (s *Server) registerLifecycleAdmin() {
-	s.metrics.reg.MustRegister(eviction.Collectors(s.pool)...)
-	s.registerPolicies()
+var opPreviewEviction = huma.Operation{
+	OperationID: "preview-eviction", Method: http.MethodPost, Path: "/v1/admin/eviction/preview", Tags: []string{"admin"},
+	Summary: "What eviction would remove now (changes nothing)",
+	Description: "Evaluates the org's policy now and answers, per tier, reason and memory kind, how many items a run " +
+		"would remove and up to 10 of their ids. POST /v1/admin/eviction/run at the same moment removes exactly these.",
+}
 
-	ev := eviction.FromConfig(s.cfg, s.pool, s.rdb, s.log, nil)
-	emb := s.emb
-	if emb == nil {
-		e, err := embed.New(s.cfg)
-		if err != nil {
-			e = embed.NewLexical(s.cfg.EmbeddingDims)
-		}
-		emb = e
+func (s *Server) previewEviction(ctx context.Context, r *Request, in *struct{}) (*evictionOutput, error) {
+	return s.runEvictionNow(ctx, r, false)
+}
+
+var opRunEviction = huma.Operation{
+	OperationID: "run-eviction", Method: http.MethodPost, Path: "/v1/admin/eviction/run", Tags: []string{"admin"},
+	Summary: "Apply the eviction policy now",
+	Description: "Removes what the preview reports (up to 5000 items per rule per call; `more: true` says a rule has " +
+		"more) and writes one audit record per rule (action evict: ids, policy, reason, counts; never content). " +
+		"The periodic job does the same every STRATA_EVICTION_INTERVAL.",
+}
+
+func (s *Server) runEviction(ctx context.Context, r *Request, in *struct{}) (*evictionOutput, error) {
+	return s.runEvictionNow(ctx, r, true)
+}
+
+var opRunConsolidation = huma.Operation{
+	OperationID: "run-consolidation", Method: http.MethodPost, Path: "/v1/admin/consolidation/run", Tags: []string{"admin"},
+	Summary: "Consolidate now",
+	Description: "Runs, in this request, the org's pending job summaries (job_outbox rows another worker is not " +
+		"holding), episodic compaction, near-duplicate merge and promotion, and answers what each did (with the " +
+		"promotion score of each evaluated cluster). Background workers do the same continuously.",
+}
+
+func (s *Server) runConsolidation(ctx context.Context, r *Request, in *consolidationInput) (*consolidationOutput, error) {
+	var tasks []string
+	if in.Body != nil {
+		tasks = in.Body.Tasks
 	}
-	cons, err := consolidation.FromConfig(s.cfg, s.pool, emb, s.log, nil)
+	tasks, err := consolidation.ValidTasks(tasks)
 	if err != nil {
-		// The configuration was validated at start; an LLM client that cannot be built
-		// leaves the extractive summaries.
-		s.log.Warn("consolidation: LLM summarizer unavailable; using extractive summaries", "err", err)
-		cfg := s.cfg
-		cfg.LLMModel = ""
-		cons, _ = consolidation.FromConfig(cfg, s.pool, emb, s.log, nil)
+		return nil, err
 	}
-	tags := []string{"admin"}
-
-	runEviction := func(ctx context.Context, apply bool) (*evictionOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		rep, after, err := ev.Run(ctx, tx, p.OrgID, apply, eviction.Actor{KeyID: p.KeyID, Role: string(p.Role), RequestID: requestID(ctx)})
-		if err != nil {
-			return nil, err
-		}
-		pg.SessionFrom(ctx).AfterCommit(func() { after(context.WithoutCancel(ctx)) })
-		return &evictionOutput{Body: rep}, nil
+	rep, after, err := s.consolidator.RunTx(ctx, r.Tx, r.Org, tasks)
+	if err != nil {
+		return nil, err
 	}
-	register(s, adminRoles, huma.Operation{
-		OperationID: "preview-eviction", Method: http.MethodPost, Path: "/v1/admin/eviction/preview", Tags: tags,
-		Summary: "What eviction would remove now (changes nothing)",
-		Description: "Evaluates the org's policy now and answers, per tier, reason and memory kind, how many items a run " +
-			"would remove and up to 10 of their ids. POST /v1/admin/eviction/run at the same moment removes exactly these.",
-	}, func(ctx context.Context, _ *struct{}) (*evictionOutput, error) { return runEviction(ctx, false) })
-	register(s, adminRoles, huma.Operation{
-		OperationID: "run-eviction", Method: http.MethodPost, Path: "/v1/admin/eviction/run", Tags: tags,
-		Summary: "Apply the eviction policy now",
-		Description: "Removes what the preview reports (up to 5000 items per rule per call; `more: true` says a rule has " +
-			"more) and writes one audit record per rule (action evict: ids, policy, reason, counts; never content). " +
-			"The periodic job does the same every STRATA_EVICTION_INTERVAL.",
-	}, func(ctx context.Context, _ *struct{}) (*evictionOutput, error) { return runEviction(ctx, true) })
+	pg.SessionFrom(ctx).AfterCommit(after)
+	return &consolidationOutput{Body: rep}, nil
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "run-consolidation", Method: http.MethodPost, Path: "/v1/admin/consolidation/run", Tags: tags,
-		Summary: "Consolidate now",
-		Description: "Runs, in this request, the org's pending job summaries (job_outbox rows another worker is not " +
-			"holding), episodic compaction, near-duplicate merge and promotion, and answers what each did (with the " +
-			"promotion score of each evaluated cluster). Background workers do the same continuously.",
-	}, func(ctx context.Context, in *consolidationInput) (*consolidationOutput, error) {
-		var tasks []string
-		if in.Body != nil {
-			tasks = in.Body.Tasks
-		}
-		tasks, err := consolidation.ValidTasks(tasks)
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		rep, after, err := cons.RunTx(ctx, tx, orgOf(ctx), tasks)
-		if err != nil {
-			return nil, err
-		}
-		pg.SessionFrom(ctx).AfterCommit(after)
-		return &consolidationOutput{Body: rep}, nil
-	})
+// runEvictionNow evaluates (and with apply, applies) the org's eviction policy in the
+// request's transaction; what must follow the commit (Redis deletions) runs after it.
+func (s *Server) runEvictionNow(ctx context.Context, r *Request, apply bool) (*evictionOutput, error) {
+	p := r.Caller
+	rep, after, err := s.evictor.Run(ctx, r.Tx, p.OrgID, apply, eviction.Actor{KeyID: p.KeyID, Role: string(p.Role), RequestID: requestID(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	r.AfterCommit(func() { after(context.WithoutCancel(ctx)) })
+	return &evictionOutput{Body: rep}, nil
 }

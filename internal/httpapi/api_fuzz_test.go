@@ -24,9 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
-	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/testenv"
 )
 
@@ -48,8 +46,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	cfg.RedisPrefix = prefix
 	cfg.AdminKey = "sk_admin_" + testenv.RandomID(16)
 	cfg.RateLimit = 0
-	s := httpapi.NewServer(httpapi.Deps{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Pool: pool, Redis: rdb, Keys: auth.NewStore(pool, cfg.AdminKey, cfg.AdminOrg)})
+	s := newServer(tb, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), pool, rdb)
 	raw, err := json.Marshal(s.OpenAPI())
 	require.NoError(tb, err)
 	e := &fuzzEnv{h: s, key: cfg.AdminKey, d: parseAPI(tb, raw), db: testenv.OwnerConn(tb, dsn)}

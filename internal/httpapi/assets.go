@@ -8,7 +8,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/strata-mem/strata/internal/episodic"
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -49,119 +48,111 @@ type listVersionsInput struct {
 }
 
 type listVersionsOutput struct {
-	Body List[episodic.AssetVersion]
+	subjects []string
+	Body     List[episodic.AssetVersion]
 }
 
-func (s *Server) registerAssets(st *episodic.Store) {
-	register(s, agentRoles, huma.Operation{
-		OperationID: "put-asset", Method: http.MethodPut, Path: "/v1/assets/{asset}", Tags: []string{"assets"},
-		Summary: "Create or update an asset",
-		Description: "Creates the asset at version 1 (201), or, when uri, media_type, sha256 or metadata differ from the " +
-			"current version, adds a version whose parent is the current one (200). The same content again changes " +
-			"nothing. If-Match (the ETag) guards against lost updates: a stale version gets 409.",
-	}, func(ctx context.Context, in *putAssetInput) (*assetOutput, error) {
-		var im *int64
-		if v, ok, err := ifMatch(in.IfMatch); err != nil {
-			return nil, err
-		} else if ok {
-			im = &v
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		a, created, err := st.PutAsset(ctx, tx, orgOf(ctx), in.Asset, in.Body, im)
-		if err != nil {
-			return nil, relocate(err, "body")
-		}
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-		}
-		return &assetOutput{Status: status, ETag: etag(a.Version), Body: a}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-asset", Method: http.MethodGet, Path: "/v1/assets/{asset}", Tags: []string{"assets"},
-		Summary: "Read an asset at its current version",
-	}, func(ctx context.Context, in *getAssetInput) (*assetOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		a, err := st.GetAsset(ctx, tx, orgOf(ctx), in.Asset)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, a.UserID); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		return &assetOutput{Status: http.StatusOK, ETag: etag(a.Version), Body: a}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "add-asset-version", Method: http.MethodPost, Path: "/v1/assets/{asset}/versions", Tags: []string{"assets"},
-		Summary: "Add a version to an asset", DefaultStatus: http.StatusCreated,
-		Description: "The new version names its parent (parent_version, or If-Match): it must be the current version, " +
-			"else 409 with the current asset (no lost update). parent_version 0 or absent creates the asset. job_id and seq " +
-			"name the job event that produced the version.",
-	}, func(ctx context.Context, in *addVersionInput) (*versionOutput, error) {
-		v, ok, err := ifMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		parent := int64(0)
-		switch {
-		case in.Body.ParentVersion != nil && ok && *in.Body.ParentVersion != v:
-			return nil, strata.Invalid("body.parent_version", "differs from If-Match (%d)", v)
-		case in.Body.ParentVersion != nil:
-			parent = *in.Body.ParentVersion
-		case ok:
-			parent = v
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		av, err := st.AddVersion(ctx, tx, orgOf(ctx), in.Asset, parent, in.Body.AssetInput)
-		if err != nil {
-			return nil, relocate(err, "body")
-		}
-		return &versionOutput{Status: http.StatusCreated, ETag: etag(av.Version), Body: av}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-asset-versions", Method: http.MethodGet, Path: "/v1/assets/{asset}/versions", Tags: []string{"assets"},
-		Summary: "List an asset's lineage", Description: "Versions oldest first, each with its parent and producing event.",
-	}, func(ctx context.Context, in *listVersionsInput) (*listVersionsOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		after := int64(0)
-		if in.Cursor != "" {
-			after, err = strconv.ParseInt(in.Cursor, 10, 64)
-			if err != nil || after < 0 {
-				return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
-			}
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		vs, err := st.ListVersions(ctx, tx, orgOf(ctx), in.Asset, after, limit+1)
-		if err != nil {
-			return nil, err
-		}
-		if a, err := st.GetAsset(ctx, tx, orgOf(ctx), in.Asset); err == nil {
-			users := []string{a.UserID}
-			for _, v := range vs {
-				users = append(users, v.UserID)
-			}
-			if err := s.refuseRestricted(ctx, users...); err != nil { // GDPR Art. 18
-				return nil, err
-			}
-		}
-		return &listVersionsOutput{Body: page(vs, limit, func(v episodic.AssetVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
-	})
+var opPutAsset = huma.Operation{
+	OperationID: "put-asset", Method: http.MethodPut, Path: "/v1/assets/{asset}", Tags: []string{"assets"},
+	Summary: "Create or update an asset",
+	Description: "Creates the asset at version 1 (201), or, when uri, media_type, sha256 or metadata differ from the " +
+		"current version, adds a version whose parent is the current one (200). The same content again changes " +
+		"nothing. If-Match (the ETag) guards against lost updates: a stale version gets 409.",
 }
+
+func (s *Server) putAsset(ctx context.Context, r *Request, in *putAssetInput) (*assetOutput, error) {
+	var im *int64
+	if v, ok, err := ifMatch(in.IfMatch); err != nil {
+		return nil, err
+	} else if ok {
+		im = &v
+	}
+	a, created, err := s.events.PutAsset(ctx, r.Tx, r.Org, in.Asset, in.Body, im)
+	if err != nil {
+		return nil, relocate(err, "body")
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return &assetOutput{Status: status, ETag: etag(a.Version), Body: a}, nil
+}
+
+var opGetAsset = huma.Operation{
+	OperationID: "get-asset", Method: http.MethodGet, Path: "/v1/assets/{asset}", Tags: []string{"assets"},
+	Summary: "Read an asset at its current version",
+}
+
+func (s *Server) getAsset(ctx context.Context, r *Request, in *getAssetInput) (*assetOutput, error) {
+	a, err := s.events.GetAsset(ctx, r.Tx, r.Org, in.Asset)
+	if err != nil {
+		return nil, err
+	}
+	return &assetOutput{Status: http.StatusOK, ETag: etag(a.Version), Body: a}, nil
+}
+
+var opAddAssetVersion = huma.Operation{
+	OperationID: "add-asset-version", Method: http.MethodPost, Path: "/v1/assets/{asset}/versions", Tags: []string{"assets"},
+	Summary: "Add a version to an asset", DefaultStatus: http.StatusCreated,
+	Description: "The new version names its parent (parent_version, or If-Match): it must be the current version, " +
+		"else 409 with the current asset (no lost update). parent_version 0 or absent creates the asset. job_id and seq " +
+		"name the job event that produced the version.",
+}
+
+func (s *Server) addAssetVersion(ctx context.Context, r *Request, in *addVersionInput) (*versionOutput, error) {
+	v, ok, err := ifMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	parent := int64(0)
+	switch {
+	case in.Body.ParentVersion != nil && ok && *in.Body.ParentVersion != v:
+		return nil, strata.Invalid("body.parent_version", "differs from If-Match (%d)", v)
+	case in.Body.ParentVersion != nil:
+		parent = *in.Body.ParentVersion
+	case ok:
+		parent = v
+	}
+	av, err := s.events.AddVersion(ctx, r.Tx, r.Org, in.Asset, parent, in.Body.AssetInput)
+	if err != nil {
+		return nil, relocate(err, "body")
+	}
+	return &versionOutput{Status: http.StatusCreated, ETag: etag(av.Version), Body: av}, nil
+}
+
+var opListAssetVersions = huma.Operation{
+	OperationID: "list-asset-versions", Method: http.MethodGet, Path: "/v1/assets/{asset}/versions", Tags: []string{"assets"},
+	Summary: "List an asset's lineage", Description: "Versions oldest first, each with its parent and producing event.",
+}
+
+func (s *Server) listAssetVersions(ctx context.Context, r *Request, in *listVersionsInput) (*listVersionsOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	after := int64(0)
+	if in.Cursor != "" {
+		after, err = strconv.ParseInt(in.Cursor, 10, 64)
+		if err != nil || after < 0 {
+			return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
+		}
+	}
+	vs, err := s.events.ListVersions(ctx, r.Tx, r.Org, in.Asset, after, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	out := &listVersionsOutput{}
+	if a, err := s.events.GetAsset(ctx, r.Tx, r.Org, in.Asset); err == nil {
+		out.subjects = []string{a.UserID} // GDPR Art. 18 (enforced by the wrapper): the asset's subject and each version's
+		for _, v := range vs {
+			out.subjects = append(out.subjects, v.UserID)
+		}
+	}
+	out.Body = page(vs, limit, func(v episodic.AssetVersion) string { return strconv.FormatInt(v.Version, 10) })
+	return out, nil
+}
+
+// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go).
+
+func (o *assetOutput) subjectUsers() []string        { return []string{o.Body.UserID} }
+func (o *listVersionsOutput) subjectUsers() []string { return o.subjects }

@@ -9,7 +9,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/strata-mem/strata/internal/audit"
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -33,64 +32,56 @@ type verifyAuditOutput struct {
 	Body audit.Report
 }
 
-func (s *Server) registerAudit() {
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "list-audit", Method: http.MethodGet, Path: "/v1/audit", Tags: []string{"compliance"},
-		Summary: "Read the audit log",
-		Description: "Every write and compliance action of the caller's org, oldest first. Data subjects appear only " +
-			"as keyed pseudonyms; filter by user_id to find a subject's records.",
-	}, func(ctx context.Context, in *listAuditInput) (*listAuditOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		var after int64
-		if in.Cursor != "" {
-			if after, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || after < 0 {
-				return nil, strata.Invalid("query.cursor", "is not a cursor this API returned")
-			}
-		}
-		org := orgOf(ctx)
-		f := audit.Filter{Action: in.Action, EntityType: in.EntityType, EntityID: in.EntityID, ActorKeyID: in.ActorKeyID,
-			AgentID: in.AgentID, Subject: s.pseudo.Subject(org, in.UserID), AfterID: after, Limit: limit + 1}
-		if in.UserID != "" && f.Subject == "" {
-			return nil, strata.Invalid("query.user_id", "cannot be pseudonymised")
-		}
-		if !in.Since.IsZero() {
-			f.Since = &in.Since
-		}
-		if !in.Until.IsZero() {
-			f.Until = &in.Until
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		recs, err := audit.List(ctx, tx, org, f)
-		if err != nil {
-			return nil, err
-		}
-		return &listAuditOutput{Body: page(recs, limit, func(r audit.Record) string { return strconv.FormatInt(r.ID, 10) })}, nil
-	})
+var opListAudit = huma.Operation{
+	OperationID: "list-audit", Method: http.MethodGet, Path: "/v1/audit", Tags: []string{"compliance"},
+	Summary: "Read the audit log",
+	Description: "Every write and compliance action of the caller's org, oldest first. Data subjects appear only " +
+		"as keyed pseudonyms; filter by user_id to find a subject's records.",
+}
 
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "verify-audit", Method: http.MethodGet, Path: "/v1/audit/verify", Tags: []string{"compliance"},
-		Summary: "Verify the audit log's hash chain",
-		Description: "Chains any pending records, then walks the org's chain recomputing every hash. " +
-			"first_broken names the first record that was edited or removed.",
-	}, func(ctx context.Context, _ *struct{}) (*verifyAuditOutput, error) {
-		org := orgOf(ctx)
-		if _, err := audit.ChainOrg(ctx, s.pool, org); err != nil {
-			return nil, err
+func (s *Server) listAudit(ctx context.Context, r *Request, in *listAuditInput) (*listAuditOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	var after int64
+	if in.Cursor != "" {
+		if after, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || after < 0 {
+			return nil, strata.Invalid("query.cursor", "is not a cursor this API returned")
 		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		rep, err := audit.Verify(ctx, tx, org)
-		if err != nil {
-			return nil, err
-		}
-		return &verifyAuditOutput{Body: rep}, nil
-	})
+	}
+	f := audit.Filter{Action: in.Action, EntityType: in.EntityType, EntityID: in.EntityID, ActorKeyID: in.ActorKeyID,
+		AgentID: in.AgentID, Subject: s.pseudo.Subject(r.Org, in.UserID), AfterID: after, Limit: limit + 1}
+	if in.UserID != "" && f.Subject == "" {
+		return nil, strata.Invalid("query.user_id", "cannot be pseudonymised")
+	}
+	if !in.Since.IsZero() {
+		f.Since = &in.Since
+	}
+	if !in.Until.IsZero() {
+		f.Until = &in.Until
+	}
+	recs, err := audit.List(ctx, r.Tx, r.Org, f)
+	if err != nil {
+		return nil, err
+	}
+	return &listAuditOutput{Body: page(recs, limit, func(r audit.Record) string { return strconv.FormatInt(r.ID, 10) })}, nil
+}
+
+var opVerifyAudit = huma.Operation{
+	OperationID: "verify-audit", Method: http.MethodGet, Path: "/v1/audit/verify", Tags: []string{"compliance"},
+	Summary: "Verify the audit log's hash chain",
+	Description: "Chains any pending records, then walks the org's chain recomputing every hash. " +
+		"first_broken names the first record that was edited or removed.",
+}
+
+func (s *Server) verifyAudit(ctx context.Context, r *Request, in *struct{}) (*verifyAuditOutput, error) {
+	if _, err := audit.ChainOrg(ctx, s.pool, r.Org); err != nil {
+		return nil, err
+	}
+	rep, err := audit.Verify(ctx, r.Tx, r.Org)
+	if err != nil {
+		return nil, err
+	}
+	return &verifyAuditOutput{Body: rep}, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
@@ -122,43 +123,7 @@ type contextStores struct {
 }
 
 func (s *Server) newContextStores() contextStores {
-	emb := s.emb
-	if emb == nil {
-		e, err := embed.New(s.cfg)
-		if err != nil {
-			e = embed.NewLexical(s.cfg.EmbeddingDims)
-		}
-		emb = e
-	}
-	return contextStores{
-		jobs: jobs.NewStore(time.Now, s.cfg.StalledAfter),
-		ep:   episodic.NewStore(episodic.Options{MaxJSONDepth: s.cfg.MaxJSONDepth}),
-		ws: working.New(s.rdb, s.pool, working.Options{Prefix: s.cfg.RedisPrefix, TTL: s.cfg.SessionTTL,
-			MaxStateBytes: s.cfg.MaxStateBytes, BufferSize: s.cfg.TurnBufferSize, MaxDepth: s.cfg.MaxJSONDepth}),
-		kv: keyvalue.New(s.pool, s.rdb, keyvalue.Options{Prefix: s.cfg.RedisPrefix, MaxValueBytes: s.cfg.KVMaxValueBytes,
-			MaxJSONDepth: s.cfg.MaxJSONDepth, PendingTTL: s.cfg.RequestTimeout + 5*time.Second, Log: s.log}),
-		sem: semantic.NewStore(semantic.Options{DedupThreshold: s.cfg.DedupThreshold, StaleAfter: s.cfg.VerifyAge,
-			EfSearch: s.cfg.HNSWEfSearch, ExactBelow: s.cfg.SearchExactBelow}, nil),
-		emb:   emb,
-		space: semantic.Space{Embedder: emb.Name(), Model: emb.Model(), Dims: emb.Dims()},
-		pool:  s.pool,
-	}
-}
-
-func (s *Server) registerContext() {
-	st := s.newContextStores()
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-context", Method: http.MethodPost, Path: "/v1/context", Tags: []string{"context"},
-		Summary: "Assemble this turn's context within a token budget",
-		Description: "The one call an agent makes at the start of every turn. Answers, in priority order and within " +
-			"max_tokens (counted with the model's tokenizer): the job's resume summary (current step, next action, " +
-			"steps done — never redo them), the working state (session state document and newest turns, or the " +
-			"checkpoint's snapshot), the preferences that apply (kv_namespaces resolved session > agent > user > org), " +
-			"the memories most relevant to query, and similar past jobs. Each section reports the tokens it used and " +
-			"the items left out for the budget. Reads only (memories served are recorded in the retrieval log).",
-	}, func(ctx context.Context, in *contextInput) (*contextOutput, error) {
-		return s.assembleContext(ctx, st, in.Body)
-	})
+	return contextStores{jobs: s.jobs, ep: s.events, ws: s.working, kv: s.kv, sem: s.memories, emb: s.emb, space: s.space, pool: s.pool}
 }
 
 // contextSideConnWait is how long context waits for a free connection to search similar
@@ -278,9 +243,9 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	var last episodic.LastResult
 	var policy eviction.EffectiveResult
 	queue := func(bt *pgx.Batch) {
-		s.queueRestrictedContext(bt, org, b.UserID, b.JobID, b.SessionID, &restricted, &restrictErr)
+		gdpr.QueueContextCheck(bt, org, b.UserID, b.JobID, b.SessionID, &restricted, &restrictErr)
 		if hasQuery {
-			eviction.QueueLoadEffective(bt, org, s.policyDefaults(), &policy)
+			eviction.QueueLoadEffective(bt, org, s.policyDefaults, &policy)
 		}
 		for i, ns := range nss {
 			st.kv.QueueList(bt, ns, scope, true, "", maxKVKeysPerNS+1, &prefs[i])
@@ -370,7 +335,7 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	wr := <-workc
 	if errors.Is(wr.err, errNeedsPostgres) {
 		t := time.Now()
-		wr.sec, wr.err = contextWorking(ctx, st.ws, lazyTx{}, org, b.SessionID, turns, snapshot, snapshotVersion)
+		wr.sec, wr.err = contextWorking(ctx, st.ws, sessionTx{ctx}, org, b.SessionID, turns, snapshot, snapshotVersion)
 		wr.d += time.Since(t)
 	}
 	if wr.err != nil {
@@ -715,4 +680,52 @@ func compactAny(v any) string {
 		return fmt.Sprint(v)
 	}
 	return tc.Truncate(string(b), maxItemChars)
+}
+
+var opGetContext = huma.Operation{
+	OperationID: "get-context", Method: http.MethodPost, Path: "/v1/context", Tags: []string{"context"},
+	Summary: "Assemble this turn's context within a token budget",
+	Description: "The one call an agent makes at the start of every turn. Answers, in priority order and within " +
+		"max_tokens (counted with the model's tokenizer): the job's resume summary (current step, next action, " +
+		"steps done — never redo them), the working state (session state document and newest turns, or the " +
+		"checkpoint's snapshot), the preferences that apply (kv_namespaces resolved session > agent > user > org), " +
+		"the memories most relevant to query, and similar past jobs. Each section reports the tokens it used and " +
+		"the items left out for the budget. Reads only (memories served are recorded in the retrieval log).",
+}
+
+func (s *Server) getContext(ctx context.Context, r *Request, in *contextInput) (*contextOutput, error) {
+	return s.assembleContext(ctx, s.newContextStores(), in.Body)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// sessionTx is the request's transaction, begun only when a store touches Postgres.
+type sessionTx struct{ ctx context.Context }
+
+func (t sessionTx) tx() (pgx.Tx, error) { return pg.TxFrom(t.ctx) }
+
+func (t sessionTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tx, err := t.tx()
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return tx.Exec(ctx, sql, args...)
+}
+
+func (t sessionTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	tx, err := t.tx()
+	if err != nil {
+		return nil, err
+	}
+	return tx.Query(ctx, sql, args...)
+}
+
+func (t sessionTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	tx, err := t.tx()
+	if err != nil {
+		return errRow{err}
+	}
+	return tx.QueryRow(ctx, sql, args...)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"context"
+
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/strata"
 )

@@ -15,17 +15,8 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/strata-mem/strata/internal/episodic"
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
-
-// registerEpisodic adds the episodic tier: job event logs and the asset registry.
-func (s *Server) registerEpisodic() {
-	st := episodic.NewStore(episodic.Options{MaxJSONDepth: s.cfg.MaxJSONDepth})
-	s.events = st
-	s.registerEvents(st)
-	s.registerAssets(st)
-}
 
 // relocate prefixes a store FieldError's field with where it came from in the request.
 func relocate(err error, prefix string) error {
@@ -207,160 +198,6 @@ type eventOutput struct {
 	Body   episodic.Event
 }
 
-func (s *Server) registerEvents(st *episodic.Store) {
-	register(s, agentRoles, huma.Operation{
-		OperationID: "append-events", Method: http.MethodPost, Path: "/v1/jobs/{job}/events", Tags: []string{"episodic"},
-		Summary: "Append events to a job's log", DefaultStatus: http.StatusCreated, SkipValidateBody: true,
-		Description: "Appends one event (object body) or several (array body) in one transaction; a job that has no log " +
-			"yet gets one. The server assigns seq: strictly increasing and gap-free per job. Each event is fingerprinted " +
-			"(SHA-256 of op and canonical params). An event whose idempotency_key the job already has is not appended " +
-			"again: the original comes back with replayed=true. 201 when anything was appended, 200 when all were replays. " +
-			"Errors name the element: body[3].op.",
-	}, func(ctx context.Context, in *appendEventsInput) (*appendEventsOutput, error) {
-		evs, array, err := (&appendBody{raw: in.RawBody}).decode()
-		if err != nil {
-			return nil, err
-		}
-		prefix := "body"
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		stored, err := st.Append(ctx, tx, orgOf(ctx), in.Job, evs)
-		if err != nil {
-			return nil, relocate(stripSingle(err, array), prefix)
-		}
-		out := &appendEventsOutput{Status: http.StatusOK}
-		for _, e := range stored {
-			if !e.Replayed {
-				out.Status = http.StatusCreated
-			}
-		}
-		if array {
-			out.Body.items = stored
-		} else {
-			out.Body.one = &stored[0]
-		}
-		return out, nil
-	})
-
-	// The raw body is documented as what it is: an event or an array of events.
-	if pi := s.api.OpenAPI().Paths["/v1/jobs/{job}/events"]; pi != nil && pi.Post != nil && pi.Post.RequestBody != nil {
-		pi.Post.RequestBody.Required = true
-		pi.Post.RequestBody.Content = map[string]*huma.MediaType{
-			"application/json": {Schema: appendBodySchema(s.api.OpenAPI().Components.Schemas)}}
-	}
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-events", Method: http.MethodGet, Path: "/v1/jobs/{job}/events", Tags: []string{"episodic"},
-		Summary:     "Read a job's log",
-		Description: "Events in seq order (a fork shows its parent's events up to the fork point first). Page with after_seq or cursor; filter by op and creation time.",
-	}, func(ctx context.Context, in *listEventsInput) (*listEventsOutput, error) {
-		limit, err := Page{Limit: in.Limit}.limit()
-		if err != nil {
-			return nil, err
-		}
-		after := in.AfterSeq
-		if in.Cursor != "" {
-			c, err := strconv.ParseInt(in.Cursor, 10, 64)
-			if err != nil || c < 0 {
-				return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
-			}
-			after = c
-		}
-		if msg := episodic.CheckOp(in.Op); in.Op != "" && msg != "" {
-			return nil, strata.Invalid("query.op", "%s", msg)
-		}
-		if !in.Since.IsZero() && !in.Until.IsZero() && !in.Until.After(in.Since) {
-			return nil, strata.Invalid("query.until", "must be after since")
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		evs, err := st.List(ctx, tx, orgOf(ctx), in.Job, episodic.ListQuery{AfterSeq: after, Limit: limit + 1,
-			Op: in.Op, Since: in.Since, Until: in.Until, HideCompacted: !in.Raw})
-		if err != nil {
-			return nil, err
-		}
-		return &listEventsOutput{Body: page(evs, limit, func(e episodic.Event) string { return strconv.FormatInt(e.Seq, 10) })}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "event-applied", Method: http.MethodGet, Path: "/v1/jobs/{job}/applied", Tags: []string{"episodic"},
-		Summary: "Has exactly this edit been applied?",
-		Description: "Ask with op and params (URL-encoded JSON) or with a fingerprint. applied is true when the job's log " +
-			"holds an event with that fingerprint that has not been reverted; event is the latest such event. A job " +
-			"without a log has applied nothing.",
-	}, func(ctx context.Context, in *appliedInput) (*appliedOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		var ev *episodic.Event
-		var fp string
-		switch {
-		case in.Fingerprint != "" && (in.Op != "" || in.Params != ""):
-			return nil, strata.Invalid("query.fingerprint", "give either fingerprint or op (with params), not both")
-		case in.Fingerprint != "":
-			b, ok := episodic.ParseFingerprint(in.Fingerprint)
-			if !ok {
-				return nil, strata.Invalid("query.fingerprint", "must be 64 lowercase hex digits")
-			}
-			fp = in.Fingerprint
-			ev, err = st.Applied(ctx, tx, orgOf(ctx), in.Job, b)
-		case in.Op != "":
-			params := []byte(in.Params)
-			if p := bytes.TrimSpace(params); len(p) > 0 && string(p) != "null" && p[0] != '{' {
-				return nil, strata.Invalid("query.params", "must be a JSON object")
-			}
-			ev, fp, err = st.AppliedOp(ctx, tx, orgOf(ctx), in.Job, in.Op, params)
-			err = relocate(err, "query")
-		default:
-			return nil, strata.Invalid("query.op", "op (with params) or fingerprint is required")
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &appliedOutput{Body: appliedBody{Applied: ev != nil, Fingerprint: fp, Event: ev}}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "revert-event", Method: http.MethodPost, Path: "/v1/jobs/{job}/events/{seq}/revert", Tags: []string{"episodic"},
-		Summary: "Revert an event", DefaultStatus: http.StatusCreated,
-		Description: "Appends a compensating event (op \"revert\", reverts_seq = seq); the reverted edit no longer counts as " +
-			"applied, and the original stays in the log. Reverting again returns the existing revert event (200).",
-	}, func(ctx context.Context, in *revertInput) (*eventOutput, error) {
-		var ri episodic.RevertInput
-		if in.Body != nil {
-			ri = episodic.RevertInput{AgentID: in.Body.AgentID, UserID: in.Body.UserID, SessionID: in.Body.SessionID, Reason: in.Body.Reason}
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ev, created, err := st.Revert(ctx, tx, orgOf(ctx), in.Job, in.Seq, ri)
-		if err != nil {
-			var fe *strata.FieldError
-			if errors.As(err, &fe) && fe.Field == "seq" {
-				return nil, relocate(err, "path")
-			}
-			return nil, relocate(err, "body")
-		}
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-		}
-		return &eventOutput{Status: status, Body: ev}, nil
-	})
-}
-
 // stripSingle turns "[0].op" into "op" for a one-object body.
 func stripSingle(err error, array bool) error {
 	var fe *strata.FieldError
@@ -369,3 +206,141 @@ func stripSingle(err error, array bool) error {
 	}
 	return &strata.FieldError{Field: strings.TrimPrefix(strings.TrimPrefix(fe.Field, "[0]"), "."), Msg: fe.Msg, Status: fe.Status}
 }
+
+var opAppendEvents = huma.Operation{
+	OperationID: "append-events", Method: http.MethodPost, Path: "/v1/jobs/{job}/events", Tags: []string{"episodic"},
+	Summary: "Append events to a job's log", DefaultStatus: http.StatusCreated, SkipValidateBody: true,
+	Description: "Appends one event (object body) or several (array body) in one transaction; a job that has no log " +
+		"yet gets one. The server assigns seq: strictly increasing and gap-free per job. Each event is fingerprinted " +
+		"(SHA-256 of op and canonical params). An event whose idempotency_key the job already has is not appended " +
+		"again: the original comes back with replayed=true. 201 when anything was appended, 200 when all were replays. " +
+		"Errors name the element: body[3].op.",
+}
+
+func (s *Server) appendEvents(ctx context.Context, r *Request, in *appendEventsInput) (*appendEventsOutput, error) {
+	evs, array, err := (&appendBody{raw: in.RawBody}).decode()
+	if err != nil {
+		return nil, err
+	}
+	prefix := "body"
+	stored, err := s.events.Append(ctx, r.Tx, r.Org, in.Job, evs)
+	if err != nil {
+		return nil, relocate(stripSingle(err, array), prefix)
+	}
+	out := &appendEventsOutput{Status: http.StatusOK}
+	for _, e := range stored {
+		if !e.Replayed {
+			out.Status = http.StatusCreated
+		}
+	}
+	if array {
+		out.Body.items = stored
+	} else {
+		out.Body.one = &stored[0]
+	}
+	return out, nil
+}
+
+var opListEvents = huma.Operation{
+	OperationID: "list-events", Method: http.MethodGet, Path: "/v1/jobs/{job}/events", Tags: []string{"episodic"},
+	Summary:     "Read a job's log",
+	Description: "Events in seq order (a fork shows its parent's events up to the fork point first). Page with after_seq or cursor; filter by op and creation time.",
+}
+
+func (s *Server) listEvents(ctx context.Context, r *Request, in *listEventsInput) (*listEventsOutput, error) {
+	limit, err := Page{Limit: in.Limit}.limit()
+	if err != nil {
+		return nil, err
+	}
+	after := in.AfterSeq
+	if in.Cursor != "" {
+		c, err := strconv.ParseInt(in.Cursor, 10, 64)
+		if err != nil || c < 0 {
+			return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
+		}
+		after = c
+	}
+	if msg := episodic.CheckOp(in.Op); in.Op != "" && msg != "" {
+		return nil, strata.Invalid("query.op", "%s", msg)
+	}
+	if !in.Since.IsZero() && !in.Until.IsZero() && !in.Until.After(in.Since) {
+		return nil, strata.Invalid("query.until", "must be after since")
+	}
+	evs, err := s.events.List(ctx, r.Tx, r.Org, in.Job, episodic.ListQuery{AfterSeq: after, Limit: limit + 1,
+		Op: in.Op, Since: in.Since, Until: in.Until, HideCompacted: !in.Raw})
+	if err != nil {
+		return nil, err
+	}
+	return &listEventsOutput{Body: page(evs, limit, func(e episodic.Event) string { return strconv.FormatInt(e.Seq, 10) })}, nil
+}
+
+var opEventApplied = huma.Operation{
+	OperationID: "event-applied", Method: http.MethodGet, Path: "/v1/jobs/{job}/applied", Tags: []string{"episodic"},
+	Summary: "Has exactly this edit been applied?",
+	Description: "Ask with op and params (URL-encoded JSON) or with a fingerprint. applied is true when the job's log " +
+		"holds an event with that fingerprint that has not been reverted; event is the latest such event. A job " +
+		"without a log has applied nothing.",
+}
+
+func (s *Server) eventApplied(ctx context.Context, r *Request, in *appliedInput) (*appliedOutput, error) {
+	var ev *episodic.Event
+	var fp string
+	var err error
+	switch {
+	case in.Fingerprint != "" && (in.Op != "" || in.Params != ""):
+		return nil, strata.Invalid("query.fingerprint", "give either fingerprint or op (with params), not both")
+	case in.Fingerprint != "":
+		b, ok := episodic.ParseFingerprint(in.Fingerprint)
+		if !ok {
+			return nil, strata.Invalid("query.fingerprint", "must be 64 lowercase hex digits")
+		}
+		fp = in.Fingerprint
+		ev, err = s.events.Applied(ctx, r.Tx, r.Org, in.Job, b)
+	case in.Op != "":
+		params := []byte(in.Params)
+		if p := bytes.TrimSpace(params); len(p) > 0 && string(p) != "null" && p[0] != '{' {
+			return nil, strata.Invalid("query.params", "must be a JSON object")
+		}
+		ev, fp, err = s.events.AppliedOp(ctx, r.Tx, r.Org, in.Job, in.Op, params)
+		err = relocate(err, "query")
+	default:
+		return nil, strata.Invalid("query.op", "op (with params) or fingerprint is required")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &appliedOutput{Body: appliedBody{Applied: ev != nil, Fingerprint: fp, Event: ev}}, nil
+}
+
+var opRevertEvent = huma.Operation{
+	OperationID: "revert-event", Method: http.MethodPost, Path: "/v1/jobs/{job}/events/{seq}/revert", Tags: []string{"episodic"},
+	Summary: "Revert an event", DefaultStatus: http.StatusCreated,
+	Description: "Appends a compensating event (op \"revert\", reverts_seq = seq); the reverted edit no longer counts as " +
+		"applied, and the original stays in the log. Reverting again returns the existing revert event (200).",
+}
+
+func (s *Server) revertEvent(ctx context.Context, r *Request, in *revertInput) (*eventOutput, error) {
+	var ri episodic.RevertInput
+	if in.Body != nil {
+		ri = episodic.RevertInput{AgentID: in.Body.AgentID, UserID: in.Body.UserID, SessionID: in.Body.SessionID, Reason: in.Body.Reason}
+	}
+	ev, created, err := s.events.Revert(ctx, r.Tx, r.Org, in.Job, in.Seq, ri)
+	if err != nil {
+		var fe *strata.FieldError
+		if errors.As(err, &fe) && fe.Field == "seq" {
+			return nil, relocate(err, "path")
+		}
+		return nil, relocate(err, "body")
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return &eventOutput{Status: status, Body: ev}, nil
+}
+
+// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go): a job's events are its
+// subject's.
+
+func (in *listEventsInput) subjectJob() string { return in.Job }
+func (in *appliedInput) subjectJob() string    { return in.Job }

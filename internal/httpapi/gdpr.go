@@ -13,180 +13,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/audit"
-	"github.com/strata-mem/strata/internal/auth"
-	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
-	"github.com/strata-mem/strata/internal/working"
 )
-
-// ---- restriction checks (GDPR Art. 18), for every read path ---------------------------
-
-// restricted reports whether processing of userID's data is restricted in the caller's org.
-// "" is never restricted. It uses the request's transaction when one is open, else one
-// pooled round trip (so a Redis-served read does not begin a transaction for it).
-func (s *Server) restricted(ctx context.Context, userID string) (bool, error) {
-	if userID == "" {
-		return false, nil
-	}
-	m, err := s.restrictedAmong(ctx, []string{userID})
-	return m[userID], err
-}
-
-func (s *Server) restrictedAmong(ctx context.Context, users []string) (map[string]bool, error) {
-	org := orgOf(ctx)
-	var ids []string
-	for _, u := range users {
-		if u != "" {
-			ids = append(ids, u)
-		}
-	}
-	if len(ids) == 0 {
-		return map[string]bool{}, nil
-	}
-	if sess := pg.SessionFrom(ctx); sess != nil && sess.Started() {
-		tx, err := sess.Tx(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return s.restrictions.Among(org, ids, func(sql string, args ...any) ([]string, error) {
-			rows, err := tx.Query(ctx, sql, args...)
-			if err != nil {
-				return nil, pg.Interpret(err)
-			}
-			found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			return found, pg.Interpret(err)
-		})
-	}
-	// No transaction yet: one batch on a pooled connection, the org set for its implicit
-	// transaction (row-level security).
-	return s.restrictions.Among(org, ids, func(sql string, args ...any) ([]string, error) {
-		b := &pgx.Batch{}
-		b.Queue(`SELECT set_config('app.org_id', $1, true)`, org)
-		b.Queue(sql, args...)
-		br := s.pool.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return nil, pg.Interpret(err)
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return nil, pg.Interpret(err)
-		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		return found, pg.Interpret(err)
-	})
-}
-
-// errRestricted is the answer to a read of a restricted subject's data.
-func errRestricted() error {
-	return huma.Error403Forbidden("processing of this data subject's data is restricted (GDPR Art. 18): it is kept, " +
-		"but not served to agents until the restriction is lifted (POST/DELETE /v1/gdpr/restrictions/{user})")
-}
-
-// forgetRestrictions drops this replica's cached restrictions of the request's org once
-// the request commits, before its response: the replica that restricts never serves the
-// subject again (the others drop theirs on the notification the commit sends).
-func (s *Server) forgetRestrictions(ctx context.Context) {
-	org := orgOf(ctx)
-	if sess := pg.SessionFrom(ctx); sess != nil {
-		sess.AfterCommit(func() { s.restrictions.Forget(org) })
-	}
-}
-
-// refuseRestricted answers errRestricted when any of userIDs is restricted.
-func (s *Server) refuseRestricted(ctx context.Context, userIDs ...string) error {
-	m, err := s.restrictedAmong(ctx, userIDs)
-	if err != nil {
-		return err
-	}
-	if len(m) > 0 {
-		return errRestricted()
-	}
-	return nil
-}
-
-// refuseRestrictedJob answers errRestricted when job belongs to a restricted subject (a job
-// that does not exist is not refused: the caller's own lookup answers 404).
-func (s *Server) refuseRestrictedJob(ctx context.Context, job string) error {
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return err
-	}
-	var restricted bool
-	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs j JOIN gdpr_restrictions r
-			ON r.org_id = j.org_id AND r.user_id = j.user_id WHERE j.org_id = $1 AND j.job_id = $2)`,
-		orgOf(ctx), job).Scan(&restricted)
-	if err != nil {
-		return pg.Interpret(err)
-	}
-	if restricted {
-		return errRestricted()
-	}
-	return nil
-}
-
-// queueRestrictedContext queues into b (a batch on the request's transaction) the check of
-// whether a per-turn context for (user, job, session) would touch a restricted subject's
-// data: the user named, or the subject of the job or of the session. "" parts are ignored;
-// with none named nothing is queued. *restricted and *err are set as b's results are read.
-// POST /v1/context sends it with the rest of its first round trip (context.go) and uses
-// nothing else that batch read when the answer is yes.
-func (s *Server) queueRestrictedContext(b *pgx.Batch, org, userID, jobID, sessionID string, restricted *bool, err *error) {
-	if userID == "" && jobID == "" && sessionID == "" {
-		return
-	}
-	b.Queue(`SELECT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = $1 AND r.user_id IN (
-			nullif($2, ''),
-			(SELECT user_id FROM jobs WHERE org_id = $1 AND job_id = $3),
-			(SELECT user_id FROM working_sessions WHERE org_id = $1 AND session_id = $4)))`,
-		org, userID, jobID, sessionID).QueryRow(func(row pgx.Row) error {
-		*err = pg.Interpret(row.Scan(restricted))
-		return nil
-	})
-}
-
-// restrictedJobsAmong returns which of jobs belong to a restricted subject.
-func (s *Server) restrictedJobsAmong(ctx context.Context, jobIDs []string) (map[string]bool, error) {
-	out := map[string]bool{}
-	if len(jobIDs) == 0 {
-		return out, nil
-	}
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := tx.Query(ctx, `SELECT j.job_id FROM jobs j JOIN gdpr_restrictions r ON r.org_id = j.org_id AND r.user_id = j.user_id
-		WHERE j.org_id = $1 AND j.job_id = ANY($2)`, orgOf(ctx), jobIDs)
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out, nil
-}
-
-// unrestrictedScope returns sc without its user when that user is restricted: a search or
-// context assembly for a restricted subject sees org-, agent- and session-level data only,
-// never the subject's own.
-func (s *Server) unrestrictedScope(ctx context.Context, sc strata.Scope) (strata.Scope, error) {
-	r, err := s.restricted(ctx, sc.UserID)
-	if err != nil {
-		return sc, err
-	}
-	if r {
-		sc.UserID = ""
-	}
-	return sc, nil
-}
 
 // ---- wire types ----------------------------------------------------------------------------
 
@@ -273,330 +105,290 @@ type rectifyOutput struct {
 
 // ---- routes ---------------------------------------------------------------------------------
 
-func (s *Server) registerGDPR() {
-	ws := working.New(s.rdb, s.pool, working.Options{
-		Prefix: s.cfg.RedisPrefix, TTL: s.cfg.SessionTTL, MaxStateBytes: s.cfg.MaxStateBytes,
-		BufferSize: s.cfg.TurnBufferSize, MaxDepth: s.cfg.MaxJSONDepth,
-	})
-	kv := keyvalue.New(s.pool, s.rdb, keyvalue.Options{
-		Prefix: s.cfg.RedisPrefix, MaxValueBytes: s.cfg.KVMaxValueBytes, MaxJSONDepth: s.cfg.MaxJSONDepth,
-		PendingTTL: s.cfg.RequestTimeout + 5*time.Second, Log: s.log,
-	})
-	emb := s.emb
-	if emb == nil {
-		if e, err := embed.New(s.cfg); err == nil {
-			emb = e
-		} else {
-			emb = embed.NewLexical(s.cfg.EmbeddingDims)
-		}
+var opCreateErasure = huma.Operation{
+	OperationID: "create-erasure", Method: http.MethodPost, Path: "/v1/gdpr/erasures", Tags: []string{"compliance"},
+	Summary: "Erase a data subject everywhere (GDPR Art. 17)", DefaultStatus: http.StatusAccepted,
+	Description: "Records the request (deadline: received + 30 days) and queues a background job that erases the " +
+		"subject from every tier — Redis working state and caches, jobs, checkpoints, steps, events, assets, key-value " +
+		"entries and history, memories with their vectors and history, retrieval logs, stored idempotent responses, " +
+		"queued jobs naming the subject — then re-queries every tier. Poll the Location for status and the receipt. " +
+		"Resumable: a killed server's erasure continues after restart. Data written for the subject after the erasure " +
+		"completed is not erased by it.",
+}
+
+func (s *Server) createErasure(ctx context.Context, r *Request, in *createErasureInput) (*erasureOutput, error) {
+	if err := strata.CheckText("body.reason", in.Body.Reason); err != nil {
+		return nil, err
 	}
-	space := semantic.Space{Embedder: emb.Name(), Model: emb.Model(), Dims: emb.Dims()}
-	mem := semantic.NewStore(semantic.Options{DedupThreshold: s.cfg.DedupThreshold, StaleAfter: s.cfg.VerifyAge,
-		EfSearch: s.cfg.HNSWEfSearch, ExactBelow: s.cfg.SearchExactBelow}, nil)
-	ins, err := gdpr.NewInserter(s.pool)
+	p := r.Caller
+	e, err := gdpr.CreateErasure(ctx, r.Tx, s.erasures, gdpr.NewErasure{OrgID: p.OrgID, UserID: in.Body.UserID,
+		Subject: s.pseudo.Subject(p.OrgID, in.Body.UserID), RequestedBy: p.KeyID, RequestID: requestID(ctx),
+		Reason: in.Body.Reason, At: time.Now()})
 	if err != nil {
-		panic(fmt.Sprintf("gdpr: River inserter: %v", err)) // only on a programming error (bad config)
+		return nil, err
 	}
-	tags := []string{"compliance"}
+	return &erasureOutput{Status: http.StatusAccepted, Location: "/v1/gdpr/erasures/" + e.ID, Body: e}, nil
+}
 
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "create-erasure", Method: http.MethodPost, Path: "/v1/gdpr/erasures", Tags: tags,
-		Summary: "Erase a data subject everywhere (GDPR Art. 17)", DefaultStatus: http.StatusAccepted,
-		Description: "Records the request (deadline: received + 30 days) and queues a background job that erases the " +
-			"subject from every tier — Redis working state and caches, jobs, checkpoints, steps, events, assets, key-value " +
-			"entries and history, memories with their vectors and history, retrieval logs, stored idempotent responses, " +
-			"queued jobs naming the subject — then re-queries every tier. Poll the Location for status and the receipt. " +
-			"Resumable: a killed server's erasure continues after restart. Data written for the subject after the erasure " +
-			"completed is not erased by it.",
-	}, func(ctx context.Context, in *createErasureInput) (*erasureOutput, error) {
-		if err := strata.CheckText("body.reason", in.Body.Reason); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		e, err := gdpr.CreateErasure(ctx, tx, ins, gdpr.NewErasure{OrgID: p.OrgID, UserID: in.Body.UserID,
-			Subject: s.pseudo.Subject(p.OrgID, in.Body.UserID), RequestedBy: p.KeyID, RequestID: requestID(ctx),
-			Reason: in.Body.Reason, At: time.Now()})
-		if err != nil {
-			return nil, err
-		}
-		return &erasureOutput{Status: http.StatusAccepted, Location: "/v1/gdpr/erasures/" + e.ID, Body: e}, nil
-	})
+var opGetErasure = huma.Operation{
+	OperationID: "get-erasure", Method: http.MethodGet, Path: "/v1/gdpr/erasures/{id}", Tags: []string{"compliance"},
+	Summary: "An erasure's status and receipt",
+	Description: "status (pending, running, completed), started/finished times, counts of what was removed per tier, " +
+		"and the verification: every tier re-queried after the erasure, with what it found (zero when clean).",
+}
 
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "get-erasure", Method: http.MethodGet, Path: "/v1/gdpr/erasures/{id}", Tags: tags,
-		Summary: "An erasure's status and receipt",
-		Description: "status (pending, running, completed), started/finished times, counts of what was removed per tier, " +
-			"and the verification: every tier re-queried after the erasure, with what it found (zero when clean).",
-	}, func(ctx context.Context, in *erasureIDInput) (*erasureOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		e, err := gdpr.GetErasure(ctx, tx, orgOf(ctx), strings.ToLower(in.ID))
-		if err != nil {
-			return nil, err
-		}
-		return &erasureOutput{Status: http.StatusOK, Body: e}, nil
-	})
+func (s *Server) getErasure(ctx context.Context, r *Request, in *erasureIDInput) (*erasureOutput, error) {
+	e, err := gdpr.GetErasure(ctx, r.Tx, r.Org, strings.ToLower(in.ID))
+	if err != nil {
+		return nil, err
+	}
+	return &erasureOutput{Status: http.StatusOK, Body: e}, nil
+}
 
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "list-erasures", Method: http.MethodGet, Path: "/v1/gdpr/erasures", Tags: tags,
-		Summary: "List erasure requests (newest first)",
-	}, func(ctx context.Context, in *listErasuresInput) (*listErasuresOutput, error) {
-		limit, err := in.Page.limit()
+var opListErasures = huma.Operation{
+	OperationID: "list-erasures", Method: http.MethodGet, Path: "/v1/gdpr/erasures", Tags: []string{"compliance"},
+	Summary: "List erasure requests (newest first)",
+}
+
+func (s *Server) listErasures(ctx context.Context, r *Request, in *listErasuresInput) (*listErasuresOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	if in.Cursor != "" {
+		if _, err := uuid.Parse(in.Cursor); err != nil {
+			return nil, strata.Invalid("query.cursor", "is not a cursor this API returned")
+		}
+	}
+	es, err := gdpr.ListErasures(ctx, r.Tx, r.Org, s.pseudo.Subject(r.Org, in.UserID), in.Cursor, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	return &listErasuresOutput{Body: page(es, limit, func(e gdpr.Erasure) string { return e.ID })}, nil
+}
+
+var opExportSubject = huma.Operation{
+	OperationID: "export-subject", Method: http.MethodGet, Path: "/v1/gdpr/exports", Tags: []string{"compliance"},
+	Summary: "Export everything held about a data subject (GDPR Art. 15)",
+	Description: "Streams application/x-ndjson: a header line ({\"type\":\"export\",...}), one line per record " +
+		"({\"tier\",\"type\",\"id\",\"data\",\"provenance\"}: which key/agent wrote it, when, from which job) across " +
+		"working memory, jobs, checkpoints, steps, handoffs, events, assets, key-value entries and history, memories " +
+		"(every version; vectors are not exported, their embedding space is), retrieval logs, stored responses, the " +
+		"subject's audit records and GDPR requests, then a summary line with counts per type. One consistent snapshot, " +
+		"read row by row: memory stays bounded however much the subject has. Allowed while processing is restricted.",
+	Responses: map[string]*huma.Response{"200": {Description: "NDJSON stream",
+		Content: map[string]*huma.MediaType{"application/x-ndjson": {Schema: &huma.Schema{Type: "string"}}}}},
+}
+
+func (s *Server) exportSubject(ctx context.Context, r *Request, in *exportInput) (*huma.StreamResponse, error) {
+	p := r.Caller
+	org, user := p.OrgID, in.UserID
+	subject := s.pseudo.Subject(org, user)
+	// An export is a read (its transaction rolls back), so its audit record commits on
+	// its own, before anything is sent.
+	if err := pg.InOrgTx(ctx, s.pool, org, func(tx pgx.Tx) error {
+		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
+			Action: "export-subject", EntityType: "gdpr.export", RequestID: requestID(ctx), Subject: subject, Status: 200})
+	}); err != nil {
+		return nil, err
+	}
+	// A large export outlives STRATA_REQUEST_TIMEOUT and the pool's statement timeout (a
+	// streamed statement lasts as long as the client reads): it runs until it is done or
+	// the client goes away (a write fails), in one snapshot.
+	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	etx, err := s.pool.BeginTx(ectx, pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " +
+		"SET LOCAL statement_timeout = 0; " +
+		"SELECT set_config('app.org_id', '" + strings.ReplaceAll(org, "'", "''") + "', true)"})
+	if err != nil {
+		cancel()
+		return nil, pg.Interpret(err)
+	}
+	restriction, err := gdpr.GetRestriction(ectx, etx, org, user)
+	if err != nil {
+		_ = etx.Rollback(ectx)
+		cancel()
+		return nil, err
+	}
+	return &huma.StreamResponse{Body: func(hc huma.Context) {
+		defer cancel()
+		defer etx.Rollback(ectx) //nolint:errcheck
+		hc.SetHeader("Content-Type", "application/x-ndjson")
+		hc.SetHeader("Content-Disposition", `attachment; filename="strata-export.ndjson"`)
+		hc.SetStatus(http.StatusOK)
+		w := hc.BodyWriter()
+		sum, err := gdpr.Export(ectx, etx, s.working, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject,
+			GeneratedAt: time.Now().UTC(), Restricted: restriction.Restricted}, w)
+		if err != nil {
+			// The status is sent; say so in the stream (no summary line follows).
+			s.log.ErrorContext(ctx, "export failed", "err", err, "request_id", requestID(ctx), "records", sum.Records)
+			b, _ := json.Marshal(map[string]any{"type": "error", "detail": "the export failed after " +
+				fmt.Sprint(sum.Records) + " records; retry (report X-Request-Id " + requestID(ctx) + ")"})
+			_, _ = w.Write(append(b, '\n'))
+		}
+	}}, nil
+}
+
+var opRestrictSubject = huma.Operation{
+	OperationID: "restrict-subject", Method: http.MethodPost, Path: "/v1/gdpr/restrictions/{user}", Tags: []string{"compliance"},
+	Summary: "Restrict processing of a subject's data (GDPR Art. 18)", DefaultStatus: http.StatusCreated,
+	Description: "The subject's data is kept but excluded from memory search, context and similar-jobs results, and " +
+		"every agent read of it (sessions, jobs and their checkpoints/steps/events/handoffs, assets, key-value " +
+		"entries, memories) answers 403. Compliance can still export it. 201 when new, 200 when already restricted.",
+}
+
+func (s *Server) restrictSubject(ctx context.Context, r *Request, in *restrictInput) (*restrictionOutput, error) {
+	reason := ""
+	if in.Body != nil {
+		reason = in.Body.Reason
+	}
+	if err := strata.CheckText("body.reason", reason); err != nil {
+		return nil, err
+	}
+	p := r.Caller
+	res, created, err := gdpr.Restrict(ctx, r.Tx, p.OrgID, in.User, p.KeyID, reason, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	s.restrictions.ForgetAfterCommit(r.Session(), r.Org)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return &restrictionOutput{Status: status, Body: res}, nil
+}
+
+var opUnrestrictSubject = huma.Operation{
+	OperationID: "unrestrict-subject", Method: http.MethodDelete, Path: "/v1/gdpr/restrictions/{user}", Tags: []string{"compliance"},
+	Summary: "Lift a restriction of processing", Description: "404 when the subject was not restricted.",
+}
+
+func (s *Server) unrestrictSubject(ctx context.Context, r *Request, in *restrictionInput) (*restrictionOutput, error) {
+	if err := gdpr.Unrestrict(ctx, r.Tx, r.Org, in.User); err != nil {
+		return nil, err
+	}
+	s.restrictions.ForgetAfterCommit(r.Session(), r.Org)
+	return &restrictionOutput{Status: http.StatusOK, Body: gdpr.Restriction{UserID: in.User}}, nil
+}
+
+var opGetRestriction = huma.Operation{
+	OperationID: "get-restriction", Method: http.MethodGet, Path: "/v1/gdpr/restrictions/{user}", Tags: []string{"compliance"},
+	Summary: "Whether processing of a subject's data is restricted",
+}
+
+func (s *Server) getRestriction(ctx context.Context, r *Request, in *restrictionInput) (*restrictionOutput, error) {
+	res, err := gdpr.GetRestriction(ctx, r.Tx, r.Org, in.User)
+	if err != nil {
+		return nil, err
+	}
+	return &restrictionOutput{Status: http.StatusOK, Body: res}, nil
+}
+
+var opRectify = huma.Operation{
+	OperationID: "rectify", Method: http.MethodPost, Path: "/v1/gdpr/rectifications", Tags: []string{"compliance"},
+	Summary: "Correct a memory or key-value entry on the subject's behalf (GDPR Art. 16)",
+	Description: "Exactly one of memory, kv. The record must belong to user_id. A memory gets a new version (the " +
+		"old one stays in its history, superseded) whose metadata.rectification records when, by which key and why, " +
+		"and whose provenance agent is gdpr:rectification; a key-value entry gets a new version with history op " +
+		"rectify. Both are recorded in the audit log as action rectification with the subject's pseudonym.",
+}
+
+func (s *Server) rectify(ctx context.Context, r *Request, in *rectifyInput) (*rectifyOutput, error) {
+	b := in.Body
+	if (b.Memory == nil) == (b.KV == nil) {
+		return nil, strata.Invalid("body", "give exactly one of memory, kv")
+	}
+	if err := strata.CheckText("body.reason", b.Reason); err != nil {
+		return nil, err
+	}
+	p := r.Caller
+	org := p.OrgID
+	stamp := map[string]any{"at": time.Now().UTC().Format(time.RFC3339Nano), "key_id": p.KeyID,
+		"request_id": requestID(ctx), "reason": b.Reason}
+	out := rectification{UserID: b.UserID}
+	var entityType, entityID string
+	var newVersion int64
+	if m := b.Memory; m != nil {
+		id, err := parseMemoryID(m.ID)
+		if err != nil {
+			return nil, strata.Invalid("body.memory.id", "must be a UUID")
+		}
+		cur, err := s.memories.Get(ctx, r.Tx, org, id)
 		if err != nil {
 			return nil, err
 		}
-		if in.Cursor != "" {
-			if _, err := uuid.Parse(in.Cursor); err != nil {
-				return nil, strata.Invalid("query.cursor", "is not a cursor this API returned")
+		if cur.UserID != b.UserID {
+			return nil, strata.Invalid("body.memory.id", "is not a memory of this data subject")
+		}
+		if m.Text == nil && m.Metadata == nil {
+			return nil, strata.Invalid("body.memory", "give text and/or metadata to correct")
+		}
+		if m.Text != nil {
+			if err := checkMemoryText("body.memory.text", *m.Text); err != nil {
+				return nil, err
 			}
 		}
-		tx, err := pg.TxFrom(ctx)
+		if err := checkMetadata("body.memory.metadata", m.Metadata); err != nil {
+			return nil, err
+		}
+		meta := map[string]any{}
+		src := cur.Metadata
+		if m.Metadata != nil {
+			src = m.Metadata
+		}
+		for k, v := range src {
+			meta[k] = v
+		}
+		meta["rectification"] = stamp
+		patch := semantic.Patch{Text: m.Text, Metadata: meta,
+			Provenance: semantic.Provenance{KeyID: p.KeyID, AgentID: "gdpr:rectification"}, Space: s.space}
+		if patch.TextChanged(cur) {
+			vs, err := s.emb.Embed(ctx, []string{*m.Text})
+			if err != nil {
+				return nil, err
+			}
+			patch.Vector = vs[0]
+		}
+		nm, err := s.memories.Supersede(ctx, r.Tx, org, id, patch)
 		if err != nil {
 			return nil, err
 		}
-		org := orgOf(ctx)
-		es, err := gdpr.ListErasures(ctx, tx, org, s.pseudo.Subject(org, in.UserID), in.Cursor, limit+1)
-		if err != nil {
-			return nil, err
+		out.Type, out.PreviousVersion, out.Memory = "memory", int64(cur.Version), &nm
+		entityType, entityID, newVersion = "memory", nm.RootID.String(), int64(nm.Version)
+	} else {
+		k := b.KV
+		sc := strata.Scope{OrgID: org, UserID: b.UserID, AgentID: k.AgentID, SessionID: k.SessionID}
+		level, scopeID := "user", b.UserID
+		switch {
+		case k.SessionID != "":
+			level, scopeID = "session", k.SessionID
+		case k.AgentID != "":
+			level, scopeID = "agent", k.AgentID
 		}
-		return &listErasuresOutput{Body: page(es, limit, func(e gdpr.Erasure) string { return e.ID })}, nil
-	})
-
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "export-subject", Method: http.MethodGet, Path: "/v1/gdpr/exports", Tags: tags,
-		Summary: "Export everything held about a data subject (GDPR Art. 15)",
-		Description: "Streams application/x-ndjson: a header line ({\"type\":\"export\",...}), one line per record " +
-			"({\"tier\",\"type\",\"id\",\"data\",\"provenance\"}: which key/agent wrote it, when, from which job) across " +
-			"working memory, jobs, checkpoints, steps, handoffs, events, assets, key-value entries and history, memories " +
-			"(every version; vectors are not exported, their embedding space is), retrieval logs, stored responses, the " +
-			"subject's audit records and GDPR requests, then a summary line with counts per type. One consistent snapshot, " +
-			"read row by row: memory stays bounded however much the subject has. Allowed while processing is restricted.",
-		Responses: map[string]*huma.Response{"200": {Description: "NDJSON stream",
-			Content: map[string]*huma.MediaType{"application/x-ndjson": {Schema: &huma.Schema{Type: "string"}}}}},
-	}, func(ctx context.Context, in *exportInput) (*huma.StreamResponse, error) {
-		p, _ := auth.FromContext(ctx)
-		org, user := p.OrgID, in.UserID
-		subject := s.pseudo.Subject(org, user)
-		// An export is a read (its transaction rolls back), so its audit record commits on
-		// its own, before anything is sent.
-		if err := pg.InOrgTx(ctx, s.pool, org, func(tx pgx.Tx) error {
-			return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
-				Action: "export-subject", EntityType: "gdpr.export", RequestID: requestID(ctx), Subject: subject, Status: 200})
-		}); err != nil {
-			return nil, err
+		var prev int64
+		var owner *string
+		err := r.Tx.QueryRow(ctx, `SELECT version, user_id FROM kv_entries WHERE org_id = $1 AND namespace = $2 AND key = $3
+			AND level = $4 AND scope_id = $5 AND NOT deleted FOR UPDATE`, org, k.Namespace, k.Key, level, scopeID).Scan(&prev, &owner)
+		if err == pgx.ErrNoRows || (err == nil && level != "user" && (owner == nil || *owner != b.UserID)) {
+			return nil, strata.Invalid("body.kv", "no live entry of this data subject at this key and scope")
 		}
-		// A large export outlives STRATA_REQUEST_TIMEOUT and the pool's statement timeout (a
-		// streamed statement lasts as long as the client reads): it runs until it is done or
-		// the client goes away (a write fails), in one snapshot.
-		ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		tx, err := s.pool.BeginTx(ectx, pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " +
-			"SET LOCAL statement_timeout = 0; " +
-			"SELECT set_config('app.org_id', '" + strings.ReplaceAll(org, "'", "''") + "', true)"})
 		if err != nil {
-			cancel()
 			return nil, pg.Interpret(err)
 		}
-		restriction, err := gdpr.GetRestriction(ectx, tx, org, user)
-		if err != nil {
-			_ = tx.Rollback(ectx)
-			cancel()
-			return nil, err
-		}
-		return &huma.StreamResponse{Body: func(hc huma.Context) {
-			defer cancel()
-			defer tx.Rollback(ectx) //nolint:errcheck
-			hc.SetHeader("Content-Type", "application/x-ndjson")
-			hc.SetHeader("Content-Disposition", `attachment; filename="strata-export.ndjson"`)
-			hc.SetStatus(http.StatusOK)
-			w := hc.BodyWriter()
-			sum, err := gdpr.Export(ectx, tx, ws, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject,
-				GeneratedAt: time.Now().UTC(), Restricted: restriction.Restricted}, w)
-			if err != nil {
-				// The status is sent; say so in the stream (no summary line follows).
-				s.log.ErrorContext(ctx, "export failed", "err", err, "request_id", requestID(ctx), "records", sum.Records)
-				b, _ := json.Marshal(map[string]any{"type": "error", "detail": "the export failed after " +
-					fmt.Sprint(sum.Records) + " records; retry (report X-Request-Id " + requestID(ctx) + ")"})
-				_, _ = w.Write(append(b, '\n'))
-			}
-		}}, nil
-	})
-
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "restrict-subject", Method: http.MethodPost, Path: "/v1/gdpr/restrictions/{user}", Tags: tags,
-		Summary: "Restrict processing of a subject's data (GDPR Art. 18)", DefaultStatus: http.StatusCreated,
-		Description: "The subject's data is kept but excluded from memory search, context and similar-jobs results, and " +
-			"every agent read of it (sessions, jobs and their checkpoints/steps/events/handoffs, assets, key-value " +
-			"entries, memories) answers 403. Compliance can still export it. 201 when new, 200 when already restricted.",
-	}, func(ctx context.Context, in *restrictInput) (*restrictionOutput, error) {
-		reason := ""
-		if in.Body != nil {
-			reason = in.Body.Reason
-		}
-		if err := strata.CheckText("body.reason", reason); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
+		e, _, err := s.kv.Rectify(ctx, keyvalue.WriteInput{Namespace: k.Namespace, Key: k.Key, Scope: sc, Value: k.Value,
+			IfMatch: &prev, Actor: p.KeyID})
 		if err != nil {
 			return nil, err
 		}
-		p, _ := auth.FromContext(ctx)
-		r, created, err := gdpr.Restrict(ctx, tx, p.OrgID, in.User, p.KeyID, reason, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		s.forgetRestrictions(ctx)
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-		}
-		return &restrictionOutput{Status: status, Body: r}, nil
-	})
-
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "unrestrict-subject", Method: http.MethodDelete, Path: "/v1/gdpr/restrictions/{user}", Tags: tags,
-		Summary: "Lift a restriction of processing", Description: "404 when the subject was not restricted.",
-	}, func(ctx context.Context, in *restrictionInput) (*restrictionOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := gdpr.Unrestrict(ctx, tx, orgOf(ctx), in.User); err != nil {
-			return nil, err
-		}
-		s.forgetRestrictions(ctx)
-		return &restrictionOutput{Status: http.StatusOK, Body: gdpr.Restriction{UserID: in.User}}, nil
-	})
-
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "get-restriction", Method: http.MethodGet, Path: "/v1/gdpr/restrictions/{user}", Tags: tags,
-		Summary: "Whether processing of a subject's data is restricted",
-	}, func(ctx context.Context, in *restrictionInput) (*restrictionOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		r, err := gdpr.GetRestriction(ctx, tx, orgOf(ctx), in.User)
-		if err != nil {
-			return nil, err
-		}
-		return &restrictionOutput{Status: http.StatusOK, Body: r}, nil
-	})
-
-	register(s, complianceRoles, huma.Operation{
-		OperationID: "rectify", Method: http.MethodPost, Path: "/v1/gdpr/rectifications", Tags: tags,
-		Summary: "Correct a memory or key-value entry on the subject's behalf (GDPR Art. 16)",
-		Description: "Exactly one of memory, kv. The record must belong to user_id. A memory gets a new version (the " +
-			"old one stays in its history, superseded) whose metadata.rectification records when, by which key and why, " +
-			"and whose provenance agent is gdpr:rectification; a key-value entry gets a new version with history op " +
-			"rectify. Both are recorded in the audit log as action rectification with the subject's pseudonym.",
-	}, func(ctx context.Context, in *rectifyInput) (*rectifyOutput, error) {
-		b := in.Body
-		if (b.Memory == nil) == (b.KV == nil) {
-			return nil, strata.Invalid("body", "give exactly one of memory, kv")
-		}
-		if err := strata.CheckText("body.reason", b.Reason); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		org := p.OrgID
-		stamp := map[string]any{"at": time.Now().UTC().Format(time.RFC3339Nano), "key_id": p.KeyID,
-			"request_id": requestID(ctx), "reason": b.Reason}
-		out := rectification{UserID: b.UserID}
-		var entityType, entityID string
-		var newVersion int64
-		if m := b.Memory; m != nil {
-			id, err := parseMemoryID(m.ID)
-			if err != nil {
-				return nil, strata.Invalid("body.memory.id", "must be a UUID")
-			}
-			cur, err := mem.Get(ctx, tx, org, id)
-			if err != nil {
-				return nil, err
-			}
-			if cur.UserID != b.UserID {
-				return nil, strata.Invalid("body.memory.id", "is not a memory of this data subject")
-			}
-			if m.Text == nil && m.Metadata == nil {
-				return nil, strata.Invalid("body.memory", "give text and/or metadata to correct")
-			}
-			if m.Text != nil {
-				if err := checkMemoryText("body.memory.text", *m.Text); err != nil {
-					return nil, err
-				}
-			}
-			if err := checkMetadata("body.memory.metadata", m.Metadata); err != nil {
-				return nil, err
-			}
-			meta := map[string]any{}
-			src := cur.Metadata
-			if m.Metadata != nil {
-				src = m.Metadata
-			}
-			for k, v := range src {
-				meta[k] = v
-			}
-			meta["rectification"] = stamp
-			patch := semantic.Patch{Text: m.Text, Metadata: meta,
-				Provenance: semantic.Provenance{KeyID: p.KeyID, AgentID: "gdpr:rectification"}, Space: space}
-			if patch.TextChanged(cur) {
-				vs, err := emb.Embed(ctx, []string{*m.Text})
-				if err != nil {
-					return nil, err
-				}
-				patch.Vector = vs[0]
-			}
-			nm, err := mem.Supersede(ctx, tx, org, id, patch)
-			if err != nil {
-				return nil, err
-			}
-			out.Type, out.PreviousVersion, out.Memory = "memory", int64(cur.Version), &nm
-			entityType, entityID, newVersion = "memory", nm.RootID.String(), int64(nm.Version)
-		} else {
-			k := b.KV
-			sc := strata.Scope{OrgID: org, UserID: b.UserID, AgentID: k.AgentID, SessionID: k.SessionID}
-			level, scopeID := "user", b.UserID
-			switch {
-			case k.SessionID != "":
-				level, scopeID = "session", k.SessionID
-			case k.AgentID != "":
-				level, scopeID = "agent", k.AgentID
-			}
-			var prev int64
-			var owner *string
-			err := tx.QueryRow(ctx, `SELECT version, user_id FROM kv_entries WHERE org_id = $1 AND namespace = $2 AND key = $3
-				AND level = $4 AND scope_id = $5 AND NOT deleted FOR UPDATE`, org, k.Namespace, k.Key, level, scopeID).Scan(&prev, &owner)
-			if err == pgx.ErrNoRows || (err == nil && level != "user" && (owner == nil || *owner != b.UserID)) {
-				return nil, strata.Invalid("body.kv", "no live entry of this data subject at this key and scope")
-			}
-			if err != nil {
-				return nil, pg.Interpret(err)
-			}
-			e, _, err := kv.Rectify(ctx, keyvalue.WriteInput{Namespace: k.Namespace, Key: k.Key, Scope: sc, Value: k.Value,
-				IfMatch: &prev, Actor: p.KeyID})
-			if err != nil {
-				return nil, err
-			}
-			out.Type, out.PreviousVersion, out.KV = "kv", prev, &e
-			entityType, entityID, newVersion = "kv", k.Namespace+"/"+k.Key+"@"+level, e.Version
-		}
-		// The unit of work records the request (action "rectify"); this record names the
-		// corrected entity itself, so the entity's audit trail shows the rectification.
-		if err := audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
-			Action: "rectification", EntityType: entityType, EntityID: entityID, RequestID: requestID(ctx),
-			Subject: s.pseudo.Subject(org, b.UserID), Status: 200,
-			Details: map[string]any{"previous_version": out.PreviousVersion, "version": newVersion, "reason_given": b.Reason != ""}}); err != nil {
-			return nil, err
-		}
-		return &rectifyOutput{Body: out}, nil
-	})
+		out.Type, out.PreviousVersion, out.KV = "kv", prev, &e
+		entityType, entityID, newVersion = "kv", k.Namespace+"/"+k.Key+"@"+level, e.Version
+	}
+	// The unit of work records the request (action "rectify"); this record names the
+	// corrected entity itself, so the entity's audit trail shows the rectification.
+	if err := audit.Append(ctx, r.Tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
+		Action: "rectification", EntityType: entityType, EntityID: entityID, RequestID: requestID(ctx),
+		Subject: s.pseudo.Subject(org, b.UserID), Status: 200,
+		Details: map[string]any{"previous_version": out.PreviousVersion, "version": newVersion, "reason_given": b.Reason != ""}}); err != nil {
+		return nil, err
+	}
+	return &rectifyOutput{Body: out}, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
@@ -260,516 +259,6 @@ func eventHead(ctx context.Context, ep *episodic.Store, db pg.DBTX, org, job str
 	return h.LastSeq, err
 }
 
-func (s *Server) registerJobs() {
-	js := jobs.NewStore(time.Now, s.cfg.StalledAfter)
-	ep := episodic.NewStore(episodic.Options{MaxJSONDepth: s.cfg.MaxJSONDepth})
-	s.metrics.reg.MustRegister(&stalledCollector{store: js, pool: s.pool, timeout: s.cfg.StoreTimeout})
-	tags := []string{"jobs"}
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "put-job", Method: http.MethodPut, Path: "/v1/jobs/{job}", Tags: tags,
-		Summary:     "Create or update a job",
-		Description: "201 on create, 200 on update. The job's version is its ETag; send If-Match to update safely.",
-	}, func(ctx context.Context, in *putJobInput) (*jobOutput, error) {
-		im, err := ifMatchPtr(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		b := in.Body
-		if err := strata.CheckText("body.goal", b.Goal); err != nil {
-			return nil, err
-		}
-		if err := checkJSONFields(map[string]json.RawMessage{"body.metadata": b.Metadata, "body.outcome": b.Outcome}); err != nil {
-			return nil, err
-		}
-		if len(b.Metadata) > 0 && b.Metadata[0] != '{' {
-			return nil, strata.Invalid("body.metadata", "must be a JSON object")
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		seq, err := eventHead(ctx, ep, tx, org, in.Job)
-		if err != nil {
-			return nil, err
-		}
-		j, created, err := js.PutJob(ctx, tx, org, in.Job, jobs.JobSpec{Goal: b.Goal, Status: b.Status, Owner: b.Owner,
-			UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID, Metadata: b.Metadata, Outcome: b.Outcome, EventSeq: seq}, im)
-		if err != nil {
-			return nil, err
-		}
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-			if err := ep.EnsureJob(ctx, tx, org, in.Job); err != nil {
-				return nil, err
-			}
-		}
-		return &jobOutput{Status: status, ETag: etag(j.Version), Body: j}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-job", Method: http.MethodGet, Path: "/v1/jobs/{job}", Tags: tags, Summary: "Read a job",
-	}, func(ctx context.Context, in *JobPath) (*jobOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		j, err := js.GetJob(ctx, tx, orgOf(ctx), in.Job)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, j.UserID); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		return &jobOutput{Status: http.StatusOK, ETag: etag(j.Version), Body: j}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-jobs", Method: http.MethodGet, Path: "/v1/jobs", Tags: tags,
-		Summary:     "List jobs (by status; stalled ones with where they stalled)",
-		Description: "`?status=running&stalled=true` is what an operator checks after a deployment or an outage: running jobs whose in-flight lease expired, or that made no progress for STRATA_STALLED_AFTER, each with the step where it stalled and that step's input.",
-	}, func(ctx context.Context, in *listJobsInput) (*listJobsOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		items, err := js.ListJobs(ctx, tx, orgOf(ctx), jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: limit + 1})
-		if err != nil {
-			return nil, err
-		}
-		out := &listJobsOutput{Body: page(items, limit, func(j jobs.JobListItem) string { return j.JobID })}
-		// GDPR Art. 18: restricted subjects' jobs are left out (the cursor still pages past them).
-		users := make([]string, len(out.Body.Items))
-		for i, j := range out.Body.Items {
-			users[i] = j.UserID
-		}
-		restricted, err := s.restrictedAmong(ctx, users)
-		if err != nil {
-			return nil, err
-		}
-		if len(restricted) > 0 {
-			kept := out.Body.Items[:0]
-			for _, j := range out.Body.Items {
-				if !restricted[j.UserID] {
-					kept = append(kept, j)
-				}
-			}
-			out.Body.Items = kept
-		}
-		return out, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "complete-job", Method: http.MethodPost, Path: "/v1/jobs/{job}/complete", Tags: tags,
-		Summary: "Finish a job (completed, failed or cancelled)",
-		Description: "Marks the job done and, in the same transaction, enqueues its consolidation into a semantic \"job\" memory " +
-			"(a job_outbox row of kind consolidate_job). Finishing again with the same status answers the job as it is.",
-	}, func(ctx context.Context, in *completeJobInput) (*jobOutput, error) {
-		if err := strata.CheckJSON("body.outcome", in.Body.Outcome); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		seq, err := eventHead(ctx, ep, tx, org, in.Job)
-		if err != nil {
-			return nil, err
-		}
-		j, err := js.CompleteJob(ctx, tx, org, in.Job, in.Body.Status, in.Body.Outcome, seq)
-		if err != nil {
-			return nil, err
-		}
-		return &jobOutput{Status: http.StatusOK, ETag: etag(j.Version), Body: j}, nil
-	})
-
-	// Checkpoints.
-	register(s, agentRoles, huma.Operation{
-		OperationID: "put-checkpoint", Method: http.MethodPut, Path: "/v1/jobs/{job}/checkpoint", Tags: tags,
-		Summary:       "Write the job's next checkpoint version",
-		Description:   "Every write is a new version (201). If-Match names the version it builds on; a stale one → 409 and nothing is written.",
-		DefaultStatus: http.StatusCreated,
-	}, func(ctx context.Context, in *putCheckpointInput) (*checkpointOutput, error) {
-		im, err := ifMatchPtr(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		b := in.Body
-		for f, v := range map[string]string{"body.goal": b.Goal, "body.current_step": b.CurrentStep, "body.next_action": b.NextAction} {
-			if err := strata.CheckText(f, v); err != nil {
-				return nil, err
-			}
-		}
-		if err := checkJSONFields(map[string]json.RawMessage{"body.done": b.Done, "body.pending": b.Pending,
-			"body.state": b.State, "body.working_state": b.WorkingState}); err != nil {
-			return nil, err
-		}
-		if len(b.State) > 0 && b.State[0] != '{' {
-			return nil, strata.Invalid("body.state", "must be a JSON object")
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		seq, err := eventHead(ctx, ep, tx, org, in.Job)
-		if err != nil {
-			return nil, err
-		}
-		c, err := js.PutCheckpoint(ctx, tx, org, in.Job, jobs.CheckpointInput{Goal: b.Goal, CurrentStep: b.CurrentStep,
-			Done: b.Done, Pending: b.Pending, NextAction: b.NextAction, State: b.State, WorkingState: b.WorkingState,
-			EventSeq: seq, AgentID: b.AgentID, UserID: b.UserID}, im)
-		if err != nil {
-			return nil, err
-		}
-		return &checkpointOutput{Status: http.StatusCreated, ETag: etag(c.Version), Body: c}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-checkpoints", Method: http.MethodGet, Path: "/v1/jobs/{job}/checkpoints", Tags: tags,
-		Summary:     "List a job's checkpoint versions",
-		Description: "Summaries without the state documents; read one version for those. A fork lists its parent's versions up to the fork point, then its own.",
-	}, func(ctx context.Context, in *listCheckpointsInput) (*listCheckpointsOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		var cursor int64
-		if in.Cursor != "" {
-			if cursor, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || cursor < 0 {
-				return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
-			}
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		items, err := js.ListCheckpoints(ctx, tx, orgOf(ctx), in.Job, cursor, in.Order == "desc", limit+1)
-		if err != nil {
-			return nil, err
-		}
-		return &listCheckpointsOutput{Body: page(items, limit, func(c jobs.CheckpointSummary) string {
-			return strconv.FormatInt(c.Version, 10)
-		})}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-checkpoint", Method: http.MethodGet, Path: "/v1/jobs/{job}/checkpoints/{version}", Tags: tags,
-		Summary: "Read one checkpoint version (time travel)",
-	}, func(ctx context.Context, in *CheckpointPath) (*checkpointOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		c, err := js.GetCheckpoint(ctx, tx, orgOf(ctx), in.Job, in.Version)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, c.UserID); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		return &checkpointOutput{Status: http.StatusOK, ETag: etag(c.Version), Body: c}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "fork-checkpoint", Method: http.MethodPost, Path: "/v1/jobs/{job}/checkpoints/{version}/fork", Tags: tags,
-		Summary: "Fork a job from a checkpoint version",
-		Description: "Creates new_job_id, a running job whose history starts at this version: it shares the parent's checkpoints " +
-			"up to the version and the parent's events up to that checkpoint's event seq (nothing is copied), plus the " +
-			"steps completed by then. Writes to the fork never show in the parent.",
-		DefaultStatus: http.StatusCreated,
-	}, func(ctx context.Context, in *forkInput) (*forkOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		j, cp, err := js.Fork(ctx, tx, org, in.Job, in.Version, jobs.ForkInput{NewJobID: in.Body.NewJobID, Owner: in.Body.Owner})
-		if err != nil {
-			return nil, err
-		}
-		if err := ep.EnsureJob(ctx, tx, org, in.Job); err != nil {
-			return nil, err
-		}
-		if _, err := ep.Fork(ctx, tx, org, in.Job, j.JobID, j.ParentEventSeq); err != nil {
-			return nil, err
-		}
-		out := &forkOutput{Status: http.StatusCreated}
-		out.Body.Job, out.Body.Checkpoint = j, cp
-		return out, nil
-	})
-
-	// Steps.
-	register(s, agentRoles, huma.Operation{
-		OperationID: "start-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/start", Tags: tags,
-		Summary: "Claim a step (lease + fencing token), or get its stored result",
-		Description: "status claimed: you hold a lease; run the step and complete or fail it with the fencing_token. " +
-			"status completed: it already ran; here is its result; do not run it again. A live lease of another owner → 409 " +
-			"naming holder and until; an expired one is taken over with a greater token. The holder asking again gets the " +
-			"same claim. A manual_review failure → 409 until an operator clears it.",
-	}, func(ctx context.Context, in *startStepInput) (*claimOutput, error) {
-		b := in.Body
-		if err := strata.CheckJSON("body.input.params", b.Input.Params); err != nil {
-			return nil, err
-		}
-		for f, v := range map[string]string{"body.input.tool": b.Input.Tool, "body.input.model": b.Input.Model} {
-			if err := strata.CheckText(f, v); err != nil {
-				return nil, err
-			}
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		c, err := js.Start(ctx, tx, orgOf(ctx), in.Job, in.Step, jobs.StartInput{Owner: b.Owner, LeaseSeconds: b.LeaseSeconds, Input: b.Input})
-		if err != nil {
-			return nil, err
-		}
-		return &claimOutput{Body: c}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "heartbeat-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/heartbeat", Tags: tags,
-		Summary: "Extend a step's lease (current fencing token only)",
-	}, func(ctx context.Context, in *heartbeatInput) (*stepOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		st, err := js.Heartbeat(ctx, tx, orgOf(ctx), in.Job, in.Step, in.Body.FencingToken, in.Body.LeaseSeconds)
-		if err != nil {
-			return nil, err
-		}
-		return &stepOutput{Body: st}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "complete-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/complete", Tags: tags,
-		Summary:     "Complete a step with its result (current fencing token only)",
-		Description: "A stale token → 409 and nothing is written. Completing again with the same token answers the stored step.",
-	}, func(ctx context.Context, in *completeStepInput) (*stepOutput, error) {
-		if err := strata.CheckJSON("body.result", in.Body.Result); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		st, err := js.Complete(ctx, tx, orgOf(ctx), in.Job, in.Step, in.Body.FencingToken, in.Body.Result)
-		if err != nil {
-			return nil, err
-		}
-		return &stepOutput{Body: st}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "fail-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/fail", Tags: tags,
-		Summary: "Fail a step: retryable, or manual_review (current fencing token only)",
-	}, func(ctx context.Context, in *failStepInput) (*stepOutput, error) {
-		if err := strata.CheckText("body.error", in.Body.Error); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		st, err := js.Fail(ctx, tx, orgOf(ctx), in.Job, in.Step, in.Body.FencingToken, in.Body.Error, in.Body.Disposition)
-		if err != nil {
-			return nil, err
-		}
-		return &stepOutput{Body: st}, nil
-	})
-
-	register(s, adminRoles, huma.Operation{
-		OperationID: "clear-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/clear", Tags: tags,
-		Summary:     "Clear a manual_review failure (operators: admin keys)",
-		Description: "The step becomes failed/retryable (cleared_at, cleared_by record who released it), so start may claim it again.",
-	}, func(ctx context.Context, in *StepPath) (*stepOutput, error) {
-		p, _ := auth.FromContext(ctx)
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		st, err := js.ClearStep(ctx, tx, orgOf(ctx), in.Job, in.Step, p.KeyID)
-		if err != nil {
-			return nil, err
-		}
-		return &stepOutput{Body: st}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-step", Method: http.MethodGet, Path: "/v1/jobs/{job}/steps/{step}", Tags: tags, Summary: "Read a step",
-	}, func(ctx context.Context, in *StepPath) (*stepOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		st, err := js.GetStep(ctx, tx, orgOf(ctx), in.Job, in.Step)
-		if err != nil {
-			return nil, err
-		}
-		return &stepOutput{Body: st}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-steps", Method: http.MethodGet, Path: "/v1/jobs/{job}/steps", Tags: tags, Summary: "List a job's steps (by step id)",
-	}, func(ctx context.Context, in *listStepsInput) (*listStepsOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		if _, err := js.GetJob(ctx, tx, org, in.Job); err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		items, err := js.ListSteps(ctx, tx, org, in.Job, in.Cursor, limit+1)
-		if err != nil {
-			return nil, err
-		}
-		return &listStepsOutput{Body: page(items, limit, func(st jobs.Step) string { return st.StepID })}, nil
-	})
-
-	// Resume.
-	register(s, agentRoles, huma.Operation{
-		OperationID: "resume-job", Method: http.MethodGet, Path: "/v1/jobs/{job}/resume", Tags: tags,
-		Summary: "Everything needed to carry on with a job, in one call",
-		Description: "The job, its latest checkpoint (next action, working-state snapshot), completed steps with results, " +
-			"in-flight steps with lease state (live/expired), failed steps with dispositions and inputs, pending handoffs, " +
-			"and the last events. Start every turn here.",
-	}, func(ctx context.Context, in *resumeInput) (*resumeOutput, error) {
-		n := in.Events
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		// The last events and the log head ride in the resume's own batch: with the
-		// transaction's BEGIN, the whole resume is one round trip to Postgres.
-		var last episodic.LastResult
-		r, err := js.Resume(ctx, tx, org, in.Job, func(b *pgx.Batch) { ep.QueueLast(b, org, in.Job, max(n, 1), &last) })
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, r.Job.UserID); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		if last.Err != nil {
-			return nil, last.Err
-		}
-		out := &resumeOutput{ETag: etag(r.Job.CheckpointVersion)}
-		out.Body.Resume = r
-		out.Body.Events = []episodic.Event{}
-		if n > 0 && len(last.Events) > 0 {
-			// The view's seqs are gap-free, so the last event's seq is the log's head.
-			out.Body.Events = last.Events
-			out.Body.LastEventSeq = last.Events[len(last.Events)-1].Seq
-			return out, nil
-		}
-		if last.HasLog {
-			out.Body.LastEventSeq = last.Head.LastSeq
-		}
-		return out, nil
-	})
-
-	// Handoffs.
-	register(s, agentRoles, huma.Operation{
-		OperationID: "create-handoff", Method: http.MethodPost, Path: "/v1/jobs/{job}/handoffs", Tags: tags,
-		Summary: "Hand a job to another agent (pending until acknowledged)",
-		Description: "201 for a new handoff; 200 for a re-send (the same id, or the same from/to while it is pending). " +
-			"Another handoff while one is pending → 409. The job stays with from until to acknowledges.",
-	}, func(ctx context.Context, in *createHandoffInput) (*handoffOutput, error) {
-		if err := strata.CheckJSON("body.context", in.Body.Context); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		h, created, err := js.CreateHandoff(ctx, tx, orgOf(ctx), in.Job, jobs.HandoffInput{ID: in.Body.ID, From: in.Body.From,
-			To: in.Body.To, Context: in.Body.Context})
-		if err != nil {
-			return nil, err
-		}
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-		}
-		return &handoffOutput{Status: status, Body: h}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-handoffs", Method: http.MethodGet, Path: "/v1/jobs/{job}/handoffs", Tags: tags, Summary: "List a job's handoffs",
-	}, func(ctx context.Context, in *listHandoffsInput) (*listHandoffsOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		items, err := js.ListHandoffs(ctx, tx, orgOf(ctx), in.Job, in.Status, in.Cursor, limit+1)
-		if err != nil {
-			return nil, err
-		}
-		return &listHandoffsOutput{Body: page(items, limit, func(h jobs.Handoff) string { return h.ID })}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "ack-handoff", Method: http.MethodPost, Path: "/v1/jobs/{job}/handoffs/{id}/ack", Tags: tags,
-		Summary: "Acknowledge a handoff (the receiver): ownership moves atomically",
-		Description: "The job's owner becomes to, and in-flight step leases move to to under new fencing tokens (the previous " +
-			"holder is fenced off). Acknowledging again answers the same result.",
-	}, func(ctx context.Context, in *ackHandoffInput) (*ackOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		h, j, err := js.AckHandoff(ctx, tx, orgOf(ctx), in.Job, in.ID, in.Body.AgentID)
-		if err != nil {
-			return nil, err
-		}
-		out := &ackOutput{}
-		out.Body.Handoff, out.Body.Job = h, j
-		return out, nil
-	})
-}
-
 // stalledCollector exports the number of stalled jobs (all orgs) at scrape time.
 type stalledCollector struct {
 	store   *jobs.Store
@@ -792,3 +281,430 @@ func (c *stalledCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(stalledDesc, prometheus.GaugeValue, float64(le), "lease_expired")
 	ch <- prometheus.MustNewConstMetric(stalledDesc, prometheus.GaugeValue, float64(np), "no_progress")
 }
+
+var opPutJob = huma.Operation{
+	OperationID: "put-job", Method: http.MethodPut, Path: "/v1/jobs/{job}", Tags: []string{"jobs"},
+	Summary:     "Create or update a job",
+	Description: "201 on create, 200 on update. The job's version is its ETag; send If-Match to update safely.",
+}
+
+func (s *Server) putJob(ctx context.Context, r *Request, in *putJobInput) (*jobOutput, error) {
+	im, err := ifMatchPtr(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	b := in.Body
+	if err := strata.CheckText("body.goal", b.Goal); err != nil {
+		return nil, err
+	}
+	if err := checkJSONFields(map[string]json.RawMessage{"body.metadata": b.Metadata, "body.outcome": b.Outcome}); err != nil {
+		return nil, err
+	}
+	if len(b.Metadata) > 0 && b.Metadata[0] != '{' {
+		return nil, strata.Invalid("body.metadata", "must be a JSON object")
+	}
+	seq, err := eventHead(ctx, s.events, r.Tx, r.Org, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	j, created, err := s.jobs.PutJob(ctx, r.Tx, r.Org, in.Job, jobs.JobSpec{Goal: b.Goal, Status: b.Status, Owner: b.Owner,
+		UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID, Metadata: b.Metadata, Outcome: b.Outcome, EventSeq: seq}, im)
+	if err != nil {
+		return nil, err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		if err := s.events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+			return nil, err
+		}
+	}
+	return &jobOutput{Status: status, ETag: etag(j.Version), Body: j}, nil
+}
+
+var opGetJob = huma.Operation{
+	OperationID: "get-job", Method: http.MethodGet, Path: "/v1/jobs/{job}", Tags: []string{"jobs"}, Summary: "Read a job",
+}
+
+func (s *Server) getJob(ctx context.Context, r *Request, in *JobPath) (*jobOutput, error) {
+	j, err := s.jobs.GetJob(ctx, r.Tx, r.Org, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	return &jobOutput{Status: http.StatusOK, ETag: etag(j.Version), Body: j}, nil
+}
+
+var opListJobs = huma.Operation{
+	OperationID: "list-jobs", Method: http.MethodGet, Path: "/v1/jobs", Tags: []string{"jobs"},
+	Summary:     "List jobs (by status; stalled ones with where they stalled)",
+	Description: "`?status=running&stalled=true` is what an operator checks after a deployment or an outage: running jobs whose in-flight lease expired, or that made no progress for STRATA_STALLED_AFTER, each with the step where it stalled and that step's input.",
+}
+
+func (s *Server) listJobs(ctx context.Context, r *Request, in *listJobsInput) (*listJobsOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
+		return nil, err
+	}
+	items, err := s.jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: limit + 1})
+	if err != nil {
+		return nil, err
+	}
+	out := &listJobsOutput{Body: page(items, limit, func(j jobs.JobListItem) string { return j.JobID })}
+	return out, nil
+}
+
+var opCompleteJob = huma.Operation{
+	OperationID: "complete-job", Method: http.MethodPost, Path: "/v1/jobs/{job}/complete", Tags: []string{"jobs"},
+	Summary: "Finish a job (completed, failed or cancelled)",
+	Description: "Marks the job done and, in the same transaction, enqueues its consolidation into a semantic \"job\" memory " +
+		"(a job_outbox row of kind consolidate_job). Finishing again with the same status answers the job as it is.",
+}
+
+func (s *Server) completeJob(ctx context.Context, r *Request, in *completeJobInput) (*jobOutput, error) {
+	if err := strata.CheckJSON("body.outcome", in.Body.Outcome); err != nil {
+		return nil, err
+	}
+	seq, err := eventHead(ctx, s.events, r.Tx, r.Org, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	j, err := s.jobs.CompleteJob(ctx, r.Tx, r.Org, in.Job, in.Body.Status, in.Body.Outcome, seq)
+	if err != nil {
+		return nil, err
+	}
+	return &jobOutput{Status: http.StatusOK, ETag: etag(j.Version), Body: j}, nil
+}
+
+var opPutCheckpoint = huma.Operation{
+	OperationID: "put-checkpoint", Method: http.MethodPut, Path: "/v1/jobs/{job}/checkpoint", Tags: []string{"jobs"},
+	Summary:       "Write the job's next checkpoint version",
+	Description:   "Every write is a new version (201). If-Match names the version it builds on; a stale one → 409 and nothing is written.",
+	DefaultStatus: http.StatusCreated,
+}
+
+func (s *Server) putCheckpoint(ctx context.Context, r *Request, in *putCheckpointInput) (*checkpointOutput, error) {
+	im, err := ifMatchPtr(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	b := in.Body
+	for f, v := range map[string]string{"body.goal": b.Goal, "body.current_step": b.CurrentStep, "body.next_action": b.NextAction} {
+		if err := strata.CheckText(f, v); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkJSONFields(map[string]json.RawMessage{"body.done": b.Done, "body.pending": b.Pending,
+		"body.state": b.State, "body.working_state": b.WorkingState}); err != nil {
+		return nil, err
+	}
+	if len(b.State) > 0 && b.State[0] != '{' {
+		return nil, strata.Invalid("body.state", "must be a JSON object")
+	}
+	seq, err := eventHead(ctx, s.events, r.Tx, r.Org, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.jobs.PutCheckpoint(ctx, r.Tx, r.Org, in.Job, jobs.CheckpointInput{Goal: b.Goal, CurrentStep: b.CurrentStep,
+		Done: b.Done, Pending: b.Pending, NextAction: b.NextAction, State: b.State, WorkingState: b.WorkingState,
+		EventSeq: seq, AgentID: b.AgentID, UserID: b.UserID}, im)
+	if err != nil {
+		return nil, err
+	}
+	return &checkpointOutput{Status: http.StatusCreated, ETag: etag(c.Version), Body: c}, nil
+}
+
+var opListCheckpoints = huma.Operation{
+	OperationID: "list-checkpoints", Method: http.MethodGet, Path: "/v1/jobs/{job}/checkpoints", Tags: []string{"jobs"},
+	Summary:     "List a job's checkpoint versions",
+	Description: "Summaries without the state documents; read one version for those. A fork lists its parent's versions up to the fork point, then its own.",
+}
+
+func (s *Server) listCheckpoints(ctx context.Context, r *Request, in *listCheckpointsInput) (*listCheckpointsOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	var cursor int64
+	if in.Cursor != "" {
+		if cursor, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || cursor < 0 {
+			return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
+		}
+	}
+	items, err := s.jobs.ListCheckpoints(ctx, r.Tx, r.Org, in.Job, cursor, in.Order == "desc", limit+1)
+	if err != nil {
+		return nil, err
+	}
+	return &listCheckpointsOutput{Body: page(items, limit, func(c jobs.CheckpointSummary) string {
+		return strconv.FormatInt(c.Version, 10)
+	})}, nil
+}
+
+var opGetCheckpoint = huma.Operation{
+	OperationID: "get-checkpoint", Method: http.MethodGet, Path: "/v1/jobs/{job}/checkpoints/{version}", Tags: []string{"jobs"},
+	Summary: "Read one checkpoint version (time travel)",
+}
+
+func (s *Server) getCheckpoint(ctx context.Context, r *Request, in *CheckpointPath) (*checkpointOutput, error) {
+	c, err := s.jobs.GetCheckpoint(ctx, r.Tx, r.Org, in.Job, in.Version)
+	if err != nil {
+		return nil, err
+	}
+	return &checkpointOutput{Status: http.StatusOK, ETag: etag(c.Version), Body: c}, nil
+}
+
+var opForkCheckpoint = huma.Operation{
+	OperationID: "fork-checkpoint", Method: http.MethodPost, Path: "/v1/jobs/{job}/checkpoints/{version}/fork", Tags: []string{"jobs"},
+	Summary: "Fork a job from a checkpoint version",
+	Description: "Creates new_job_id, a running job whose history starts at this version: it shares the parent's checkpoints " +
+		"up to the version and the parent's events up to that checkpoint's event seq (nothing is copied), plus the " +
+		"steps completed by then. Writes to the fork never show in the parent.",
+	DefaultStatus: http.StatusCreated,
+}
+
+func (s *Server) forkCheckpoint(ctx context.Context, r *Request, in *forkInput) (*forkOutput, error) {
+	j, cp, err := s.jobs.Fork(ctx, r.Tx, r.Org, in.Job, in.Version, jobs.ForkInput{NewJobID: in.Body.NewJobID, Owner: in.Body.Owner})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+		return nil, err
+	}
+	if _, err := s.events.Fork(ctx, r.Tx, r.Org, in.Job, j.JobID, j.ParentEventSeq); err != nil {
+		return nil, err
+	}
+	out := &forkOutput{Status: http.StatusCreated}
+	out.Body.Job, out.Body.Checkpoint = j, cp
+	return out, nil
+}
+
+var opStartStep = huma.Operation{
+	OperationID: "start-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/start", Tags: []string{"jobs"},
+	Summary: "Claim a step (lease + fencing token), or get its stored result",
+	Description: "status claimed: you hold a lease; run the step and complete or fail it with the fencing_token. " +
+		"status completed: it already ran; here is its result; do not run it again. A live lease of another owner → 409 " +
+		"naming holder and until; an expired one is taken over with a greater token. The holder asking again gets the " +
+		"same claim. A manual_review failure → 409 until an operator clears it.",
+}
+
+func (s *Server) startStep(ctx context.Context, r *Request, in *startStepInput) (*claimOutput, error) {
+	b := in.Body
+	if err := strata.CheckJSON("body.input.params", b.Input.Params); err != nil {
+		return nil, err
+	}
+	for f, v := range map[string]string{"body.input.tool": b.Input.Tool, "body.input.model": b.Input.Model} {
+		if err := strata.CheckText(f, v); err != nil {
+			return nil, err
+		}
+	}
+	c, err := s.jobs.Start(ctx, r.Tx, r.Org, in.Job, in.Step, jobs.StartInput{Owner: b.Owner, LeaseSeconds: b.LeaseSeconds, Input: b.Input})
+	if err != nil {
+		return nil, err
+	}
+	return &claimOutput{Body: c}, nil
+}
+
+var opHeartbeatStep = huma.Operation{
+	OperationID: "heartbeat-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/heartbeat", Tags: []string{"jobs"},
+	Summary: "Extend a step's lease (current fencing token only)",
+}
+
+func (s *Server) heartbeatStep(ctx context.Context, r *Request, in *heartbeatInput) (*stepOutput, error) {
+	st, err := s.jobs.Heartbeat(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.LeaseSeconds)
+	if err != nil {
+		return nil, err
+	}
+	return &stepOutput{Body: st}, nil
+}
+
+var opCompleteStep = huma.Operation{
+	OperationID: "complete-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/complete", Tags: []string{"jobs"},
+	Summary:     "Complete a step with its result (current fencing token only)",
+	Description: "A stale token → 409 and nothing is written. Completing again with the same token answers the stored step.",
+}
+
+func (s *Server) completeStep(ctx context.Context, r *Request, in *completeStepInput) (*stepOutput, error) {
+	if err := strata.CheckJSON("body.result", in.Body.Result); err != nil {
+		return nil, err
+	}
+	st, err := s.jobs.Complete(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Result)
+	if err != nil {
+		return nil, err
+	}
+	return &stepOutput{Body: st}, nil
+}
+
+var opFailStep = huma.Operation{
+	OperationID: "fail-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/fail", Tags: []string{"jobs"},
+	Summary: "Fail a step: retryable, or manual_review (current fencing token only)",
+}
+
+func (s *Server) failStep(ctx context.Context, r *Request, in *failStepInput) (*stepOutput, error) {
+	if err := strata.CheckText("body.error", in.Body.Error); err != nil {
+		return nil, err
+	}
+	st, err := s.jobs.Fail(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Error, in.Body.Disposition)
+	if err != nil {
+		return nil, err
+	}
+	return &stepOutput{Body: st}, nil
+}
+
+var opClearStep = huma.Operation{
+	OperationID: "clear-step", Method: http.MethodPost, Path: "/v1/jobs/{job}/steps/{step}/clear", Tags: []string{"jobs"},
+	Summary:     "Clear a manual_review failure (operators: admin keys)",
+	Description: "The step becomes failed/retryable (cleared_at, cleared_by record who released it), so start may claim it again.",
+}
+
+func (s *Server) clearStep(ctx context.Context, r *Request, in *StepPath) (*stepOutput, error) {
+	p := r.Caller
+	st, err := s.jobs.ClearStep(ctx, r.Tx, r.Org, in.Job, in.Step, p.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	return &stepOutput{Body: st}, nil
+}
+
+var opGetStep = huma.Operation{
+	OperationID: "get-step", Method: http.MethodGet, Path: "/v1/jobs/{job}/steps/{step}", Tags: []string{"jobs"}, Summary: "Read a step",
+}
+
+func (s *Server) getStep(ctx context.Context, r *Request, in *StepPath) (*stepOutput, error) {
+	st, err := s.jobs.GetStep(ctx, r.Tx, r.Org, in.Job, in.Step)
+	if err != nil {
+		return nil, err
+	}
+	return &stepOutput{Body: st}, nil
+}
+
+var opListSteps = huma.Operation{
+	OperationID: "list-steps", Method: http.MethodGet, Path: "/v1/jobs/{job}/steps", Tags: []string{"jobs"}, Summary: "List a job's steps (by step id)",
+}
+
+func (s *Server) listSteps(ctx context.Context, r *Request, in *listStepsInput) (*listStepsOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
+		return nil, err
+	}
+	if _, err := s.jobs.GetJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+		return nil, err
+	}
+	items, err := s.jobs.ListSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	return &listStepsOutput{Body: page(items, limit, func(st jobs.Step) string { return st.StepID })}, nil
+}
+
+var opResumeJob = huma.Operation{
+	OperationID: "resume-job", Method: http.MethodGet, Path: "/v1/jobs/{job}/resume", Tags: []string{"jobs"},
+	Summary: "Everything needed to carry on with a job, in one call",
+	Description: "The job, its latest checkpoint (next action, working-state snapshot), completed steps with results, " +
+		"in-flight steps with lease state (live/expired), failed steps with dispositions and inputs, pending handoffs, " +
+		"and the last events. Start every turn here.",
+}
+
+func (s *Server) resumeJob(ctx context.Context, r *Request, in *resumeInput) (*resumeOutput, error) {
+	n := in.Events
+	// The last events and the log head ride in the resume's own batch: with the
+	// transaction's BEGIN, the whole resume is one round trip to Postgres.
+	var last episodic.LastResult
+	res, err := s.jobs.Resume(ctx, r.Tx, r.Org, in.Job, func(b *pgx.Batch) { s.events.QueueLast(b, r.Org, in.Job, max(n, 1), &last) })
+	if err != nil {
+		return nil, err
+	}
+	if last.Err != nil {
+		return nil, last.Err
+	}
+	out := &resumeOutput{ETag: etag(res.Job.CheckpointVersion)}
+	out.Body.Resume = res
+	out.Body.Events = []episodic.Event{}
+	if n > 0 && len(last.Events) > 0 {
+		// The view's seqs are gap-free, so the last event's seq is the log's head.
+		out.Body.Events = last.Events
+		out.Body.LastEventSeq = last.Events[len(last.Events)-1].Seq
+		return out, nil
+	}
+	if last.HasLog {
+		out.Body.LastEventSeq = last.Head.LastSeq
+	}
+	return out, nil
+}
+
+var opCreateHandoff = huma.Operation{
+	OperationID: "create-handoff", Method: http.MethodPost, Path: "/v1/jobs/{job}/handoffs", Tags: []string{"jobs"},
+	Summary: "Hand a job to another agent (pending until acknowledged)",
+	Description: "201 for a new handoff; 200 for a re-send (the same id, or the same from/to while it is pending). " +
+		"Another handoff while one is pending → 409. The job stays with from until to acknowledges.",
+}
+
+func (s *Server) createHandoff(ctx context.Context, r *Request, in *createHandoffInput) (*handoffOutput, error) {
+	if err := strata.CheckJSON("body.context", in.Body.Context); err != nil {
+		return nil, err
+	}
+	h, created, err := s.jobs.CreateHandoff(ctx, r.Tx, r.Org, in.Job, jobs.HandoffInput{ID: in.Body.ID, From: in.Body.From,
+		To: in.Body.To, Context: in.Body.Context})
+	if err != nil {
+		return nil, err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return &handoffOutput{Status: status, Body: h}, nil
+}
+
+var opListHandoffs = huma.Operation{
+	OperationID: "list-handoffs", Method: http.MethodGet, Path: "/v1/jobs/{job}/handoffs", Tags: []string{"jobs"}, Summary: "List a job's handoffs",
+}
+
+func (s *Server) listHandoffs(ctx context.Context, r *Request, in *listHandoffsInput) (*listHandoffsOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
+		return nil, err
+	}
+	items, err := s.jobs.ListHandoffs(ctx, r.Tx, r.Org, in.Job, in.Status, in.Cursor, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	return &listHandoffsOutput{Body: page(items, limit, func(h jobs.Handoff) string { return h.ID })}, nil
+}
+
+var opAckHandoff = huma.Operation{
+	OperationID: "ack-handoff", Method: http.MethodPost, Path: "/v1/jobs/{job}/handoffs/{id}/ack", Tags: []string{"jobs"},
+	Summary: "Acknowledge a handoff (the receiver): ownership moves atomically",
+	Description: "The job's owner becomes to, and in-flight step leases move to to under new fencing tokens (the previous " +
+		"holder is fenced off). Acknowledging again answers the same result.",
+}
+
+func (s *Server) ackHandoff(ctx context.Context, r *Request, in *ackHandoffInput) (*ackOutput, error) {
+	h, j, err := s.jobs.AckHandoff(ctx, r.Tx, r.Org, in.Job, in.ID, in.Body.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	out := &ackOutput{}
+	out.Body.Handoff, out.Body.Job = h, j
+	return out, nil
+}
+
+// Data subjects the answers name (GDPR Art. 18, enforced by the wrapper: subjects.go).
+
+func (o *jobOutput) subjectUsers() []string        { return []string{o.Body.UserID} }
+func (o *checkpointOutput) subjectUsers() []string { return []string{o.Body.UserID} }
+func (o *resumeOutput) subjectUsers() []string     { return []string{o.Body.Job.UserID} }
+
+func (o *listJobsOutput) itemSubjects() (users, jobs []string) {
+	for _, j := range o.Body.Items {
+		users = append(users, j.UserID)
+	}
+	return users, nil
+}
+func (o *listJobsOutput) dropItems(drop func(int) bool) { o.Body.dropItems(drop) }

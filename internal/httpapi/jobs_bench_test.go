@@ -18,7 +18,6 @@ import (
 
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
-	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
@@ -149,8 +148,7 @@ func BenchmarkResume(b *testing.B) {
 		_, secret, err = keys.Create(ctx, tx, "bench", strata.RoleAgent, "bench", "bench")
 		return err
 	}))
-	srv := httptest.NewServer(httpapi.NewServer(httpapi.Deps{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Pool: pool, Redis: rdb, Keys: keys}))
+	srv := httptest.NewServer(newServer(b, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), pool, rdb))
 	defer srv.Close()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	b.Run("http-resume", func(b *testing.B) {

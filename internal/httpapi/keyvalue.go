@@ -128,186 +128,204 @@ func actorOf(ctx context.Context) string {
 	return p.KeyID
 }
 
-func (s *Server) registerKeyValue() {
-	kv := keyvalue.New(s.pool, s.rdb, keyvalue.Options{
-		Prefix:        s.cfg.RedisPrefix,
-		MaxValueBytes: s.cfg.KVMaxValueBytes,
-		MaxJSONDepth:  s.cfg.MaxJSONDepth,
-		PendingTTL:    s.cfg.RequestTimeout + 5*time.Second,
-		Log:           s.log,
-	})
-	tags := []string{"key-value"}
+var opPutKv = huma.Operation{
+	OperationID: "put-kv", Method: http.MethodPut, Path: "/v1/kv/{namespace}/{key}", Tags: []string{"key-value"},
+	Summary: "Write a key at one scope",
+	Description: "Writes `value` at the most specific scope level the body names (session > agent > user > org; " +
+		"org when none). Less specific ids given are recorded (user_id for erasure) but do not change the level. " +
+		"Answers the stored entry with its version (also the ETag): 201 when the key was not live at that scope, else 200. " +
+		"`If-Match` with a stale version → 409 and nothing is written. Every write is kept in the history.",
+}
 
-	register(s, agentRoles, huma.Operation{
-		OperationID: "put-kv", Method: http.MethodPut, Path: "/v1/kv/{namespace}/{key}", Tags: tags,
-		Summary: "Write a key at one scope",
-		Description: "Writes `value` at the most specific scope level the body names (session > agent > user > org; " +
-			"org when none). Less specific ids given are recorded (user_id for erasure) but do not change the level. " +
-			"Answers the stored entry with its version (also the ETag): 201 when the key was not live at that scope, else 200. " +
-			"`If-Match` with a stale version → 409 and nothing is written. Every write is kept in the history.",
-	}, func(ctx context.Context, in *kvPutInput) (*kvEntryOutput, error) {
-		im, err := kvIfMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		inm, err := kvIfNoneMatch(in.IfNoneMatch)
-		if err != nil {
-			return nil, err
-		}
-		e, created, err := kv.Put(ctx, keyvalue.WriteInput{
-			Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), Value: in.Body.Value,
-			TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, IfNoneMatch: inm, Actor: actorOf(ctx),
-		})
-		if err != nil {
-			return nil, err
-		}
-		return entryOut(e, created), nil
+func (s *Server) putKv(ctx context.Context, r *Request, in *kvPutInput) (*kvEntryOutput, error) {
+	im, err := kvIfMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	inm, err := kvIfNoneMatch(in.IfNoneMatch)
+	if err != nil {
+		return nil, err
+	}
+	e, created, err := s.kv.Put(ctx, keyvalue.WriteInput{
+		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), Value: in.Body.Value,
+		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, IfNoneMatch: inm, Actor: actorOf(ctx),
 	})
+	if err != nil {
+		return nil, err
+	}
+	return entryOut(e, created), nil
+}
 
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-kv", Method: http.MethodGet, Path: "/v1/kv/{namespace}/{key}", Tags: tags,
-		Summary: "Read a key, resolved across scopes",
-		Description: "Answers the entry at the most specific scope level that has the key — session, then agent, then user, " +
-			"then org — with `level` saying which answered. `exact=true` reads only the most specific given level. " +
-			"Served from the Redis cache when possible; never older than an acknowledged write.",
-	}, func(ctx context.Context, in *kvGetInput) (*kvEntryOutput, error) {
-		e, err := kv.Get(ctx, in.Namespace, in.Key, in.Scope(ctx), in.Exact)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, in.UserID, e.UserID); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		return entryOut(e, false), nil
-	})
+var opGetKv = huma.Operation{
+	OperationID: "get-kv", Method: http.MethodGet, Path: "/v1/kv/{namespace}/{key}", Tags: []string{"key-value"},
+	Summary: "Read a key, resolved across scopes",
+	Description: "Answers the entry at the most specific scope level that has the key — session, then agent, then user, " +
+		"then org — with `level` saying which answered. `exact=true` reads only the most specific given level. " +
+		"Served from the Redis cache when possible; never older than an acknowledged write.",
+}
 
-	register(s, agentRoles, huma.Operation{
-		OperationID: "delete-kv", Method: http.MethodDelete, Path: "/v1/kv/{namespace}/{key}", Tags: tags,
-		Summary: "Delete a key at one scope",
-		Description: "Deletes the entry at exactly the most specific given scope level (nothing is resolved). " +
-			"Answers the deletion with its version and `deleted: true`; the history keeps every earlier version.",
-	}, func(ctx context.Context, in *kvDeleteInput) (*kvEntryOutput, error) {
-		im, err := kvIfMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		e, err := kv.Delete(ctx, in.Namespace, in.Key, in.Scope(ctx), im, actorOf(ctx))
-		if err != nil {
-			return nil, err
-		}
-		return entryOut(e, false), nil
-	})
+func (s *Server) getKv(ctx context.Context, r *Request, in *kvGetInput) (*kvEntryOutput, error) {
+	e, err := s.kv.Get(ctx, in.Namespace, in.Key, in.Scope(ctx), in.Exact)
+	if err != nil {
+		return nil, err
+	}
+	return entryOut(e, false), nil
+}
 
-	register(s, agentRoles, huma.Operation{
-		OperationID: "kv-history", Method: http.MethodGet, Path: "/v1/kv/{namespace}/{key}/history", Tags: tags,
-		Summary: "Every version of a key at one scope",
-		Description: "Newest first: op (put, restore, delete), value, who wrote it (API key id, agent_id) and when. " +
-			"The scope names one level exactly, as for DELETE. `cursor` is the next_cursor of the previous page.",
-	}, func(ctx context.Context, in *kvHistoryInput) (*kvHistoryOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		var before int64
-		if in.Cursor != "" {
-			if before, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || before < 1 {
-				return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
-			}
-		}
-		vs, err := kv.History(ctx, in.Namespace, in.Key, in.Scope(ctx), before, limit+1)
-		if err != nil {
-			return nil, err
-		}
-		users := []string{in.UserID}
-		for _, v := range vs {
-			users = append(users, v.UserID)
-		}
-		if err := s.refuseRestricted(ctx, users...); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		return &kvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
-	})
+var opDeleteKv = huma.Operation{
+	OperationID: "delete-kv", Method: http.MethodDelete, Path: "/v1/kv/{namespace}/{key}", Tags: []string{"key-value"},
+	Summary: "Delete a key at one scope",
+	Description: "Deletes the entry at exactly the most specific given scope level (nothing is resolved). " +
+		"Answers the deletion with its version and `deleted: true`; the history keeps every earlier version.",
+}
 
-	register(s, agentRoles, huma.Operation{
-		OperationID: "restore-kv", Method: http.MethodPost, Path: "/v1/kv/{namespace}/{key}/restore", Tags: tags,
-		Summary: "Restore an earlier version of a key",
-		Description: "Writes the value of `version` again as a new version (op `restore`, audited like any write). " +
-			"The scope names one level exactly. 201 if the key was not live at that scope, else 200.",
-	}, func(ctx context.Context, in *kvRestoreInput) (*kvEntryOutput, error) {
-		im, err := kvIfMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		e, created, err := kv.Restore(ctx, keyvalue.WriteInput{
-			Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), RestoreVersion: in.Body.Version,
-			TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, Actor: actorOf(ctx),
-		})
-		if err != nil {
-			return nil, err
-		}
-		return entryOut(e, created), nil
-	})
+func (s *Server) deleteKv(ctx context.Context, r *Request, in *kvDeleteInput) (*kvEntryOutput, error) {
+	im, err := kvIfMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.kv.Delete(ctx, in.Namespace, in.Key, in.Scope(ctx), im, actorOf(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return entryOut(e, false), nil
+}
 
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-kv", Method: http.MethodGet, Path: "/v1/kv/{namespace}", Tags: tags,
-		Summary: "List a namespace for a scope",
-		Description: "Live entries in key order. Without `resolve`, the entries at the most specific given scope level; " +
-			"with `resolve=true`, per key the entry a resolved GET would answer. Read from Postgres.",
-	}, func(ctx context.Context, in *kvListInput) (*kvListOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		if in.Cursor != "" && !strata.ValidID(in.Cursor) {
+var opKvHistory = huma.Operation{
+	OperationID: "kv-history", Method: http.MethodGet, Path: "/v1/kv/{namespace}/{key}/history", Tags: []string{"key-value"},
+	Summary: "Every version of a key at one scope",
+	Description: "Newest first: op (put, restore, delete), value, who wrote it (API key id, agent_id) and when. " +
+		"The scope names one level exactly, as for DELETE. `cursor` is the next_cursor of the previous page.",
+}
+
+func (s *Server) kvHistory(ctx context.Context, r *Request, in *kvHistoryInput) (*kvHistoryOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	var before int64
+	if in.Cursor != "" {
+		if before, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || before < 1 {
 			return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
 		}
-		es, err := kv.List(ctx, in.Namespace, in.Scope(ctx), in.Resolve, in.Cursor, limit+1)
-		if err != nil {
+	}
+	vs, err := s.kv.History(ctx, in.Namespace, in.Key, in.Scope(ctx), before, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	users := []string{in.UserID}
+	for _, v := range vs {
+		users = append(users, v.UserID)
+	}
+	return &kvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
+}
+
+var opRestoreKv = huma.Operation{
+	OperationID: "restore-kv", Method: http.MethodPost, Path: "/v1/kv/{namespace}/{key}/restore", Tags: []string{"key-value"},
+	Summary: "Restore an earlier version of a key",
+	Description: "Writes the value of `version` again as a new version (op `restore`, audited like any write). " +
+		"The scope names one level exactly. 201 if the key was not live at that scope, else 200.",
+}
+
+func (s *Server) restoreKv(ctx context.Context, r *Request, in *kvRestoreInput) (*kvEntryOutput, error) {
+	im, err := kvIfMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	e, created, err := s.kv.Restore(ctx, keyvalue.WriteInput{
+		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), RestoreVersion: in.Body.Version,
+		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, Actor: actorOf(ctx),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return entryOut(e, created), nil
+}
+
+var opListKv = huma.Operation{
+	OperationID: "list-kv", Method: http.MethodGet, Path: "/v1/kv/{namespace}", Tags: []string{"key-value"},
+	Summary: "List a namespace for a scope",
+	Description: "Live entries in key order. Without `resolve`, the entries at the most specific given scope level; " +
+		"with `resolve=true`, per key the entry a resolved GET would answer. Read from Postgres.",
+}
+
+func (s *Server) listKv(ctx context.Context, r *Request, in *kvListInput) (*kvListOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	if in.Cursor != "" && !strata.ValidID(in.Cursor) {
+		return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
+	}
+	es, err := s.kv.List(ctx, in.Namespace, in.Scope(ctx), in.Resolve, in.Cursor, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	users := []string{in.UserID}
+	for _, e := range es {
+		users = append(users, e.UserID)
+	}
+	return &kvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
+}
+
+var opBatchGetKv = huma.Operation{
+	OperationID: "batch-get-kv", Method: http.MethodPost, Path: "/v1/kv/{namespace}/batch-get", Tags: []string{"key-value"},
+	Summary: "Read many keys in one call",
+	Description: "Resolves each key like GET (one cache round trip, at most one Postgres query for the misses). " +
+		"A read: it writes nothing and needs no Idempotency-Key.",
+}
+
+func (s *Server) batchGetKv(ctx context.Context, r *Request, in *kvBatchGetInput) (*kvBatchGetOutput, error) {
+	for i, k := range in.Body.Keys {
+		if err := strata.CheckID("body.keys["+strconv.Itoa(i)+"]", k, false); err != nil {
 			return nil, err
 		}
-		users := []string{in.UserID}
-		for _, e := range es {
+	}
+	es, err := s.kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(ctx), in.Body.Exact)
+	if err != nil {
+		return nil, err
+	}
+	users := []string{in.Body.UserID}
+	for _, e := range es {
+		if e != nil {
 			users = append(users, e.UserID)
 		}
-		if err := s.refuseRestricted(ctx, users...); err != nil { // GDPR Art. 18
-			return nil, err
+	}
+	out := &kvBatchGetOutput{}
+	out.Body.Items, out.Body.Missing = []keyvalue.KVEntry{}, []string{}
+	for i, e := range es {
+		if e == nil {
+			out.Body.Missing = append(out.Body.Missing, in.Body.Keys[i])
+			continue
 		}
-		return &kvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
-	})
+		out.Body.Items = append(out.Body.Items, *e)
+	}
+	return out, nil
+}
 
-	register(s, agentRoles, huma.Operation{
-		OperationID: "batch-get-kv", Method: http.MethodPost, Path: "/v1/kv/{namespace}/batch-get", Tags: tags,
-		Summary: "Read many keys in one call",
-		Description: "Resolves each key like GET (one cache round trip, at most one Postgres query for the misses). " +
-			"A read: it writes nothing and needs no Idempotency-Key.",
-	}, func(ctx context.Context, in *kvBatchGetInput) (*kvBatchGetOutput, error) {
-		for i, k := range in.Body.Keys {
-			if err := strata.CheckID("body.keys["+strconv.Itoa(i)+"]", k, false); err != nil {
-				return nil, err
-			}
-		}
-		es, err := kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(ctx), in.Body.Exact)
-		if err != nil {
-			return nil, err
-		}
-		users := []string{in.Body.UserID}
-		for _, e := range es {
-			if e != nil {
-				users = append(users, e.UserID)
-			}
-		}
-		if err := s.refuseRestricted(ctx, users...); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		out := &kvBatchGetOutput{}
-		out.Body.Items, out.Body.Missing = []keyvalue.KVEntry{}, []string{}
-		for i, e := range es {
-			if e == nil {
-				out.Body.Missing = append(out.Body.Missing, in.Body.Keys[i])
-				continue
-			}
-			out.Body.Items = append(out.Body.Items, *e)
-		}
-		return out, nil
-	})
+// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go): the scope asked for
+// and every entry or version answered.
+
+func (o *kvEntryOutput) subjectUsers() []string { return []string{o.Body.UserID} }
+func (o *kvHistoryOutput) subjectUsers() []string {
+	users := make([]string, len(o.Body.Items))
+	for i, v := range o.Body.Items {
+		users[i] = v.UserID
+	}
+	return users
+}
+func (o *kvListOutput) subjectUsers() []string {
+	users := make([]string, len(o.Body.Items))
+	for i, e := range o.Body.Items {
+		users[i] = e.UserID
+	}
+	return users
+}
+func (in *kvBatchGetInput) subjectUsers() []string { return []string{in.Body.UserID} }
+func (o *kvBatchGetOutput) subjectUsers() []string {
+	users := make([]string, len(o.Body.Items))
+	for i, e := range o.Body.Items {
+		users[i] = e.UserID
+	}
+	return users
 }

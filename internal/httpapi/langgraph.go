@@ -5,13 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/jobs"
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -113,204 +110,175 @@ type deleteLangGraphThreadOutput struct {
 	}
 }
 
-func (s *Server) registerLangGraph() {
-	js := jobs.NewStore(time.Now, s.cfg.StalledAfter)
-	ep := episodic.NewStore(episodic.Options{MaxJSONDepth: s.cfg.MaxJSONDepth})
-	tags := []string{"langgraph"}
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "put-langgraph-checkpoint", Method: http.MethodPost, Path: "/v1/jobs/{job}/langgraph/checkpoints", Tags: tags,
-		Summary: "Store a LangGraph checkpoint (BaseCheckpointSaver.put)",
-		Description: "Creates the job when the thread is new. 201 for a new checkpoint; 200 when the (namespace, checkpoint_id) " +
-			"existed (its checkpoint and metadata are replaced, as LangGraph's savers do). A new root-namespace checkpoint also " +
-			"writes the job's next checkpoint version (job_version), so resume shows the thread's progress. Blobs already " +
-			"stored for a (channel, version) are kept.",
-		DefaultStatus: http.StatusCreated,
-	}, func(ctx context.Context, in *putLangGraphCheckpointInput) (*putLangGraphCheckpointOutput, error) {
-		b := in.Body
-		for f, v := range map[string]string{"body.checkpoint_ns": b.CheckpointNS, "body.checkpoint_id": b.CheckpointID,
-			"body.parent_checkpoint_id": b.ParentCheckpointID} {
-			if err := strata.CheckText(f, v); err != nil {
-				return nil, err
-			}
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		seq, err := eventHead(ctx, ep, tx, org, in.Job)
-		if err != nil {
-			return nil, err
-		}
-		res, err := js.LangGraphPut(ctx, tx, org, in.Job, jobs.LangGraphPut{CheckpointNS: b.CheckpointNS,
-			CheckpointID: b.CheckpointID, ParentCheckpointID: b.ParentCheckpointID, Checkpoint: b.Checkpoint,
-			Metadata: b.Metadata, Blobs: b.Blobs, UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID, EventSeq: seq})
-		if err != nil {
-			return nil, err
-		}
-		if res.JobCreated {
-			if err := ep.EnsureJob(ctx, tx, org, in.Job); err != nil {
-				return nil, err
-			}
-		}
-		status := http.StatusOK
-		if res.Created {
-			status = http.StatusCreated
-		}
-		return &putLangGraphCheckpointOutput{Status: status, Body: res}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "put-langgraph-writes", Method: http.MethodPost, Path: "/v1/jobs/{job}/langgraph/writes", Tags: tags,
-		Summary: "Store a task's pending writes (BaseCheckpointSaver.putWrites)",
-		Description: "Idempotent: a write whose (checkpoint, task_id, idx) is stored keeps its first value, unless every write of " +
-			"the batch has a negative idx (LangGraph's special channels: ERROR, INTERRUPT, ...), which replace. The checkpoint " +
-			"need not be stored yet (durability \"async\"). Creates the job when the thread is new.",
-	}, func(ctx context.Context, in *putLangGraphWritesInput) (*putLangGraphWritesOutput, error) {
-		b := in.Body
-		for f, v := range map[string]string{"body.checkpoint_ns": b.CheckpointNS, "body.checkpoint_id": b.CheckpointID,
-			"body.task_id": b.TaskID, "body.task_path": b.TaskPath} {
-			if err := strata.CheckText(f, v); err != nil {
-				return nil, err
-			}
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		org := orgOf(ctx)
-		n, created, err := js.LangGraphPutWrites(ctx, tx, org, in.Job, jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS,
-			CheckpointID: b.CheckpointID, TaskID: b.TaskID, TaskPath: b.TaskPath, Writes: b.Writes,
-			UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID})
-		if err != nil {
-			return nil, err
-		}
-		if created {
-			if err := ep.EnsureJob(ctx, tx, org, in.Job); err != nil {
-				return nil, err
-			}
-		}
-		out := &putLangGraphWritesOutput{}
-		out.Body.ThreadID, out.Body.CheckpointNS, out.Body.CheckpointID, out.Body.TaskID, out.Body.Stored =
-			in.Job, b.CheckpointNS, b.CheckpointID, b.TaskID, n
-		return out, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-langgraph-checkpoint", Method: http.MethodGet, Path: "/v1/jobs/{job}/langgraph/checkpoint", Tags: tags,
-		Summary:     "Read a LangGraph checkpoint tuple (BaseCheckpointSaver.getTuple)",
-		Description: "checkpoint_id, or the latest checkpoint of the namespace; with its channel values and pending writes. 404 when there is none.",
-	}, func(ctx context.Context, in *getLangGraphCheckpointInput) (*langGraphTupleOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestrictedJob(ctx, in.Job); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		t, err := js.LangGraphGet(ctx, tx, orgOf(ctx), in.Job, in.CheckpointNS, in.CheckpointID)
-		if err != nil {
-			return nil, err
-		}
-		return &langGraphTupleOutput{Body: t}, nil
-	})
-
-	list := func(ctx context.Context, thread string, q LangGraphListQuery) (*listLangGraphOutput, error) {
-		limit, err := q.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		f := jobs.LangGraphListFilter{ThreadID: thread, CheckpointID: q.CheckpointID, Before: q.Before, Limit: limit + 1}
-		if q.nsSet {
-			ns := q.CheckpointNS
-			f.CheckpointNS = &ns
-		}
-		if q.Filter != "" {
-			if !json.Valid([]byte(q.Filter)) {
-				return nil, strata.Invalid("query.filter", "must be a JSON object")
-			}
-			f.Metadata = json.RawMessage(q.Filter)
-		}
-		if q.Cursor != "" {
-			var c jobs.LangGraphCursor
-			raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-			if err != nil || json.Unmarshal(raw, &c) != nil || c.CheckpointID == "" {
-				return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
-			}
-			f.After = &c
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if thread != "" {
-			if err := s.refuseRestrictedJob(ctx, thread); err != nil { // GDPR Art. 18
-				return nil, err
-			}
-		}
-		items, err := js.LangGraphList(ctx, tx, orgOf(ctx), f)
-		if err != nil {
-			return nil, err
-		}
-		out := &listLangGraphOutput{Body: page(items, limit, func(t jobs.LangGraphTuple) string {
-			b, _ := json.Marshal(jobs.LangGraphCursor{CheckpointID: t.CheckpointID, ThreadID: t.ThreadID, CheckpointNS: t.CheckpointNS})
-			return base64.RawURLEncoding.EncodeToString(b)
-		})}
-		// GDPR Art. 18: threads of restricted subjects are left out (the cursor pages past them).
-		threads := make([]string, len(out.Body.Items))
-		for i, t := range out.Body.Items {
-			threads[i] = t.ThreadID
-		}
-		restricted, err := s.restrictedJobsAmong(ctx, threads)
-		if err != nil {
-			return nil, err
-		}
-		if len(restricted) > 0 {
-			kept := out.Body.Items[:0]
-			for _, t := range out.Body.Items {
-				if !restricted[t.ThreadID] {
-					kept = append(kept, t)
-				}
-			}
-			out.Body.Items = kept
-		}
-		return out, nil
-	}
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-langgraph-checkpoints", Method: http.MethodGet, Path: "/v1/jobs/{job}/langgraph/checkpoints", Tags: tags,
-		Summary:     "List a thread's LangGraph checkpoints, newest first (BaseCheckpointSaver.list)",
-		Description: "Filters: checkpoint_ns, checkpoint_id, before (older than this id), filter (metadata containment). Each item is a full tuple.",
-	}, func(ctx context.Context, in *listLangGraphThreadInput) (*listLangGraphOutput, error) {
-		return list(ctx, in.Job, in.LangGraphListQuery)
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "search-langgraph-checkpoints", Method: http.MethodGet, Path: "/v1/langgraph/checkpoints", Tags: tags,
-		Summary:     "List LangGraph checkpoints across threads, newest first (BaseCheckpointSaver.list without a thread)",
-		Description: "As the per-thread list, over every thread of the org (or thread_id).",
-	}, func(ctx context.Context, in *searchLangGraphInput) (*listLangGraphOutput, error) {
-		return list(ctx, in.ThreadID, in.LangGraphListQuery)
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "delete-langgraph-thread", Method: http.MethodDelete, Path: "/v1/jobs/{job}/langgraph", Tags: tags,
-		Summary: "Delete a LangGraph thread (BaseCheckpointSaver.deleteThread)",
-		Description: "Deletes the thread's job and with it every checkpoint, blob and pending write, and the job's checkpoint " +
-			"versions, steps and handoffs. The job's episodic log is append-only and stays (erasure removes it). Deleting a " +
-			"thread that does not exist answers deleted: false. A job with forks → 409.",
-	}, func(ctx context.Context, in *JobPath) (*deleteLangGraphThreadOutput, error) {
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		deleted, err := js.LangGraphDeleteThread(ctx, tx, orgOf(ctx), in.Job)
-		if err != nil {
-			return nil, err
-		}
-		out := &deleteLangGraphThreadOutput{}
-		out.Body.ThreadID, out.Body.Deleted = in.Job, deleted
-		return out, nil
-	})
+var opPutLanggraphCheckpoint = huma.Operation{
+	OperationID: "put-langgraph-checkpoint", Method: http.MethodPost, Path: "/v1/jobs/{job}/langgraph/checkpoints", Tags: []string{"langgraph"},
+	Summary: "Store a LangGraph checkpoint (BaseCheckpointSaver.put)",
+	Description: "Creates the job when the thread is new. 201 for a new checkpoint; 200 when the (namespace, checkpoint_id) " +
+		"existed (its checkpoint and metadata are replaced, as LangGraph's savers do). A new root-namespace checkpoint also " +
+		"writes the job's next checkpoint version (job_version), so resume shows the thread's progress. Blobs already " +
+		"stored for a (channel, version) are kept.",
+	DefaultStatus: http.StatusCreated,
 }
+
+func (s *Server) putLanggraphCheckpoint(ctx context.Context, r *Request, in *putLangGraphCheckpointInput) (*putLangGraphCheckpointOutput, error) {
+	b := in.Body
+	for f, v := range map[string]string{"body.checkpoint_ns": b.CheckpointNS, "body.checkpoint_id": b.CheckpointID,
+		"body.parent_checkpoint_id": b.ParentCheckpointID} {
+		if err := strata.CheckText(f, v); err != nil {
+			return nil, err
+		}
+	}
+	seq, err := eventHead(ctx, s.events, r.Tx, r.Org, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.jobs.LangGraphPut(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphPut{CheckpointNS: b.CheckpointNS,
+		CheckpointID: b.CheckpointID, ParentCheckpointID: b.ParentCheckpointID, Checkpoint: b.Checkpoint,
+		Metadata: b.Metadata, Blobs: b.Blobs, UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID, EventSeq: seq})
+	if err != nil {
+		return nil, err
+	}
+	if res.JobCreated {
+		if err := s.events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+			return nil, err
+		}
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	return &putLangGraphCheckpointOutput{Status: status, Body: res}, nil
+}
+
+var opPutLanggraphWrites = huma.Operation{
+	OperationID: "put-langgraph-writes", Method: http.MethodPost, Path: "/v1/jobs/{job}/langgraph/writes", Tags: []string{"langgraph"},
+	Summary: "Store a task's pending writes (BaseCheckpointSaver.putWrites)",
+	Description: "Idempotent: a write whose (checkpoint, task_id, idx) is stored keeps its first value, unless every write of " +
+		"the batch has a negative idx (LangGraph's special channels: ERROR, INTERRUPT, ...), which replace. The checkpoint " +
+		"need not be stored yet (durability \"async\"). Creates the job when the thread is new.",
+}
+
+func (s *Server) putLanggraphWrites(ctx context.Context, r *Request, in *putLangGraphWritesInput) (*putLangGraphWritesOutput, error) {
+	b := in.Body
+	for f, v := range map[string]string{"body.checkpoint_ns": b.CheckpointNS, "body.checkpoint_id": b.CheckpointID,
+		"body.task_id": b.TaskID, "body.task_path": b.TaskPath} {
+		if err := strata.CheckText(f, v); err != nil {
+			return nil, err
+		}
+	}
+	n, created, err := s.jobs.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS,
+		CheckpointID: b.CheckpointID, TaskID: b.TaskID, TaskPath: b.TaskPath, Writes: b.Writes,
+		UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID})
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		if err := s.events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+			return nil, err
+		}
+	}
+	out := &putLangGraphWritesOutput{}
+	out.Body.ThreadID, out.Body.CheckpointNS, out.Body.CheckpointID, out.Body.TaskID, out.Body.Stored =
+		in.Job, b.CheckpointNS, b.CheckpointID, b.TaskID, n
+	return out, nil
+}
+
+var opGetLanggraphCheckpoint = huma.Operation{
+	OperationID: "get-langgraph-checkpoint", Method: http.MethodGet, Path: "/v1/jobs/{job}/langgraph/checkpoint", Tags: []string{"langgraph"},
+	Summary:     "Read a LangGraph checkpoint tuple (BaseCheckpointSaver.getTuple)",
+	Description: "checkpoint_id, or the latest checkpoint of the namespace; with its channel values and pending writes. 404 when there is none.",
+}
+
+func (s *Server) getLanggraphCheckpoint(ctx context.Context, r *Request, in *getLangGraphCheckpointInput) (*langGraphTupleOutput, error) {
+	t, err := s.jobs.LangGraphGet(ctx, r.Tx, r.Org, in.Job, in.CheckpointNS, in.CheckpointID)
+	if err != nil {
+		return nil, err
+	}
+	return &langGraphTupleOutput{Body: t}, nil
+}
+
+var opListLanggraphCheckpoints = huma.Operation{
+	OperationID: "list-langgraph-checkpoints", Method: http.MethodGet, Path: "/v1/jobs/{job}/langgraph/checkpoints", Tags: []string{"langgraph"},
+	Summary:     "List a thread's LangGraph checkpoints, newest first (BaseCheckpointSaver.list)",
+	Description: "Filters: checkpoint_ns, checkpoint_id, before (older than this id), filter (metadata containment). Each item is a full tuple.",
+}
+
+func (s *Server) listLanggraphCheckpoints(ctx context.Context, r *Request, in *listLangGraphThreadInput) (*listLangGraphOutput, error) {
+	return s.listLangGraph(ctx, r, in.Job, in.LangGraphListQuery)
+}
+
+var opSearchLanggraphCheckpoints = huma.Operation{
+	OperationID: "search-langgraph-checkpoints", Method: http.MethodGet, Path: "/v1/langgraph/checkpoints", Tags: []string{"langgraph"},
+	Summary:     "List LangGraph checkpoints across threads, newest first (BaseCheckpointSaver.list without a thread)",
+	Description: "As the per-thread list, over every thread of the org (or thread_id).",
+}
+
+func (s *Server) searchLanggraphCheckpoints(ctx context.Context, r *Request, in *searchLangGraphInput) (*listLangGraphOutput, error) {
+	return s.listLangGraph(ctx, r, in.ThreadID, in.LangGraphListQuery)
+}
+
+var opDeleteLanggraphThread = huma.Operation{
+	OperationID: "delete-langgraph-thread", Method: http.MethodDelete, Path: "/v1/jobs/{job}/langgraph", Tags: []string{"langgraph"},
+	Summary: "Delete a LangGraph thread (BaseCheckpointSaver.deleteThread)",
+	Description: "Deletes the thread's job and with it every checkpoint, blob and pending write, and the job's checkpoint " +
+		"versions, steps and handoffs. The job's episodic log is append-only and stays (erasure removes it). Deleting a " +
+		"thread that does not exist answers deleted: false. A job with forks → 409.",
+}
+
+func (s *Server) deleteLanggraphThread(ctx context.Context, r *Request, in *JobPath) (*deleteLangGraphThreadOutput, error) {
+	deleted, err := s.jobs.LangGraphDeleteThread(ctx, r.Tx, r.Org, in.Job)
+	if err != nil {
+		return nil, err
+	}
+	out := &deleteLangGraphThreadOutput{}
+	out.Body.ThreadID, out.Body.Deleted = in.Job, deleted
+	return out, nil
+}
+
+// listLangGraph lists checkpoint tuples of one thread (or, thread "", of every thread).
+func (s *Server) listLangGraph(ctx context.Context, r *Request, thread string, q LangGraphListQuery) (*listLangGraphOutput, error) {
+	limit, err := q.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	f := jobs.LangGraphListFilter{ThreadID: thread, CheckpointID: q.CheckpointID, Before: q.Before, Limit: limit + 1}
+	if q.nsSet {
+		ns := q.CheckpointNS
+		f.CheckpointNS = &ns
+	}
+	if q.Filter != "" {
+		if !json.Valid([]byte(q.Filter)) {
+			return nil, strata.Invalid("query.filter", "must be a JSON object")
+		}
+		f.Metadata = json.RawMessage(q.Filter)
+	}
+	if q.Cursor != "" {
+		var c jobs.LangGraphCursor
+		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil || json.Unmarshal(raw, &c) != nil || c.CheckpointID == "" {
+			return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
+		}
+		f.After = &c
+	}
+	items, err := s.jobs.LangGraphList(ctx, r.Tx, r.Org, f)
+	if err != nil {
+		return nil, err
+	}
+	out := &listLangGraphOutput{Body: page(items, limit, func(t jobs.LangGraphTuple) string {
+		b, _ := json.Marshal(jobs.LangGraphCursor{CheckpointID: t.CheckpointID, ThreadID: t.ThreadID, CheckpointNS: t.CheckpointNS})
+		return base64.RawURLEncoding.EncodeToString(b)
+	})}
+	return out, nil
+}
+
+// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go): a thread is a job.
+
+func (in *searchLangGraphInput) subjectJob() string { return in.ThreadID }
+
+func (o *listLangGraphOutput) itemSubjects() (users, jobs []string) {
+	for _, t := range o.Body.Items {
+		jobs = append(jobs, t.ThreadID)
+	}
+	return nil, jobs
+}
+func (o *listLangGraphOutput) dropItems(drop func(int) bool) { o.Body.dropItems(drop) }

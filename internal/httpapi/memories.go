@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/strata-mem/strata/internal/auth"
-	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
@@ -165,7 +164,8 @@ type retrievalsInput struct {
 }
 
 type retrievalsOutput struct {
-	Body List[semantic.Retrieval]
+	subject string // the memory's data subject
+	Body    List[semantic.Retrieval]
 }
 
 // checkMemoryText enforces what the schema cannot: not blank, no NUL.
@@ -195,350 +195,9 @@ func memoryOK(m semantic.Memory, status int, d *semantic.Dedup) *memoryOutput {
 		Body: memoryOut{Memory: m, Deduplicated: d != nil, Dedup: d}}
 }
 
-func (s *Server) registerMemories() {
-	emb := s.emb
-	if emb == nil {
-		e, err := embed.New(s.cfg)
-		if err != nil {
-			e = embed.NewLexical(s.cfg.EmbeddingDims)
-		}
-		emb = e
-	}
-	space := semantic.Space{Embedder: emb.Name(), Model: emb.Model(), Dims: emb.Dims()}
-	store := semantic.NewStore(semantic.Options{
-		DedupThreshold: s.cfg.DedupThreshold, StaleAfter: s.cfg.VerifyAge,
-		EfSearch: s.cfg.HNSWEfSearch, ExactBelow: s.cfg.SearchExactBelow,
-	}, nil)
-	embedOne := func(ctx context.Context, text string) ([]float32, error) {
-		vs, err := emb.Embed(ctx, []string{text})
-		if err != nil {
-			return nil, err
-		}
-		return vs[0], nil
-	}
-	tags := []string{"semantic"}
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "create-memory", Method: http.MethodPost, Path: "/v1/memories", Tags: tags,
-		Summary: "Write a memory (deduplicated)", DefaultStatus: http.StatusCreated,
-		Description: "Stores a memory in the given scope. An exact duplicate (same normalised text in the same scope) " +
-			"or a near duplicate (cosine similarity ≥ STRATA_DEDUP_THRESHOLD in the same scope) creates no row: the answer " +
-			"is 200 with the existing memory and `deduplicated: true`, and the existing memory's access data and provenance " +
-			"are updated. Concurrent identical writes leave one row.",
-	}, func(ctx context.Context, in *createMemoryInput) (*memoryOutput, error) {
-		b := in.Body
-		if err := checkMemoryText("body.text", b.Text); err != nil {
-			return nil, err
-		}
-		if err := checkMetadata("body.metadata", b.Metadata); err != nil {
-			return nil, err
-		}
-		kind := b.Kind
-		if kind == "" {
-			kind = semantic.KindFact
-		}
-		imp := 0.5
-		if b.Importance != nil {
-			imp = *b.Importance
-		}
-		vec, err := embedOne(ctx, b.Text)
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m, dedup, err := store.Create(ctx, tx, semantic.NewMemory{
-			Scope: b.Scope(ctx), Kind: kind, Text: b.Text, Metadata: b.Metadata, Importance: imp,
-			Pinned: b.Pinned, Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Vector: vec, Space: space,
-		})
-		if err != nil {
-			return nil, err
-		}
-		status := http.StatusCreated
-		if dedup != nil {
-			status = http.StatusOK
-		}
-		return memoryOK(m, status, dedup), nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "search-memories", Method: http.MethodPost, Path: "/v1/memories/search", Tags: tags,
-		Summary: "Search memories (hybrid vector + full text, ranked)",
-		Description: "Scopes compose: a search for (user U, agent A, session S) sees the org's memories that are " +
-			"org-level or scoped to U, A, S or any combination of them. Vector (cosine) and full-text candidates are " +
-			"fused by reciprocal rank fusion (k=60), then scaled by recency, importance and access count; each result " +
-			"carries its score breakdown. Superseded versions are excluded unless as_of asks for the past. Every memory " +
-			"served is recorded in the retrieval log (GET /v1/memories/{id}/retrievals).",
-	}, func(ctx context.Context, in *searchInput) (*searchOutput, error) {
-		b := in.Body
-		q, err := s.searchQuery(ctx, b, space)
-		if err != nil {
-			return nil, err
-		}
-		if q.Scope, err = s.unrestrictedScope(ctx, q.Scope); err != nil { // GDPR Art. 18: the subject's memories are left out
-			return nil, err
-		}
-		if q.Vector, err = embedOne(ctx, b.Query); err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.orgVerifyAge(ctx, tx, &q); err != nil {
-			return nil, err
-		}
-		res, info, err := store.Search(ctx, tx, q)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		if err := s.recordServed(ctx, store, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
-			Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
-			return nil, err
-		}
-		out := &searchOutput{}
-		out.Body.Items, out.Body.Search = res, info
-		return out, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "similar-jobs", Method: http.MethodPost, Path: "/v1/jobs/similar", Tags: []string{"jobs", "semantic"},
-		Summary: "Find similar past jobs",
-		Description: "Searches `job` memories (written by consolidation when jobs complete) and answers each job's " +
-			"outcome and settled parameters, read from the memory's metadata keys `job_id`, `outcome` and `parameters`.",
-	}, func(ctx context.Context, in *similarJobsInput) (*similarJobsOutput, error) {
-		b := in.Body
-		if err := checkMemoryText("body.query", b.Query); err != nil {
-			return nil, err
-		}
-		k := b.TopK
-		if k == 0 {
-			k = 5
-		}
-		vec, err := embedOne(ctx, b.Query)
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Vector: vec, Space: space,
-			Kinds: []string{semantic.KindJob}, TopK: k}
-		if err := trustProvenanceFilters(ctx, b.Trust, b.Provenance, &q); err != nil {
-			return nil, err
-		}
-		if q.Scope, err = s.unrestrictedScope(ctx, q.Scope); err != nil { // GDPR Art. 18: the subject's jobs are left out
-			return nil, err
-		}
-		res, _, err := store.Search(ctx, tx, q)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		if err := s.recordServed(ctx, store, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
-			Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
-			return nil, err
-		}
-		items := make([]similarJob, len(res))
-		for i, r := range res {
-			md := r.Memory.Metadata
-			jobID, _ := md["job_id"].(string)
-			items[i] = similarJob{MemoryID: r.Memory.ID, JobID: jobID, Outcome: md["outcome"],
-				Parameters: md["parameters"], Summary: r.Memory.Text, Score: r.Score, At: r.Memory.ValidFrom}
-		}
-		return &similarJobsOutput{Body: List[similarJob]{Items: items}}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-memory", Method: http.MethodGet, Path: "/v1/memories/{id}", Tags: tags,
-		Summary: "Read a memory version", Description: "Any version, current or superseded (then superseded_by says by which).",
-	}, func(ctx context.Context, in *memoryIDInput) (*memoryOutput, error) {
-		id, err := in.uuid()
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m, err := store.Get(ctx, tx, orgOf(ctx), id)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, m.UserID); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		out := memoryOK(m, http.StatusOK, nil)
-		out.Location = ""
-		return out, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "update-memory", Method: http.MethodPatch, Path: "/v1/memories/{id}", Tags: tags,
-		Summary: "Change a memory (new version)",
-		Description: "Every change writes a new version with a new id (text changes are re-embedded); the old version gets " +
-			"valid_to and superseded_by and stays readable in the history and to as_of searches. Only the current " +
-			"version can be patched (409 otherwise, naming the current one).",
-	}, func(ctx context.Context, in *patchMemoryInput) (*memoryOutput, error) {
-		id, err := parseMemoryID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		b := in.Body
-		if b.Text != nil {
-			if err := checkMemoryText("body.text", *b.Text); err != nil {
-				return nil, err
-			}
-		}
-		if err := checkMetadata("body.metadata", b.Metadata); err != nil {
-			return nil, err
-		}
-		v, ok, err := ifMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		p := semantic.Patch{Text: b.Text, Metadata: b.Metadata, Importance: b.Importance, Pinned: b.Pinned,
-			Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Space: space}
-		if ok {
-			p.IfVersion = &v
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if b.Text != nil {
-			cur, err := store.Get(ctx, tx, orgOf(ctx), id)
-			if err != nil {
-				return nil, err
-			}
-			if p.TextChanged(cur) {
-				if p.Vector, err = embedOne(ctx, *b.Text); err != nil {
-					return nil, err
-				}
-			}
-		}
-		m, err := store.Supersede(ctx, tx, orgOf(ctx), id, p)
-		if err != nil {
-			return nil, err
-		}
-		return memoryOK(m, http.StatusOK, nil), nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "delete-memory", Method: http.MethodDelete, Path: "/v1/memories/{id}", Tags: tags,
-		Summary: "Delete a memory with its history",
-		Description: "Removes every version (text, vector, history) of the memory this id belongs to, and stored " +
-			"idempotent responses that quoted it. The retrieval log keeps its rows (ids only, no text).",
-	}, func(ctx context.Context, in *memoryIDInput) (*deleteMemoryOutput, error) {
-		id, err := in.uuid()
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ids, err := store.Delete(ctx, tx, orgOf(ctx), id)
-		if err != nil {
-			return nil, err
-		}
-		out := &deleteMemoryOutput{}
-		out.Body.ID, out.Body.Versions = in.ID, ids
-		return out, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "memory-history", Method: http.MethodGet, Path: "/v1/memories/{id}/history", Tags: tags,
-		Summary: "List a memory's versions",
-		Description: "Oldest first. Each version says who wrote it (provenance.key_id, provenance.agent_id) and when " +
-			"(valid_from), and when and by what it was superseded (valid_to, superseded_by).",
-	}, func(ctx context.Context, in *memoryIDInput) (*historyOutput, error) {
-		id, err := in.uuid()
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ms, err := store.History(ctx, tx, orgOf(ctx), id)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, ms[0].UserID); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		return &historyOutput{Body: List[semantic.Memory]{Items: ms}}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "verify-memory", Method: http.MethodPost, Path: "/v1/memories/{id}/verify", Tags: tags,
-		Summary: "Re-confirm a memory",
-		Description: "Sets last_verified_at (and last_verified_by, the key) on the current version: it is no longer " +
-			"stale until the verification age passes again.",
-	}, func(ctx context.Context, in *memoryIDInput) (*memoryOutput, error) {
-		id, err := in.uuid()
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		m, err := store.Verify(ctx, tx, orgOf(ctx), id, p.KeyID)
-		if err != nil {
-			return nil, err
-		}
-		out := memoryOK(m, http.StatusOK, nil)
-		out.Location = ""
-		return out, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "memory-retrievals", Method: http.MethodGet, Path: "/v1/memories/{id}/retrievals", Tags: tags,
-		Summary: "Which requests were served this memory",
-		Description: "The retrieval log of one memory version: request id, key, scope, job, rank, score and time. " +
-			"Answers \"which runs used this (possibly poisoned) memory?\".",
-	}, func(ctx context.Context, in *retrievalsInput) (*retrievalsOutput, error) {
-		id, err := parseMemoryID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		var after int64
-		if in.Cursor != "" {
-			if after, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || after < 0 {
-				return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
-			}
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if m, err := store.Get(ctx, tx, orgOf(ctx), id); err == nil {
-			if err := s.refuseRestricted(ctx, m.UserID); err != nil { // GDPR Art. 18
-				return nil, err
-			}
-		}
-		rs, err := store.Retrievals(ctx, tx, orgOf(ctx), id, after, limit+1)
-		if err != nil {
-			return nil, err
-		}
-		return &retrievalsOutput{Body: page(rs, limit, func(r semantic.Retrieval) string { return strconv.FormatInt(r.ID, 10) })}, nil
-	})
-}
-
 // searchQuery validates a search body into a store query (the vector is added later).
 func (s *Server) searchQuery(ctx context.Context, b searchBody, space semantic.Space) (semantic.Query, error) {
-	q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Space: space, Kinds: b.Kinds, Metadata: b.Metadata,
+	q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Space: s.space, Kinds: b.Kinds, Metadata: b.Metadata,
 		Trust: b.Trust, CreatedAfter: b.CreatedAfter, CreatedBefore: b.CreatedBefore, AsOf: b.AsOf,
 		TopK: b.TopK, ExcludeStale: b.ExcludeStale}
 	if err := checkMemoryText("body.query", b.Query); err != nil {
@@ -589,12 +248,12 @@ func (s *Server) recordServed(ctx context.Context, store *semantic.Store, sv sem
 		return errors.New("httpapi: no session in context")
 	}
 	if s.access == nil {
-		for _, st := range store.ServedStatements(sv, res) {
+		for _, st := range s.memories.ServedStatements(sv, res) {
 			sess.AtCommit(st.SQL, st.Args...)
 		}
 		return nil
 	}
-	st, now, ok := store.ServedLog(sv, res)
+	st, now, ok := s.memories.ServedLog(sv, res)
 	if !ok {
 		return nil
 	}
@@ -603,3 +262,312 @@ func (s *Server) recordServed(ctx context.Context, store *semantic.Store, sv sem
 	sess.AfterCommit(func() { s.access.Add(org, ids, now) })
 	return nil
 }
+
+var opCreateMemory = huma.Operation{
+	OperationID: "create-memory", Method: http.MethodPost, Path: "/v1/memories", Tags: []string{"semantic"},
+	Summary: "Write a memory (deduplicated)", DefaultStatus: http.StatusCreated,
+	Description: "Stores a memory in the given scope. An exact duplicate (same normalised text in the same scope) " +
+		"or a near duplicate (cosine similarity ≥ STRATA_DEDUP_THRESHOLD in the same scope) creates no row: the answer " +
+		"is 200 with the existing memory and `deduplicated: true`, and the existing memory's access data and provenance " +
+		"are updated. Concurrent identical writes leave one row.",
+}
+
+func (s *Server) createMemory(ctx context.Context, r *Request, in *createMemoryInput) (*memoryOutput, error) {
+	b := in.Body
+	if err := checkMemoryText("body.text", b.Text); err != nil {
+		return nil, err
+	}
+	if err := checkMetadata("body.metadata", b.Metadata); err != nil {
+		return nil, err
+	}
+	kind := b.Kind
+	if kind == "" {
+		kind = semantic.KindFact
+	}
+	imp := 0.5
+	if b.Importance != nil {
+		imp = *b.Importance
+	}
+	vec, err := s.embedOne(ctx, b.Text)
+	if err != nil {
+		return nil, err
+	}
+	m, dedup, err := s.memories.Create(ctx, r.Tx, semantic.NewMemory{
+		Scope: b.Scope(ctx), Kind: kind, Text: b.Text, Metadata: b.Metadata, Importance: imp,
+		Pinned: b.Pinned, Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Vector: vec, Space: s.space,
+	})
+	if err != nil {
+		return nil, err
+	}
+	status := http.StatusCreated
+	if dedup != nil {
+		status = http.StatusOK
+	}
+	return memoryOK(m, status, dedup), nil
+}
+
+var opSearchMemories = huma.Operation{
+	OperationID: "search-memories", Method: http.MethodPost, Path: "/v1/memories/search", Tags: []string{"semantic"},
+	Summary: "Search memories (hybrid vector + full text, ranked)",
+	Description: "Scopes compose: a search for (user U, agent A, session S) sees the org's memories that are " +
+		"org-level or scoped to U, A, S or any combination of them. Vector (cosine) and full-text candidates are " +
+		"fused by reciprocal rank fusion (k=60), then scaled by recency, importance and access count; each result " +
+		"carries its score breakdown. Superseded versions are excluded unless as_of asks for the past. Every memory " +
+		"served is recorded in the retrieval log (GET /v1/memories/{id}/retrievals).",
+}
+
+func (s *Server) searchMemories(ctx context.Context, r *Request, in *searchInput) (*searchOutput, error) {
+	b := in.Body
+	q, err := s.searchQuery(ctx, b, s.space)
+	if err != nil {
+		return nil, err
+	}
+	if q.Vector, err = s.embedOne(ctx, b.Query); err != nil {
+		return nil, err
+	}
+	if err := s.orgVerifyAge(ctx, r.Tx, &q); err != nil {
+		return nil, err
+	}
+	res, info, err := s.memories.Search(ctx, r.Tx, q)
+	if err != nil {
+		return nil, err
+	}
+	p := r.Caller
+	if err := s.recordServed(ctx, s.memories, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+		Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
+		return nil, err
+	}
+	out := &searchOutput{}
+	out.Body.Items, out.Body.Search = res, info
+	return out, nil
+}
+
+var opSimilarJobs = huma.Operation{
+	OperationID: "similar-jobs", Method: http.MethodPost, Path: "/v1/jobs/similar", Tags: []string{"jobs", "semantic"},
+	Summary: "Find similar past jobs",
+	Description: "Searches `job` memories (written by consolidation when jobs complete) and answers each job's " +
+		"outcome and settled parameters, read from the memory's metadata keys `job_id`, `outcome` and `parameters`.",
+}
+
+func (s *Server) similarJobs(ctx context.Context, r *Request, in *similarJobsInput) (*similarJobsOutput, error) {
+	b := in.Body
+	if err := checkMemoryText("body.query", b.Query); err != nil {
+		return nil, err
+	}
+	k := b.TopK
+	if k == 0 {
+		k = 5
+	}
+	vec, err := s.embedOne(ctx, b.Query)
+	if err != nil {
+		return nil, err
+	}
+	q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Vector: vec, Space: s.space,
+		Kinds: []string{semantic.KindJob}, TopK: k}
+	if err := trustProvenanceFilters(ctx, b.Trust, b.Provenance, &q); err != nil {
+		return nil, err
+	}
+	res, _, err := s.memories.Search(ctx, r.Tx, q)
+	if err != nil {
+		return nil, err
+	}
+	p := r.Caller
+	if err := s.recordServed(ctx, s.memories, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+		Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
+		return nil, err
+	}
+	items := make([]similarJob, len(res))
+	for i, r := range res {
+		md := r.Memory.Metadata
+		jobID, _ := md["job_id"].(string)
+		items[i] = similarJob{MemoryID: r.Memory.ID, JobID: jobID, Outcome: md["outcome"],
+			Parameters: md["parameters"], Summary: r.Memory.Text, Score: r.Score, At: r.Memory.ValidFrom}
+	}
+	return &similarJobsOutput{Body: List[similarJob]{Items: items}}, nil
+}
+
+var opGetMemory = huma.Operation{
+	OperationID: "get-memory", Method: http.MethodGet, Path: "/v1/memories/{id}", Tags: []string{"semantic"},
+	Summary: "Read a memory version", Description: "Any version, current or superseded (then superseded_by says by which).",
+}
+
+func (s *Server) getMemory(ctx context.Context, r *Request, in *memoryIDInput) (*memoryOutput, error) {
+	id, err := in.uuid()
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.memories.Get(ctx, r.Tx, r.Org, id)
+	if err != nil {
+		return nil, err
+	}
+	out := memoryOK(m, http.StatusOK, nil)
+	out.Location = ""
+	return out, nil
+}
+
+var opUpdateMemory = huma.Operation{
+	OperationID: "update-memory", Method: http.MethodPatch, Path: "/v1/memories/{id}", Tags: []string{"semantic"},
+	Summary: "Change a memory (new version)",
+	Description: "Every change writes a new version with a new id (text changes are re-embedded); the old version gets " +
+		"valid_to and superseded_by and stays readable in the history and to as_of searches. Only the current " +
+		"version can be patched (409 otherwise, naming the current one).",
+}
+
+func (s *Server) updateMemory(ctx context.Context, r *Request, in *patchMemoryInput) (*memoryOutput, error) {
+	id, err := parseMemoryID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	b := in.Body
+	if b.Text != nil {
+		if err := checkMemoryText("body.text", *b.Text); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkMetadata("body.metadata", b.Metadata); err != nil {
+		return nil, err
+	}
+	v, ok, err := ifMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	p := semantic.Patch{Text: b.Text, Metadata: b.Metadata, Importance: b.Importance, Pinned: b.Pinned,
+		Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Space: s.space}
+	if ok {
+		p.IfVersion = &v
+	}
+	if b.Text != nil {
+		cur, err := s.memories.Get(ctx, r.Tx, r.Org, id)
+		if err != nil {
+			return nil, err
+		}
+		if p.TextChanged(cur) {
+			if p.Vector, err = s.embedOne(ctx, *b.Text); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m, err := s.memories.Supersede(ctx, r.Tx, r.Org, id, p)
+	if err != nil {
+		return nil, err
+	}
+	return memoryOK(m, http.StatusOK, nil), nil
+}
+
+var opDeleteMemory = huma.Operation{
+	OperationID: "delete-memory", Method: http.MethodDelete, Path: "/v1/memories/{id}", Tags: []string{"semantic"},
+	Summary: "Delete a memory with its history",
+	Description: "Removes every version (text, vector, history) of the memory this id belongs to, and stored " +
+		"idempotent responses that quoted it. The retrieval log keeps its rows (ids only, no text).",
+}
+
+func (s *Server) deleteMemory(ctx context.Context, r *Request, in *memoryIDInput) (*deleteMemoryOutput, error) {
+	id, err := in.uuid()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := s.memories.Delete(ctx, r.Tx, r.Org, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &deleteMemoryOutput{}
+	out.Body.ID, out.Body.Versions = in.ID, ids
+	return out, nil
+}
+
+var opMemoryHistory = huma.Operation{
+	OperationID: "memory-history", Method: http.MethodGet, Path: "/v1/memories/{id}/history", Tags: []string{"semantic"},
+	Summary: "List a memory's versions",
+	Description: "Oldest first. Each version says who wrote it (provenance.key_id, provenance.agent_id) and when " +
+		"(valid_from), and when and by what it was superseded (valid_to, superseded_by).",
+}
+
+func (s *Server) memoryHistory(ctx context.Context, r *Request, in *memoryIDInput) (*historyOutput, error) {
+	id, err := in.uuid()
+	if err != nil {
+		return nil, err
+	}
+	ms, err := s.memories.History(ctx, r.Tx, r.Org, id)
+	if err != nil {
+		return nil, err
+	}
+	return &historyOutput{Body: List[semantic.Memory]{Items: ms}}, nil
+}
+
+var opVerifyMemory = huma.Operation{
+	OperationID: "verify-memory", Method: http.MethodPost, Path: "/v1/memories/{id}/verify", Tags: []string{"semantic"},
+	Summary: "Re-confirm a memory",
+	Description: "Sets last_verified_at (and last_verified_by, the key) on the current version: it is no longer " +
+		"stale until the verification age passes again.",
+}
+
+func (s *Server) verifyMemory(ctx context.Context, r *Request, in *memoryIDInput) (*memoryOutput, error) {
+	id, err := in.uuid()
+	if err != nil {
+		return nil, err
+	}
+	p := r.Caller
+	m, err := s.memories.Verify(ctx, r.Tx, r.Org, id, p.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	out := memoryOK(m, http.StatusOK, nil)
+	out.Location = ""
+	return out, nil
+}
+
+var opMemoryRetrievals = huma.Operation{
+	OperationID: "memory-retrievals", Method: http.MethodGet, Path: "/v1/memories/{id}/retrievals", Tags: []string{"semantic"},
+	Summary: "Which requests were served this memory",
+	Description: "The retrieval log of one memory version: request id, key, scope, job, rank, score and time. " +
+		"Answers \"which runs used this (possibly poisoned) memory?\".",
+}
+
+func (s *Server) memoryRetrievals(ctx context.Context, r *Request, in *retrievalsInput) (*retrievalsOutput, error) {
+	id, err := parseMemoryID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	var after int64
+	if in.Cursor != "" {
+		if after, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || after < 0 {
+			return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
+		}
+	}
+	var subject string // GDPR Art. 18: the memory's subject (enforced by the wrapper)
+	if m, err := s.memories.Get(ctx, r.Tx, r.Org, id); err == nil {
+		subject = m.UserID
+	}
+	rs, err := s.memories.Retrievals(ctx, r.Tx, r.Org, id, after, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	return &retrievalsOutput{subject: subject, Body: page(rs, limit, func(r semantic.Retrieval) string { return strconv.FormatInt(r.ID, 10) })}, nil
+}
+
+// embedOne embeds one text with the server's embedder.
+func (s *Server) embedOne(ctx context.Context, text string) ([]float32, error) {
+	vs, err := s.emb.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, err
+	}
+	return vs[0], nil
+}
+
+// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go). A search for a
+// restricted subject sees org-, agent- and session-level memories only, never the subject's.
+
+func (in *searchInput) scopeUser() *string      { return &in.Body.UserID }
+func (in *similarJobsInput) scopeUser() *string { return &in.Body.UserID }
+func (o *memoryOutput) subjectUsers() []string  { return []string{o.Body.UserID} }
+func (o *historyOutput) subjectUsers() []string {
+	if len(o.Body.Items) == 0 {
+		return nil
+	}
+	return []string{o.Body.Items[0].UserID}
+}
+func (o *retrievalsOutput) subjectUsers() []string { return []string{o.subject} }

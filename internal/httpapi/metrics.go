@@ -16,8 +16,7 @@ type metrics struct {
 	storeErrors *prometheus.CounterVec
 }
 
-func newMetrics(pool *pgxpool.Pool, rdb redis.UniversalClient) *metrics {
-	reg := prometheus.NewRegistry()
+func newMetrics(reg *prometheus.Registry, pool *pgxpool.Pool, rdb redis.UniversalClient) *metrics {
 	m := &metrics{
 		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

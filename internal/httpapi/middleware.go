@@ -120,7 +120,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 					"org_id", p.OrgID, "key_id", p.KeyID)
 			}
 		}()
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
 		defer cancel()
 		next.ServeHTTP(sw, r.WithContext(ctx))
 	})
@@ -218,20 +218,20 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes", nil)
+				writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes", nil)
 				return
 			}
 			writeProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if d := jsonDepth(body); d > s.cfg.MaxJSONDepth {
-			writeProblem(w, r, http.StatusBadRequest, depthMessage(s.cfg.MaxJSONDepth), nil,
-				&huma.ErrorDetail{Location: "body", Message: depthMessage(s.cfg.MaxJSONDepth)})
+		if d := jsonDepth(body); d > s.opts.MaxJSONDepth {
+			writeProblem(w, r, http.StatusBadRequest, depthMessage(s.opts.MaxJSONDepth), nil,
+				&huma.ErrorDetail{Location: "body", Message: depthMessage(s.opts.MaxJSONDepth)})
 			return
 		}
 		if f := nulField(body); f != "" {
@@ -262,7 +262,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			}
 			fp := idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
 			replay, err := idempotency.Claim(ctx, tx, p.OrgID, key, fp, r.Method, r.URL.Path, subjectOf(r, body),
-				s.cfg.IdempotencyTTL, s.cfg.IdempotencyWait)
+				s.opts.IdempotencyTTL, s.opts.IdempotencyWait)
 			switch {
 			case errors.Is(err, idempotency.ErrMismatch):
 				sess.Rollback(ctx)

@@ -1,4 +1,4 @@
-package httpapi
+package httpapi_test
 
 import (
 	"bytes"
@@ -13,15 +13,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/app"
 	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/redisconn"
 	"github.com/strata-mem/strata/internal/testenv"
 )
 
 // deadServer is a server whose Postgres and Redis are both unreachable.
-func deadServer(t *testing.T, logs io.Writer) (*Server, string) {
+func deadServer(t *testing.T, logs io.Writer) (*httpapi.Server, string) {
 	t.Helper()
 	cfg, err := config.Load(func(string) string { return "" })
 	require.NoError(t, err)
@@ -33,8 +34,8 @@ func deadServer(t *testing.T, logs io.Writer) (*Server, string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { rdb.Close() })
 	cfg.AdminKey = "sk_admin_" + testenv.RandomID(16)
-	s := NewServer(Deps{Config: cfg, Log: slog.New(slog.NewJSONHandler(logs, nil)), Pool: pool, Redis: rdb,
-		Keys: auth.NewStore(pool, cfg.AdminKey, cfg.AdminOrg)})
+	s, err := app.NewServer(cfg, slog.New(slog.NewJSONHandler(logs, nil)), pool, rdb)
+	require.NoError(t, err)
 	return s, cfg.AdminKey
 }
 
@@ -70,7 +71,7 @@ func TestPanicIs500ProblemWithoutInternals(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	s, _ := deadServer(t, &logs)
-	s.router.Get("/boom", func(http.ResponseWriter, *http.Request) { panic("secret internal detail") })
+	s.Router().Get("/boom", func(http.ResponseWriter, *http.Request) { panic("secret internal detail") })
 
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/boom", nil)

@@ -16,21 +16,27 @@ import (
 // ProblemType is the `type` URI prefix of Strata's problems.
 const problemContentType = "application/problem+json"
 
-func init() {
-	// Internal error text never reaches a client: 5xx problems carry only a generic detail
-	// and the request id (set by writeProblem / the request-id middleware header).
-	orig := huma.NewError
-	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
-		if status >= 500 && status != http.StatusServiceUnavailable && status != http.StatusGatewayTimeout {
-			return orig(status, "internal error: report the X-Request-Id of this response")
-		}
-		return orig(status, msg, errs...)
+// scrubInternal is a response transformer: internal error text never reaches a client, so a
+// 5xx problem (other than 503/504, which say what to retry) carries only a generic detail;
+// the request id is in the X-Request-Id header.
+func scrubInternal(_ huma.Context, _ string, v any) (any, error) {
+	if em, ok := v.(*huma.ErrorModel); ok && em.Status >= 500 &&
+		em.Status != http.StatusServiceUnavailable && em.Status != http.StatusGatewayTimeout {
+		em.Detail, em.Errors = internalDetail, nil
 	}
+	return v, nil
 }
+
+const internalDetail = "internal error: report the X-Request-Id of this response"
 
 // problem turns a tier error into the huma error the client sees, logging what the client
 // must not see.
-func (s *Server) problem(ctx context.Context, err error) error {
+func (s *Server) problem(ctx context.Context, err error) error { return s.problemAt(ctx, err, nil) }
+
+// problemAt is problem for an operation whose parameters locs names: a field error's bare
+// field name ("text", "params[3].op", "session") gets the location it travelled in
+// ("body.text", "path.session"); names that carry one already keep it.
+func (s *Server) problemAt(ctx context.Context, err error, locs map[string]string) error {
 	var se huma.StatusError
 	if errors.As(err, &se) {
 		return err
@@ -44,7 +50,8 @@ func (s *Server) problem(ctx context.Context, err error) error {
 		if status == 0 {
 			status = http.StatusUnprocessableEntity
 		}
-		return huma.NewError(status, "invalid "+fe.Field, &huma.ErrorDetail{Location: fe.Field, Message: fe.Msg})
+		field := locate(fe.Field, locs)
+		return huma.NewError(status, "invalid "+field, &huma.ErrorDetail{Location: field, Message: fe.Msg})
 	case errors.As(err, &ce):
 		var details []error
 		if len(ce.Details) > 0 {
@@ -55,6 +62,9 @@ func (s *Server) problem(ctx context.Context, err error) error {
 		return huma.NewError(http.StatusConflict, "conflict")
 	case errors.Is(err, strata.ErrNotFound):
 		return huma.Error404NotFound("not found")
+	case errors.Is(err, strata.ErrRestricted):
+		return huma.Error403Forbidden("processing of this data subject's data is restricted (GDPR Art. 18): it is kept, " +
+			"but not served to agents until the restriction is lifted (POST/DELETE /v1/gdpr/restrictions/{user})")
 	case errors.Is(err, strata.ErrForbidden):
 		return huma.Error403Forbidden("this key's role may not do this")
 	case errors.As(err, &ue):
@@ -68,7 +78,7 @@ func (s *Server) problem(ctx context.Context, err error) error {
 		return huma.NewError(499, "client closed request")
 	}
 	s.log.ErrorContext(ctx, "internal error", "err", err, "request_id", requestID(ctx))
-	return huma.NewError(http.StatusInternalServerError, "internal error")
+	return huma.NewError(http.StatusInternalServerError, internalDetail)
 }
 
 // writeProblem writes a problem outside huma (middleware), in the same shape.

@@ -119,170 +119,155 @@ func parseUUIDCursor(c string) (uuid.UUID, error) {
 	return id, nil
 }
 
-func (s *Server) registerQuarantines() {
-	store := semantic.NewStore(semantic.Options{}, nil)
-	tags := []string{"admin", "semantic"}
-	parseID := func(v string) (uuid.UUID, error) {
-		id, err := uuid.Parse(v)
-		if err != nil {
-			return uuid.Nil, strata.Invalid("path.id", "must be a UUID")
-		}
-		return id, nil
+var opCreateQuarantine = huma.Operation{
+	OperationID: "create-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines", Tags: []string{"admin", "semantic"},
+	Summary: "Quarantine what a key or agent wrote", DefaultStatus: http.StatusCreated,
+	Description: "Holds every memory version (current or superseded) that the API key or agent wrote at or after " +
+		"`since`, and every version it writes while the quarantine is active. Held versions are excluded from " +
+		"search, similar-jobs and context (and from as_of searches); GET by id still reads them. Release it with " +
+		"POST .../release, or remove the held versions in one operation with POST .../purge. Audited.",
+}
+
+func (s *Server) createQuarantine(ctx context.Context, r *Request, in *createQuarantineInput) (*quarantineOutput, error) {
+	b := in.Body
+	if b.Since.IsZero() {
+		return nil, strata.Invalid("body.since", "is required (RFC 3339)")
 	}
+	if err := strata.CheckText("body.reason", b.Reason); err != nil {
+		return nil, err
+	}
+	p := r.Caller
+	if b.KeyID != "" && b.KeyID != "root" {
+		var ok bool
+		if err := r.Tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE org_id = $1 AND id = $2)`,
+			p.OrgID, b.KeyID).Scan(&ok); err != nil {
+			return nil, pg.Interpret(err)
+		}
+		if !ok {
+			return nil, strata.Invalid("body.key_id", "no API key with this id in your org")
+		}
+	}
+	q, err := s.memories.CreateQuarantine(ctx, r.Tx, p.OrgID, semantic.NewQuarantine{KeyID: b.KeyID, AgentID: b.AgentID,
+		Since: b.Since, Reason: b.Reason, CreatedBy: p.KeyID})
+	if err != nil {
+		return nil, err
+	}
+	return &quarantineOutput{Status: http.StatusCreated, Body: q}, nil
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "create-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines", Tags: tags,
-		Summary: "Quarantine what a key or agent wrote", DefaultStatus: http.StatusCreated,
-		Description: "Holds every memory version (current or superseded) that the API key or agent wrote at or after " +
-			"`since`, and every version it writes while the quarantine is active. Held versions are excluded from " +
-			"search, similar-jobs and context (and from as_of searches); GET by id still reads them. Release it with " +
-			"POST .../release, or remove the held versions in one operation with POST .../purge. Audited.",
-	}, func(ctx context.Context, in *createQuarantineInput) (*quarantineOutput, error) {
-		b := in.Body
-		if b.Since.IsZero() {
-			return nil, strata.Invalid("body.since", "is required (RFC 3339)")
-		}
-		if err := strata.CheckText("body.reason", b.Reason); err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if b.KeyID != "" && b.KeyID != "root" {
-			var ok bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE org_id = $1 AND id = $2)`,
-				p.OrgID, b.KeyID).Scan(&ok); err != nil {
-				return nil, pg.Interpret(err)
-			}
-			if !ok {
-				return nil, strata.Invalid("body.key_id", "no API key with this id in your org")
-			}
-		}
-		q, err := store.CreateQuarantine(ctx, tx, p.OrgID, semantic.NewQuarantine{KeyID: b.KeyID, AgentID: b.AgentID,
-			Since: b.Since, Reason: b.Reason, CreatedBy: p.KeyID})
-		if err != nil {
-			return nil, err
-		}
-		return &quarantineOutput{Status: http.StatusCreated, Body: q}, nil
-	})
+var opListQuarantines = huma.Operation{
+	OperationID: "list-quarantines", Method: http.MethodGet, Path: "/v1/admin/quarantines", Tags: []string{"admin", "semantic"},
+	Summary: "List quarantines", Description: "Oldest first, with the number of memory versions each holds.",
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "list-quarantines", Method: http.MethodGet, Path: "/v1/admin/quarantines", Tags: tags,
-		Summary: "List quarantines", Description: "Oldest first, with the number of memory versions each holds.",
-	}, func(ctx context.Context, in *listQuarantinesInput) (*listQuarantinesOutput, error) {
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		after, err := parseUUIDCursor(in.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		qs, err := store.ListQuarantines(ctx, tx, orgOf(ctx), in.Status, after, limit+1)
-		if err != nil {
-			return nil, err
-		}
-		return &listQuarantinesOutput{Body: page(qs, limit, func(q semantic.Quarantine) string { return q.ID.String() })}, nil
-	})
+func (s *Server) listQuarantines(ctx context.Context, r *Request, in *listQuarantinesInput) (*listQuarantinesOutput, error) {
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	after, err := parseUUIDCursor(in.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := s.memories.ListQuarantines(ctx, r.Tx, r.Org, in.Status, after, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	return &listQuarantinesOutput{Body: page(qs, limit, func(q semantic.Quarantine) string { return q.ID.String() })}, nil
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "get-quarantine", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}", Tags: tags,
-		Summary: "Read a quarantine",
-	}, func(ctx context.Context, in *quarantineIDInput) (*quarantineOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		q, err := store.GetQuarantine(ctx, tx, orgOf(ctx), id)
-		if err != nil {
-			return nil, err
-		}
-		return &quarantineOutput{Status: http.StatusOK, Body: q}, nil
-	})
+var opGetQuarantine = huma.Operation{
+	OperationID: "get-quarantine", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}", Tags: []string{"admin", "semantic"},
+	Summary: "Read a quarantine",
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "list-quarantined-memories", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}/memories", Tags: tags,
-		Summary:     "List the memory versions a quarantine holds",
-		Description: "Every held version with its provenance (key, agent, job, event) and trust: what the key or agent wrote.",
-	}, func(ctx context.Context, in *quarantinedMemoriesInput) (*quarantinedMemoriesOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		limit, err := in.Page.limit()
-		if err != nil {
-			return nil, err
-		}
-		after, err := parseUUIDCursor(in.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ms, err := store.QuarantinedMemories(ctx, tx, orgOf(ctx), id, after, limit+1)
-		if err != nil {
-			return nil, err
-		}
-		return &quarantinedMemoriesOutput{Body: page(ms, limit, func(m semantic.Memory) string { return m.ID.String() })}, nil
-	})
+func (s *Server) getQuarantine(ctx context.Context, r *Request, in *quarantineIDInput) (*quarantineOutput, error) {
+	id, err := parseQuarantineID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.memories.GetQuarantine(ctx, r.Tx, r.Org, id)
+	if err != nil {
+		return nil, err
+	}
+	return &quarantineOutput{Status: http.StatusOK, Body: q}, nil
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "release-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines/{id}/release", Tags: tags,
-		Summary: "Release a quarantine",
-		Description: "Ends the quarantine: the versions it still holds are visible to retrieval again (unless another " +
-			"active quarantine holds them), and new writes no longer join it. 409 if it was already released.",
-	}, func(ctx context.Context, in *quarantineIDInput) (*quarantineOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		q, err := store.ReleaseQuarantine(ctx, tx, p.OrgID, id, p.KeyID)
-		if err != nil {
-			return nil, err
-		}
-		return &quarantineOutput{Status: http.StatusOK, Body: q}, nil
-	})
+var opListQuarantinedMemories = huma.Operation{
+	OperationID: "list-quarantined-memories", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}/memories", Tags: []string{"admin", "semantic"},
+	Summary:     "List the memory versions a quarantine holds",
+	Description: "Every held version with its provenance (key, agent, job, event) and trust: what the key or agent wrote.",
+}
 
-	register(s, adminRoles, huma.Operation{
-		OperationID: "purge-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines/{id}/purge", Tags: tags,
-		Summary: "Remove every memory version a quarantine holds",
-		Description: "Deletes the held versions (text, vectors) and stored idempotent responses quoting them, in one " +
-			"transaction. Where a purged version had superseded an earlier one and nothing else superseded it since, the " +
-			"earlier version becomes current again (a compromised agent's rewrite of a good memory is undone). The " +
-			"quarantine stays active until released. 409 on a released quarantine.",
-	}, func(ctx context.Context, in *quarantineIDInput) (*purgeQuarantineOutput, error) {
-		id, err := parseID(in.ID)
-		if err != nil {
-			return nil, err
-		}
-		tx, err := pg.TxFrom(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p, _ := auth.FromContext(ctx)
-		q, res, err := store.PurgeQuarantine(ctx, tx, p.OrgID, id, p.KeyID)
-		if err != nil {
-			return nil, err
-		}
-		out := &purgeQuarantineOutput{}
-		out.Body.Quarantine, out.Body.PurgeResult = q, res
-		return out, nil
-	})
+func (s *Server) listQuarantinedMemories(ctx context.Context, r *Request, in *quarantinedMemoriesInput) (*quarantinedMemoriesOutput, error) {
+	id, err := parseQuarantineID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := in.Page.limit()
+	if err != nil {
+		return nil, err
+	}
+	after, err := parseUUIDCursor(in.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := s.memories.QuarantinedMemories(ctx, r.Tx, r.Org, id, after, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	return &quarantinedMemoriesOutput{Body: page(ms, limit, func(m semantic.Memory) string { return m.ID.String() })}, nil
+}
+
+var opReleaseQuarantine = huma.Operation{
+	OperationID: "release-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines/{id}/release", Tags: []string{"admin", "semantic"},
+	Summary: "Release a quarantine",
+	Description: "Ends the quarantine: the versions it still holds are visible to retrieval again (unless another " +
+		"active quarantine holds them), and new writes no longer join it. 409 if it was already released.",
+}
+
+func (s *Server) releaseQuarantine(ctx context.Context, r *Request, in *quarantineIDInput) (*quarantineOutput, error) {
+	id, err := parseQuarantineID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	p := r.Caller
+	q, err := s.memories.ReleaseQuarantine(ctx, r.Tx, p.OrgID, id, p.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	return &quarantineOutput{Status: http.StatusOK, Body: q}, nil
+}
+
+var opPurgeQuarantine = huma.Operation{
+	OperationID: "purge-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines/{id}/purge", Tags: []string{"admin", "semantic"},
+	Summary: "Remove every memory version a quarantine holds",
+	Description: "Deletes the held versions (text, vectors) and stored idempotent responses quoting them, in one " +
+		"transaction. Where a purged version had superseded an earlier one and nothing else superseded it since, the " +
+		"earlier version becomes current again (a compromised agent's rewrite of a good memory is undone). The " +
+		"quarantine stays active until released. 409 on a released quarantine.",
+}
+
+func (s *Server) purgeQuarantine(ctx context.Context, r *Request, in *quarantineIDInput) (*purgeQuarantineOutput, error) {
+	id, err := parseQuarantineID(in.ID)
+	if err != nil {
+		return nil, err
+	}
+	p := r.Caller
+	q, res, err := s.memories.PurgeQuarantine(ctx, r.Tx, p.OrgID, id, p.KeyID)
+	if err != nil {
+		return nil, err
+	}
+	out := &purgeQuarantineOutput{}
+	out.Body.Quarantine, out.Body.PurgeResult = q, res
+	return out, nil
+}
+
+// parseQuarantineID parses a quarantine id from the path.
+func parseQuarantineID(v string) (uuid.UUID, error) {
+	id, err := uuid.Parse(v)
+	if err != nil {
+		return uuid.Nil, strata.Invalid("path.id", "must be a UUID")
+	}
+	return id, nil
 }

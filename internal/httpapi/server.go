@@ -1,103 +1,134 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"sync"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
-	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/consolidation"
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/gdpr"
+	"github.com/strata-mem/strata/internal/jobs"
+	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
+	"github.com/strata-mem/strata/internal/working"
 )
 
-// Deps is what the HTTP layer composes. cmd/server builds it; tests build it the same way.
+// Deps is what the HTTP layer is given. internal/app builds every store once and passes
+// them here (and the same ones to the workers and MCP); the HTTP layer builds none.
 type Deps struct {
-	Config config.Config
-	Log    *slog.Logger
-	Pool   *pgxpool.Pool
-	Redis  redis.UniversalClient
-	Keys   *auth.Store
+	Log *slog.Logger
+	// Metrics is the registry the HTTP layer registers its collectors on and serves at
+	// /metrics (app registers the workers' on the same one).
+	Metrics *prometheus.Registry
+	// Pool begins each request's unit of work (pg.Session) and answers readiness; stores
+	// never come from it here.
+	Pool  *pgxpool.Pool
+	Redis redis.UniversalClient // readiness and pool metrics
+	Keys  *auth.Store
 	// Pseudo pseudonymises data subjects in the audit log.
 	Pseudo *audit.Pseudonymizer
-	// Embedder turns memory text into vectors; nil means the configured default.
+	// Restrictions answers GDPR Art. 18 checks (the wrapper enforces each operation's
+	// declaration with it).
+	Restrictions *gdpr.Restrictions
+
+	Jobs     *jobs.Store
+	Events   *episodic.Store
+	Working  *working.Store
+	KV       *keyvalue.Store
+	Memories *semantic.Store
+	// Embedder turns memory text into vectors (the semantic space is derived from it).
 	Embedder embed.Embedder
-	// Restrictions keeps orgs' restricted subjects in memory while it listens (nil: every
-	// restriction check asks Postgres).
-	Restrictions *gdpr.RestrictionCache
+	// Access counts the memories searches and context serve, written in batches; nil
+	// counts them in each request's transaction (STRATA_ACCESS_FLUSH=0).
+	Access       *semantic.AccessLog
+	Evictor      *eviction.Evictor
+	Consolidator *consolidation.Consolidator
+	Erasures     *gdpr.Inserter
+	// PolicyDefaults is the lifecycle policy an org runs on until it stores its own.
+	PolicyDefaults eviction.LifecyclePolicy
+
+	Options Options
 }
 
-// Server is the HTTP API. It holds the tier services and no global state.
+// Options are the HTTP layer's own limits and switches.
+type Options struct {
+	MaxBodyBytes    int64
+	MaxJSONDepth    int
+	RequestTimeout  time.Duration
+	StoreTimeout    time.Duration
+	IdempotencyTTL  time.Duration
+	IdempotencyWait time.Duration
+	RateLimit       float64 // requests per second per key on this replica (0: off)
+	RateBurst       int
+	GroupCommit     bool // write concurrent event appends of one org in one transaction
+}
+
+// Server is the HTTP API. It holds the stores it was given and no global state.
 type Server struct {
-	cfg    config.Config
+	opts   Options
 	log    *slog.Logger
 	pool   *pgxpool.Pool
 	rdb    redis.UniversalClient
 	keys   *auth.Store
 	pseudo *audit.Pseudonymizer
-	emb    embed.Embedder
-	// restrictions caches the restriction check (nil: none).
-	restrictions *gdpr.RestrictionCache
-	metrics      *metrics
-	limiter      *keyLimiter
-	opOnce       sync.Once
-	opIDs        map[string]string // "METHOD route" → operation id
-	router       chi.Router
-	api          huma.API
-	tools        agentTools // MCP and /v1/tools (tools.go)
-	events       *episodic.Store
-	groups       *groupCommitter // group commit of event appends; nil when off (groupcommit.go)
+
+	restrictions   *gdpr.Restrictions
+	jobs           *jobs.Store
+	events         *episodic.Store
+	working        *working.Store
+	kv             *keyvalue.Store
+	memories       *semantic.Store
+	emb            embed.Embedder
+	space          semantic.Space
+	evictor        *eviction.Evictor
+	consolidator   *consolidation.Consolidator
+	erasures       *gdpr.Inserter
+	policyDefaults eviction.LifecyclePolicy
 	// access counts the memories searches and context serve, written in batches; nil
 	// when STRATA_ACCESS_FLUSH=0 (counted in each request's transaction).
 	access *semantic.AccessLog
+
+	metrics *metrics
+	limiter *keyLimiter
+	opOnce  sync.Once
+	opIDs   map[string]string // "METHOD route" → operation id
+	router  chi.Router
+	api     huma.API
+	tools   agentTools      // MCP and /v1/tools (tools.go)
+	groups  *groupCommitter // group commit of event appends; nil when off (groupcommit.go)
 }
 
 // NewServer wires every route and returns the server (an http.Handler).
 func NewServer(d Deps) *Server {
-	s := &Server{cfg: d.Config, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo, emb: d.Embedder,
-		restrictions: d.Restrictions, metrics: newMetrics(d.Pool, d.Redis), limiter: newKeyLimiter(d.Config.RateLimit, d.Config.RateBurst)}
-	if s.pseudo == nil {
-		s.pseudo = audit.NewPseudonymizer(d.Config.AdminKey + "/audit")
+	s := &Server{opts: d.Options, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo,
+		restrictions: d.Restrictions, jobs: d.Jobs, events: d.Events, working: d.Working, kv: d.KV,
+		memories: d.Memories, emb: d.Embedder, evictor: d.Evictor, consolidator: d.Consolidator,
+		erasures: d.Erasures, policyDefaults: d.PolicyDefaults, access: d.Access,
+		metrics: newMetrics(d.Metrics, d.Pool, d.Redis), limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst)}
+	s.space = semantic.Space{Embedder: s.emb.Name(), Model: s.emb.Model(), Dims: s.emb.Dims()}
+	if d.Options.GroupCommit {
+		s.groups = newGroupCommitter(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}
-	if d.Config.GroupCommit {
-		s.groups = newGroupCommitter(d.Pool, d.Config.RequestTimeout, d.Config.IdempotencyTTL, s.metrics.reg)
-	}
-	if d.Config.AccessFlush > 0 {
-		s.access = semantic.NewAccessLog(d.Pool, d.Log, d.Config.AccessFlush, s.metrics.reg)
-	}
+	s.metrics.reg.MustRegister(&stalledCollector{store: s.jobs, pool: s.pool, timeout: s.opts.StoreTimeout})
 	s.router = chi.NewRouter()
 	s.routes()
 	return s
-}
-
-// Start runs the server's own background work (the batched memory access counts) until
-// Stop. Requests served before Start are counted at its first flush.
-func (s *Server) Start(ctx context.Context) {
-	if s.access != nil {
-		s.access.Start(ctx)
-	}
-}
-
-// Stop writes what the server holds for batched writes (after the HTTP server has drained,
-// before the pools close).
-func (s *Server) Stop(ctx context.Context) error {
-	if s.access != nil {
-		return s.access.Stop(ctx)
-	}
-	return nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -119,37 +150,9 @@ func newHumaConfig() huma.Config {
 		"bearer": {Type: "http", Scheme: "bearer", Description: "A Strata API key."},
 	}
 	cfg.Security = []map[string][]string{{"bearer": {}}}
+	cfg.Transformers = []huma.Transformer{scrubInternal}
 	return cfg
 }
-
-// documentedErrors are the statuses every /v1 operation may answer.
-var documentedErrors = []int{400, 401, 403, 404, 409, 413, 415, 422, 429, 503}
-
-// register adds one operation that requires one of roles (admin may do everything). The
-// handler's errors pass through s.problem, so tiers return plain strata errors.
-func register[I, O any](s *Server, roles []strata.Role, op huma.Operation, h func(context.Context, *I) (*O, error)) {
-	op.Errors = append(op.Errors, documentedErrors...)
-	if op.MaxBodyBytes == 0 {
-		op.MaxBodyBytes = s.cfg.MaxBodyBytes
-	}
-	huma.Register(s.api, op, func(ctx context.Context, in *I) (*O, error) {
-		p, ok := auth.FromContext(ctx)
-		if !ok || !p.Can(roles...) {
-			return nil, huma.Error403Forbidden("this API key's role (" + string(p.Role) + ") may not call " + op.OperationID)
-		}
-		out, err := h(ctx, in)
-		if err != nil {
-			return nil, s.problem(ctx, err)
-		}
-		return out, nil
-	})
-}
-
-var (
-	agentRoles      = []strata.Role{strata.RoleAgent}
-	complianceRoles = []strata.Role{strata.RoleCompliance}
-	adminRoles      = []strata.Role{strata.RoleAdmin}
-)
 
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/vnd.oai.openapi+json")

@@ -48,25 +48,6 @@ type toolsOutput struct {
 	}
 }
 
-func (s *Server) registerTools() {
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-tools", Method: http.MethodGet, Path: "/v1/tools", Tags: []string{"context"},
-		Summary: "The agent tools as OpenAI function-calling schemas",
-		Description: "The same tools the MCP server at /mcp offers (get_context, remember, recall, forget, resume_job, " +
-			"start_step, complete_step, fail_step, log_event, was_applied, save_checkpoint, kv_get, kv_set, handoff, " +
-			"ack_handoff), with input schemas generated from this API's own request schemas, so a non-MCP agent can " +
-			"wire them in one line.",
-	}, func(ctx context.Context, _ *struct{}) (*toolsOutput, error) {
-		tools, err := s.toolTable()
-		if err != nil {
-			return nil, err
-		}
-		out := &toolsOutput{}
-		out.Body.Items = mcp.OpenAITools(tools)
-		return out, nil
-	})
-}
-
 // mountMCP serves the MCP server (streamable HTTP, stateless, JSON responses) at /mcp
 // behind the same bearer keys as /v1. It is outside huma and the unit of work: each tool
 // call is a REST request of its own through the router (with its own transaction, audit
@@ -79,4 +60,23 @@ func (s *Server) mountMCP(r chi.Router) {
 		}
 		s.agentTools().mcp.ServeHTTP(w, req)
 	}))
+}
+
+var opListTools = huma.Operation{
+	OperationID: "list-tools", Method: http.MethodGet, Path: "/v1/tools", Tags: []string{"context"},
+	Summary: "The agent tools as OpenAI function-calling schemas",
+	Description: "The same tools the MCP server at /mcp offers (get_context, remember, recall, forget, resume_job, " +
+		"start_step, complete_step, fail_step, log_event, was_applied, save_checkpoint, kv_get, kv_set, handoff, " +
+		"ack_handoff), with input schemas generated from this API's own request schemas, so a non-MCP agent can " +
+		"wire them in one line.",
+}
+
+func (s *Server) listTools(ctx context.Context, r *Request, in *struct{}) (*toolsOutput, error) {
+	tools, err := s.toolTable()
+	if err != nil {
+		return nil, err
+	}
+	out := &toolsOutput{}
+	out.Body.Items = mcp.OpenAITools(tools)
+	return out, nil
 }

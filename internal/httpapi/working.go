@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/working"
@@ -37,38 +35,6 @@ func (o jsonObject) MarshalJSON() ([]byte, error) {
 func (jsonObject) Schema(huma.Registry) *huma.Schema {
 	return &huma.Schema{Type: "object", AdditionalProperties: true}
 }
-
-// lazyTx is the request's transaction, begun only when a store actually touches Postgres,
-// so a working-memory read served from Redis never opens one.
-type lazyTx struct{}
-
-func (lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	return tx.Exec(ctx, sql, args...)
-}
-
-func (lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return tx.Query(ctx, sql, args...)
-}
-
-func (lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return errRow{err}
-	}
-	return tx.QueryRow(ctx, sql, args...)
-}
-
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
 
 // SessionPath is the {session} path parameter of the working-memory routes.
 type SessionPath struct {
@@ -149,7 +115,8 @@ type messagesBody struct {
 }
 
 type messagesOutput struct {
-	Body messagesBody
+	subject string // the session's data subject
+	Body    messagesBody
 }
 
 func parseIfMatch(h string) (*int64, error) {
@@ -167,137 +134,140 @@ func stateStatus(created bool) int {
 	return http.StatusOK
 }
 
-func (s *Server) registerWorking() {
-	ws := working.New(s.rdb, s.pool, working.Options{
-		Prefix: s.cfg.RedisPrefix, TTL: s.cfg.SessionTTL, MaxStateBytes: s.cfg.MaxStateBytes,
-		BufferSize: s.cfg.TurnBufferSize, MaxDepth: s.cfg.MaxJSONDepth,
-	})
-	tags := []string{"working"}
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "put-session-state", Method: http.MethodPut, Path: "/v1/sessions/{session}/state", Tags: tags,
-		Summary: "Replace a session's state document",
-		Description: "Creates the session on first write (201; user_id and agent_id are fixed then). Every write bumps the version, " +
-			"returned in the body and as ETag. Written through to Postgres before the response.",
-	}, func(ctx context.Context, in *putStateInput) (*stateOutput, error) {
-		im, err := parseIfMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		st, created, err := ws.Put(ctx, lazyTx{}, orgOf(ctx), in.Session, working.Write{State: json.RawMessage(in.Body.State),
-			UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(), IfMatch: im})
-		if err != nil {
-			return nil, err
-		}
-		return &stateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "patch-session-state", Method: http.MethodPatch, Path: "/v1/sessions/{session}/state", Tags: tags,
-		Summary: "Merge-patch a session's state document (RFC 7386)",
-		Description: "Send application/merge-patch+json (or application/json) with {\"state\": <patch>}. " +
-			"With If-Match, a stale version gets 409 and nothing changes; without it, concurrent patches are all applied.",
-	}, func(ctx context.Context, in *patchStateInput) (*stateOutput, error) {
-		im, err := parseIfMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		st, created, err := ws.Patch(ctx, lazyTx{}, orgOf(ctx), in.Session, working.Write{State: json.RawMessage(in.Body.State),
-			UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(), IfMatch: im})
-		if err != nil {
-			return nil, err
-		}
-		return &stateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "get-session-state", Method: http.MethodGet, Path: "/v1/sessions/{session}/state", Tags: tags,
-		Summary: "Read a session's state document",
-		Description: "Slides the session's TTL. After Redis lost the session (flush, restart) or while it is unreachable, " +
-			"the last durable version is returned with restored: true.",
-	}, func(ctx context.Context, in *struct{ SessionPath }) (*stateOutput, error) {
-		st, err := ws.Get(ctx, lazyTx{}, orgOf(ctx), in.Session)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, st.UserID); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		return &stateOutput{Status: http.StatusOK, ETag: etag(st.Version), Body: st}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "delete-session", Method: http.MethodDelete, Path: "/v1/sessions/{session}/state", Tags: tags,
-		Summary: "Delete a session", DefaultStatus: http.StatusNoContent,
-		Description: "Removes the state document, the turn buffer and their durable copies (the turn log included) " +
-			"from Redis and Postgres. The version counter is kept, so an old ETag never matches a recreated session.",
-	}, func(ctx context.Context, in *deleteStateInput) (*struct{}, error) {
-		im, err := parseIfMatch(in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		if err := ws.Delete(ctx, lazyTx{}, orgOf(ctx), in.Session, im); err != nil {
-			return nil, err
-		}
-		return &struct{}{}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "post-session-message", Method: http.MethodPost, Path: "/v1/sessions/{session}/messages", Tags: tags,
-		Summary: "Append a turn to a session", DefaultStatus: http.StatusCreated,
-		Description: "The buffer keeps the newest STRATA_TURN_BUFFER turns; every turn is also in the session's durable " +
-			"log, so what falls off the end is never lost (GET with after_seq reads it).",
-	}, func(ctx context.Context, in *postMessageInput) (*messageOutput, error) {
-		a, err := ws.Append(ctx, lazyTx{}, orgOf(ctx), in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
-			Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl()})
-		if err != nil {
-			return nil, err
-		}
-		if sess := pg.SessionFrom(ctx); sess != nil {
-			sess.AfterCommit(func() {
-				if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
-					s.log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
-				}
-			})
-		}
-		return &messageOutput{Status: http.StatusCreated, Body: messageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil
-	})
-
-	register(s, agentRoles, huma.Operation{
-		OperationID: "list-session-messages", Method: http.MethodGet, Path: "/v1/sessions/{session}/messages", Tags: tags,
-		Summary: "Read a session's turns",
-		Description: "Without after_seq: the buffer (the newest turns, oldest first; slides the TTL). " +
-			"With after_seq: a page of the durable log.",
-	}, func(ctx context.Context, in *listMessagesInput) (*messagesOutput, error) {
-		uid, err := ws.SessionUser(ctx, lazyTx{}, orgOf(ctx), in.Session)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseRestricted(ctx, uid); err != nil { // GDPR Art. 18
-			return nil, err
-		}
-		out := &messagesOutput{}
-		out.Body.SessionID = in.Session
-		if in.AfterSeq < 0 {
-			b, err := ws.Turns(ctx, lazyTx{}, orgOf(ctx), in.Session)
-			if err != nil {
-				return nil, err
-			}
-			out.Body.Items, out.Body.Restored, out.Body.ExpiresAt = b.Turns, b.Restored, &b.ExpiresAt
-			return out, nil
-		}
-		limit, err := Page{Limit: in.Limit}.limit()
-		if err != nil {
-			return nil, err
-		}
-		turns, err := ws.Log(ctx, lazyTx{}, orgOf(ctx), in.Session, in.AfterSeq, limit)
-		if err != nil {
-			return nil, err
-		}
-		out.Body.Items = turns
-		if len(turns) == limit {
-			out.Body.NextCursor = strconv.FormatInt(turns[len(turns)-1].Seq, 10)
-		}
-		return out, nil
-	})
+var opPutSessionState = huma.Operation{
+	OperationID: "put-session-state", Method: http.MethodPut, Path: "/v1/sessions/{session}/state", Tags: []string{"working"},
+	Summary: "Replace a session's state document",
+	Description: "Creates the session on first write (201; user_id and agent_id are fixed then). Every write bumps the version, " +
+		"returned in the body and as ETag. Written through to Postgres before the response.",
 }
+
+func (s *Server) putSessionState(ctx context.Context, r *Request, in *putStateInput) (*stateOutput, error) {
+	im, err := parseIfMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	st, created, err := s.working.Put(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
+		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(), IfMatch: im})
+	if err != nil {
+		return nil, err
+	}
+	return &stateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
+}
+
+var opPatchSessionState = huma.Operation{
+	OperationID: "patch-session-state", Method: http.MethodPatch, Path: "/v1/sessions/{session}/state", Tags: []string{"working"},
+	Summary: "Merge-patch a session's state document (RFC 7386)",
+	Description: "Send application/merge-patch+json (or application/json) with {\"state\": <patch>}. " +
+		"With If-Match, a stale version gets 409 and nothing changes; without it, concurrent patches are all applied.",
+}
+
+func (s *Server) patchSessionState(ctx context.Context, r *Request, in *patchStateInput) (*stateOutput, error) {
+	im, err := parseIfMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	st, created, err := s.working.Patch(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
+		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(), IfMatch: im})
+	if err != nil {
+		return nil, err
+	}
+	return &stateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
+}
+
+var opGetSessionState = huma.Operation{
+	OperationID: "get-session-state", Method: http.MethodGet, Path: "/v1/sessions/{session}/state", Tags: []string{"working"},
+	Summary: "Read a session's state document",
+	Description: "Slides the session's TTL. After Redis lost the session (flush, restart) or while it is unreachable, " +
+		"the last durable version is returned with restored: true.",
+}
+
+func (s *Server) getSessionState(ctx context.Context, r *Request, in *struct{ SessionPath }) (*stateOutput, error) {
+	st, err := s.working.Get(ctx, r.Tx, r.Org, in.Session)
+	if err != nil {
+		return nil, err
+	}
+	return &stateOutput{Status: http.StatusOK, ETag: etag(st.Version), Body: st}, nil
+}
+
+var opDeleteSession = huma.Operation{
+	OperationID: "delete-session", Method: http.MethodDelete, Path: "/v1/sessions/{session}/state", Tags: []string{"working"},
+	Summary: "Delete a session", DefaultStatus: http.StatusNoContent,
+	Description: "Removes the state document, the turn buffer and their durable copies (the turn log included) " +
+		"from Redis and Postgres. The version counter is kept, so an old ETag never matches a recreated session.",
+}
+
+func (s *Server) deleteSession(ctx context.Context, r *Request, in *deleteStateInput) (*struct{}, error) {
+	im, err := parseIfMatch(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.working.Delete(ctx, r.Tx, r.Org, in.Session, im); err != nil {
+		return nil, err
+	}
+	return &struct{}{}, nil
+}
+
+var opPostSessionMessage = huma.Operation{
+	OperationID: "post-session-message", Method: http.MethodPost, Path: "/v1/sessions/{session}/messages", Tags: []string{"working"},
+	Summary: "Append a turn to a session", DefaultStatus: http.StatusCreated,
+	Description: "The buffer keeps the newest STRATA_TURN_BUFFER turns; every turn is also in the session's durable " +
+		"log, so what falls off the end is never lost (GET with after_seq reads it).",
+}
+
+func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *postMessageInput) (*messageOutput, error) {
+	a, err := s.working.Append(ctx, r.Tx, r.Org, in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
+		Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl()})
+	if err != nil {
+		return nil, err
+	}
+	if sess := pg.SessionFrom(ctx); sess != nil {
+		sess.AfterCommit(func() {
+			if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
+				s.log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
+			}
+		})
+	}
+	return &messageOutput{Status: http.StatusCreated, Body: messageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil
+}
+
+var opListSessionMessages = huma.Operation{
+	OperationID: "list-session-messages", Method: http.MethodGet, Path: "/v1/sessions/{session}/messages", Tags: []string{"working"},
+	Summary: "Read a session's turns",
+	Description: "Without after_seq: the buffer (the newest turns, oldest first; slides the TTL). " +
+		"With after_seq: a page of the durable log.",
+}
+
+func (s *Server) listSessionMessages(ctx context.Context, r *Request, in *listMessagesInput) (*messagesOutput, error) {
+	uid, err := s.working.SessionUser(ctx, r.Tx, r.Org, in.Session)
+	if err != nil {
+		return nil, err
+	}
+	out := &messagesOutput{subject: uid}
+	out.Body.SessionID = in.Session
+	if in.AfterSeq < 0 {
+		b, err := s.working.Turns(ctx, r.Tx, r.Org, in.Session)
+		if err != nil {
+			return nil, err
+		}
+		out.Body.Items, out.Body.Restored, out.Body.ExpiresAt = b.Turns, b.Restored, &b.ExpiresAt
+		return out, nil
+	}
+	limit, err := Page{Limit: in.Limit}.limit()
+	if err != nil {
+		return nil, err
+	}
+	turns, err := s.working.Log(ctx, r.Tx, r.Org, in.Session, in.AfterSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	out.Body.Items = turns
+	if len(turns) == limit {
+		out.Body.NextCursor = strconv.FormatInt(turns[len(turns)-1].Seq, 10)
+	}
+	return out, nil
+}
+
+// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go).
+
+func (o *stateOutput) subjectUsers() []string    { return []string{o.Body.UserID} }
+func (o *messagesOutput) subjectUsers() []string { return []string{o.subject} }

@@ -61,3 +61,7 @@ func (e *UnavailableError) Error() string { return e.Store + " unavailable: " + 
 
 // Unwrap exposes both the sentinel and the cause.
 func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
+
+// ErrRestricted: processing of the data subject's data is restricted (GDPR Art. 18); the
+// data is kept but not served until the restriction is lifted.
+var ErrRestricted = errors.New("processing of this data subject's data is restricted")

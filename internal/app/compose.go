@@ -1,0 +1,132 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/strata-mem/strata/internal/audit"
+	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/consolidation"
+	"github.com/strata-mem/strata/internal/embed"
+	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/gdpr"
+	"github.com/strata-mem/strata/internal/httpapi"
+	"github.com/strata-mem/strata/internal/jobs"
+	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/working"
+)
+
+// parts is everything a replica is made of, each built once from the configuration (this
+// file is the only place that reads config.Config for them) and handed as typed
+// dependencies to the HTTP layer, the workers and MCP. No package below app builds a store.
+type parts struct {
+	cfg     config.Config
+	log     *slog.Logger
+	metrics *prometheus.Registry
+	pool    *pgxpool.Pool
+	rdb     redis.UniversalClient
+	keys    *auth.Store
+	pseudo  *audit.Pseudonymizer
+
+	restrictions *gdpr.Restrictions
+	jobs         *jobs.Store
+	events       *episodic.Store
+	working      *working.Store
+	kv           *keyvalue.Store
+	memories     *semantic.Store
+	emb          embed.Embedder
+	access       *semantic.AccessLog // nil when STRATA_ACCESS_FLUSH=0
+	evictor      *eviction.Evictor
+	consolidator *consolidation.Consolidator
+	erasures     *gdpr.Inserter
+	policy       eviction.LifecyclePolicy // the defaults an org runs on until it stores its own
+}
+
+// compose builds the parts on open pools. keys, pseudo and the restriction cache come from
+// the caller (serve starts their LISTEN loop); nil pseudo derives one from the admin key.
+func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.UniversalClient,
+	keys *auth.Store, pseudo *audit.Pseudonymizer, restricted *gdpr.RestrictionCache) (*parts, error) {
+	emb, err := newEmbedder(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if pseudo == nil {
+		pseudo = audit.NewPseudonymizer(cfg.AdminKey + "/audit")
+	}
+	p := &parts{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), pool: pool, rdb: rdb, keys: keys, pseudo: pseudo,
+		restrictions: gdpr.NewRestrictions(pool, restricted), emb: emb, policy: eviction.DefaultPolicy(cfg.VerifyAge)}
+	p.jobs = jobs.NewStore(nil, cfg.StalledAfter)
+	p.events = episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth})
+	p.working = working.New(rdb, pool, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL,
+		MaxStateBytes: cfg.MaxStateBytes, BufferSize: cfg.TurnBufferSize, MaxDepth: cfg.MaxJSONDepth})
+	p.kv = keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, MaxValueBytes: cfg.KVMaxValueBytes,
+		MaxJSONDepth: cfg.MaxJSONDepth, PendingTTL: cfg.RequestTimeout + 5*time.Second, Log: log})
+	p.memories = semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge,
+		EfSearch: cfg.HNSWEfSearch, ExactBelow: cfg.SearchExactBelow}, nil)
+	if cfg.AccessFlush > 0 {
+		p.access = semantic.NewAccessLog(pool, log, cfg.AccessFlush, p.metrics)
+	}
+	p.evictor = &eviction.Evictor{Semantic: p.memories, Episodic: p.events, Jobs: p.jobs, Working: p.working, KV: p.kv,
+		Defaults: p.policy, Log: log}
+	p.consolidator = &consolidation.Consolidator{Pool: pool, Semantic: p.memories, Episodic: p.events, Jobs: p.jobs,
+		Embedder: emb, Defaults: p.policy, Log: log}
+	if cfg.LLMModel != "" {
+		llm, err := consolidation.NewLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel})
+		if err != nil {
+			return nil, fmt.Errorf("STRATA_LLM_MODEL: %w", err)
+		}
+		p.consolidator.Summarizer = llm
+	}
+	if p.erasures, err = gdpr.NewInserter(pool); err != nil {
+		return nil, fmt.Errorf("gdpr: River inserter: %w", err)
+	}
+	p.metrics.MustRegister(eviction.Collectors(pool)...)
+	return p, nil
+}
+
+// newEmbedder builds the embedder STRATA_EMBEDDER names.
+func newEmbedder(cfg config.Config) (embed.Embedder, error) {
+	switch cfg.Embedder {
+	case "", "hash", "lexical":
+		return embed.NewLexical(cfg.EmbeddingDims), nil
+	case "openai":
+		return embed.NewOpenAI(embed.OpenAIOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
+			Model: cfg.EmbeddingModel, Dims: cfg.EmbeddingDims})
+	case "onnx":
+		return embed.NewONNX(embed.ONNXOptions{Dir: cfg.ONNXModelDir, Dims: cfg.EmbeddingDims, Model: cfg.EmbeddingModel})
+	}
+	return nil, fmt.Errorf("STRATA_EMBEDDER: unknown embedder %q (hash, lexical, onnx or openai)", cfg.Embedder)
+}
+
+// server is the HTTP API on the parts.
+func (p *parts) server() *httpapi.Server {
+	cfg := p.cfg
+	return httpapi.NewServer(httpapi.Deps{
+		Log: p.log, Metrics: p.metrics, Pool: p.pool, Redis: p.rdb, Keys: p.keys, Pseudo: p.pseudo,
+		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, Working: p.working, KV: p.kv,
+		Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
+		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
+		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
+			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
+			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
+			GroupCommit: cfg.GroupCommit},
+	})
+}
+
+// NewServer builds the HTTP API on open pools without listening and without background
+// work, for tests that drive the handler directly. Servers that serve use Run.
+func NewServer(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.UniversalClient) (*httpapi.Server, error) {
+	p, err := compose(cfg, log, pool, rdb, auth.NewStore(pool, cfg.AdminKey, cfg.AdminOrg), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.server(), nil
+}

@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// Request is what the shared wrapper hands every handler: the request's Postgres
+// transaction (BEGIN travels with its first statement; a handler that never touches
+// Postgres never begins one), the caller's org and the caller. The unit of work commits it
+// when the handler answered < 400, before the response leaves.
+type Request struct {
+	// Tx is the request's transaction, bound to Org for row-level security.
+	Tx     pgx.Tx
+	Org    string
+	Caller auth.Principal
+	sess   *pg.Session
+}
+
+// AfterCommit runs f once the request's transaction has committed (cache invalidation,
+// side effects in other stores that must not happen unless Postgres kept the write).
+func (r *Request) AfterCommit(f func()) { r.sess.AfterCommit(f) }
+
+// AtCommit queues a statement that runs in COMMIT's round trip (see pg.Session.AtCommit).
+func (r *Request) AtCommit(sql string, args ...any) { r.sess.AtCommit(sql, args...) }
+
+// Scope is the caller's org with the given levels.
+func (r *Request) Scope(user, agent, session string) strata.Scope {
+	return strata.Scope{OrgID: r.Org, UserID: user, AgentID: agent, SessionID: session}
+}
+
+// Session is the request's unit of work, for the few handlers that reserve a second
+// connection or read the restriction cache.
+func (r *Request) Session() *pg.Session { return r.sess }
+
+// newRequest is the request's view for a handler: its session (from the unit of work) and
+// the caller.
+func newRequest(ctx context.Context, p auth.Principal) (*Request, error) {
+	sess := pg.SessionFrom(ctx)
+	if sess == nil {
+		return nil, errors.New("httpapi: no session in context (route not behind the unit of work)")
+	}
+	tx, err := sess.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Request{Tx: tx, Org: p.OrgID, Caller: p, sess: sess}, nil
+}
+
+// Handler is the one handler shape: the decoded input in, the answer out, errors as tier
+// errors (strata sentinels, *strata.FieldError with bare field names) that the wrapper maps.
+type Handler[I, O any] func(ctx context.Context, r *Request, in *I) (*O, error)
+
+// documentedErrors are the statuses every /v1 operation may answer.
+var documentedErrors = []int{400, 401, 403, 404, 409, 413, 415, 422, 429, 503}
+
+var (
+	agentRoles      = []strata.Role{strata.RoleAgent}
+	complianceRoles = []strata.Role{strata.RoleCompliance}
+	adminRoles      = []strata.Role{strata.RoleAdmin}
+)
+
+// handle registers one operation: callable by roles (admin may do everything), serving
+// what reads declares of data subjects' data (enforced here, GDPR Art. 18), answered by h.
+func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads Reads, h Handler[I, O]) {
+	guard := newSubjectGuard[I, O](op.OperationID, reads)
+	locs := paramLocations(reflect.TypeFor[I]())
+	op.Errors = append(op.Errors, documentedErrors...)
+	if op.MaxBodyBytes == 0 {
+		op.MaxBodyBytes = s.opts.MaxBodyBytes
+	}
+	huma.Register(s.api, op, func(ctx context.Context, in *I) (*O, error) {
+		p, ok := auth.FromContext(ctx)
+		if !ok || !p.Can(roles...) {
+			return nil, huma.Error403Forbidden("this API key's role (" + string(p.Role) + ") may not call " + op.OperationID)
+		}
+		r, err := newRequest(ctx, p)
+		if err != nil {
+			return nil, s.problemAt(ctx, err, locs)
+		}
+		if err := guard.before(ctx, s, r, in); err != nil {
+			return nil, s.problemAt(ctx, err, locs)
+		}
+		out, err := h(ctx, r, in)
+		if err == nil {
+			err = guard.after(ctx, s, r, in, out)
+		}
+		if err != nil {
+			return nil, s.problemAt(ctx, err, locs)
+		}
+		return out, nil
+	})
+}
+
+// paramLocations maps the names of I's path, query and header parameters to their
+// location, so that a tier's bare field name ("session", "limit") becomes "path.session" or
+// "query.limit" in the problem; any other name is a body field.
+func paramLocations(t reflect.Type) map[string]string {
+	locs := map[string]string{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			for _, in := range []string{"path", "query", "header"} {
+				if name := f.Tag.Get(in); name != "" {
+					locs[name] = in
+				}
+			}
+		}
+	}
+	walk(t)
+	return locs
+}
+
+// locate prefixes a tier's bare field name with where the field travelled.
+func locate(field string, locs map[string]string) string {
+	for _, p := range []string{"body", "path", "query", "header"} {
+		if field == p || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") {
+			return field
+		}
+	}
+	root := field
+	if i := strings.IndexAny(root, ".["); i >= 0 {
+		root = root[:i]
+	}
+	if in, ok := locs[root]; ok {
+		return in + "." + field
+	}
+	return "body." + field
+}
