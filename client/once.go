@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"net/http"
 )
 
 // Once performs the side effect fn for (op, params) unless the job's episodic log already
@@ -13,7 +14,8 @@ import (
 //     decoded into T and does not call fn;
 //  2. otherwise it calls fn(ctx, key) — the side effect;
 //  3. and appends the event {op, params, result} (POST /v1/jobs/{job}/events), retried with
-//     one Idempotency-Key until acknowledged, even if ctx is cancelled meanwhile (bounded).
+//     one Idempotency-Key until acknowledged (for up to 30 s, even if ctx is cancelled
+//     meanwhile: the side effect is done and must be recorded).
 //
 // The append is the side effect's commit point. Between the side effect (2) and its
 // acknowledged append (3) there is a window Strata cannot close: a process killed there has
@@ -66,8 +68,9 @@ func Once[T any](ctx context.Context, c *Client, job, op string, params any, fn 
 	}
 	fin, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	ev, err := c.AppendEvent(fin, job, EventInput{Op: op, Params: params, Result: v,
-		AgentID: o.scope.AgentID, UserID: o.scope.UserID, SessionID: o.scope.SessionID})
+	var ev Event
+	_, err = c.doUntil(fin, Call{Method: http.MethodPost, Path: jobPath(job, "events"), Body: EventInput{Op: op, Params: params,
+		Result: v, AgentID: o.scope.AgentID, UserID: o.scope.UserID, SessionID: o.scope.SessionID}}, &ev)
 	if err != nil {
 		return zero, fmt.Errorf("recording %s in job %s (the side effect is done but not logged; the next Once runs fn again with the same key): %w", op, job, err)
 	}

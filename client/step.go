@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // This file is the one-line form of the step protocol of docs/jobs.md: RunStep claims a step,
@@ -28,10 +31,11 @@ import (
 //     returns an error it fails the step: retryable (the next RunStep claims it again), or
 //     manual_review when the error was wrapped with ManualReview.
 //
-// Every call is retried on network errors, 429 and 5xx-unavailable answers with one
-// Idempotency-Key per call (see Client.Do), so a lost response never applies a write twice.
-// The completion or failure is recorded even when ctx was cancelled after fn returned (with
-// a bounded context of its own), so a worker that is shutting down keeps the work it did.
+// Every call is retried on network errors, 429, 502, 503 and 504 with one Idempotency-Key
+// per call (see Client.Do), so a lost response never applies a write twice. The completion
+// or failure is retried so for up to 30 s (past the client's retry budget: it records work
+// already done), even when ctx was cancelled after fn returned, so a worker that is shutting
+// down, or meets a server restart, keeps the work it did.
 //
 // Errors: *LeaseHeldError when another owner holds a live lease on the step; *LeaseLostError
 // (errors.Is(err, ErrLeaseLost)) when the step could not be completed because the lease moved
@@ -85,7 +89,8 @@ func RunStep[T any](ctx context.Context, c *Client, job, step string, fn func(ct
 	fin, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	if fnErr == nil {
-		if _, err := c.CompleteStep(fin, job, step, run.FencingToken, v); err != nil {
+		if _, err := c.doUntil(fin, Call{Method: http.MethodPost, Path: jobPath(job, "steps", PathEscape(step), "complete"),
+			Body: map[string]any{"fencing_token": run.FencingToken, "result": v}}, nil); err != nil {
 			if IsConflict(err) {
 				return zero, &LeaseLostError{Claim: run, Reason: "completion refused: the fencing token is stale", Err: err}
 			}
@@ -101,7 +106,8 @@ func RunStep[T any](ctx context.Context, c *Client, job, step string, fn func(ct
 	if errors.As(fnErr, &mr) {
 		disp = DispositionManualReview
 	}
-	if _, err := c.FailStep(fin, job, step, run.FencingToken, fnErr.Error(), disp); err != nil {
+	if _, err := c.doUntil(fin, Call{Method: http.MethodPost, Path: jobPath(job, "steps", PathEscape(step), "fail"),
+		Body: map[string]any{"fencing_token": run.FencingToken, "error": fnErr.Error(), "disposition": disp}}, nil); err != nil {
 		if IsConflict(err) {
 			return zero, &LeaseLostError{Claim: run, Reason: "failure not recorded: the fencing token is stale", Err: errors.Join(fnErr, err)}
 		}
@@ -113,8 +119,34 @@ func RunStep[T any](ctx context.Context, c *Client, job, step string, fn func(ct
 // DefaultLease is the lease RunStep asks for unless StepLease says otherwise.
 const DefaultLease = 60 * time.Second
 
-// finishTimeout bounds the completion or failure call once fn has returned.
+// finishTimeout bounds the recording of fn's outcome (RunStep's completion or failure,
+// Once's event) once fn has returned: long enough to ride out a server restart.
 const finishTimeout = 30 * time.Second
+
+// doUntil is Do for a write that must not be given up lightly (fn's outcome is done work):
+// one Idempotency-Key for every attempt, and when Do has spent its retries on errors it
+// retries (network errors, 429, 502-504), it starts again after a backoff, until ctx ends.
+func (c *Client) doUntil(ctx context.Context, call Call, out any) (Meta, error) {
+	hdr := http.Header{}
+	for k, v := range call.Header {
+		hdr[k] = v
+	}
+	if hdr.Get("Idempotency-Key") == "" {
+		hdr.Set("Idempotency-Key", uuid.NewString())
+	}
+	call.Header = hdr
+	for {
+		m, err := c.Do(ctx, call, out)
+		if err == nil || !c.retryable(call.Method, hdr, err) {
+			return m, err
+		}
+		select {
+		case <-ctx.Done():
+			return m, err
+		case <-time.After(c.backoff(c.maxRetries+1, err)):
+		}
+	}
+}
 
 // Step failure dispositions.
 const (

@@ -312,10 +312,11 @@ func (f *flakyFront) record(kind, key string) int {
 	return len(f.attempts[kind])
 }
 
-// TestRunStepRetriesThroughAnOutage: the start meets a dropped connection and a 429, the
-// completion a 503 and then a 503 that hides a committed write; RunStep retries each call
-// with its one Idempotency-Key, and the server applies the completion once (the retry after
-// the lost answer is a replay).
+// TestRunStepRetriesThroughAnOutage: the start meets a dropped connection and a 429; the
+// completion meets three 503s (more than the client's retry budget, which RunStep outlasts
+// for done work) and then a 503 that hides a committed write. Each call keeps its one
+// Idempotency-Key through every retry, and the server applies the completion once (the retry
+// after the lost answer is a replay).
 func TestRunStepRetriesThroughAnOutage(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -358,10 +359,10 @@ func TestRunStepRetriesThroughAnOutage(t *testing.T) {
 			}
 		case kind == "complete":
 			switch f.record(kind, key) {
-			case 1:
+			case 1, 2, 3: // down for longer than the client's own retry budget (3 attempts)
 				w.WriteHeader(http.StatusServiceUnavailable)
 				return
-			case 2: // the server commits, the answer is lost
+			case 4: // the server commits, the answer is lost
 				rec := httptest.NewRecorder()
 				proxy.ServeHTTP(rec, r)
 				f.mu.Lock()
@@ -374,7 +375,7 @@ func TestRunStepRetriesThroughAnOutage(t *testing.T) {
 		forward(w, r, kind)
 	}))
 	t.Cleanup(front.Close)
-	c := client.New(front.URL, e.key, client.WithOwner("bot"), client.WithRetries(5, 5*time.Millisecond, 20*time.Millisecond))
+	c := client.New(front.URL, e.key, client.WithOwner("bot"), client.WithRetries(2, 5*time.Millisecond, 20*time.Millisecond))
 	_, _, err := c.PutJob(ctx, "j", client.JobSpec{Goal: "promo", Owner: "bot"}, nil)
 	require.NoError(t, err)
 
@@ -386,11 +387,13 @@ func TestRunStepRetriesThroughAnOutage(t *testing.T) {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, kind := range []string{"start", "complete"} {
+	for kind, n := range map[string]int{"start": 3, "complete": 5} {
 		keys := f.attempts[kind]
-		require.Len(t, keys, 3, kind)
+		require.Len(t, keys, n, kind)
 		require.NotEmpty(t, keys[0])
-		require.Equal(t, []string{keys[0], keys[0], keys[0]}, keys, "%s: every retry carries the first attempt's Idempotency-Key", kind)
+		for _, k := range keys {
+			require.Equal(t, keys[0], k, "%s: every retry carries the first attempt's Idempotency-Key", kind)
+		}
 	}
 	require.Equal(t, 1, f.forwarded["start"])
 	require.Equal(t, 2, f.forwarded["complete"], "the completion reached the server twice...")
@@ -493,4 +496,40 @@ func TestRunStepWithOnceAfterACrashBeforeCompletion(t *testing.T) {
 	page, err := c.ListEvents(ctx, "j", client.EventFilter{Op: "video.export"}, 10)
 	require.NoError(t, err)
 	require.Len(t, page.Items, 1)
+}
+
+// TestRunStepHeartbeatsKeepALongStepAlive: fn runs for 2.5 leases; the background
+// heartbeats keep the lease live, so another agent cannot take the step over meanwhile.
+func TestRunStepHeartbeatsKeepALongStepAlive(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	e := setupSteps(t)
+	a := e.client("agent-a")
+	_, _, err := a.PutJob(ctx, "j", client.JobSpec{Goal: "promo"}, nil)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.RunStep(ctx, a, "j", "render", func(ctx context.Context) (string, error) {
+			select {
+			case <-time.After(2500 * time.Millisecond):
+				return "rendered", nil
+			case <-ctx.Done():
+				return "", context.Cause(ctx)
+			}
+		}, client.StepLease(time.Second))
+		done <- err
+	}()
+	b := e.client("agent-b")
+	time.Sleep(1500 * time.Millisecond) // past the first lease
+	_, err = client.RunStep(ctx, b, "j", "render", func(context.Context) (string, error) { return "b", nil })
+	var held *client.LeaseHeldError
+	require.ErrorAs(t, err, &held, "the lease was renewed")
+	require.Equal(t, "agent-a", held.Holder)
+	require.NoError(t, <-done)
+	st, err := a.GetStep(ctx, "j", "render")
+	require.NoError(t, err)
+	require.Equal(t, "completed", st.Status)
+	require.EqualValues(t, 1, st.FencingToken)
+	require.True(t, st.HeartbeatAt.After(st.StartedAt))
 }
