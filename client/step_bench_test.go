@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 //	go test ./client/ -run '^$' -bench StepHelperVsRaw -benchtime 1000x
 func BenchmarkStepHelperVsRaw(b *testing.B) {
 	s := apptest.Start(b, apptest.NoAutoConsolidation())
-	c := client.New(s.URL, s.NewKey("acme", "agent"), client.WithOwner("bench"))
+	rt := &countingTransport{rt: http.DefaultTransport.(*http.Transport).Clone()}
+	c := client.New(s.URL, s.NewKey("acme", "agent"), client.WithOwner("bench"),
+		client.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: rt}))
 	ctx := context.Background()
 	const job = "bench"
 	if _, _, err := c.PutJob(ctx, job, client.JobSpec{Goal: "benchmark", Owner: "bench"}, nil); err != nil {
@@ -59,16 +63,32 @@ func BenchmarkStepHelperVsRaw(b *testing.B) {
 	})
 	b.Run("interleaved", func(b *testing.B) {
 		var tr, th time.Duration
+		var rr, rh int64
 		for b.Loop() {
-			t0 := time.Now()
+			t0, r0 := time.Now(), rt.n.Load()
 			raw(next("raw"))
-			t1 := time.Now()
+			t1, r1 := time.Now(), rt.n.Load()
 			helper(next("helper"))
 			th += time.Since(t1)
+			rh += rt.n.Load() - r1
 			tr += t1.Sub(t0)
+			rr += r1 - r0
 		}
 		b.ReportMetric(float64(tr.Nanoseconds())/float64(b.N), "raw-ns/step")
 		b.ReportMetric(float64(th.Nanoseconds())/float64(b.N), "helper-ns/step")
 		b.ReportMetric(float64(th)/float64(tr), "helper/raw")
+		b.ReportMetric(float64(rr)/float64(b.N), "raw-requests/step")
+		b.ReportMetric(float64(rh)/float64(b.N), "helper-requests/step")
 	})
+}
+
+// countingTransport counts the HTTP requests (round trips) the client sends.
+type countingTransport struct {
+	n  atomic.Int64
+	rt http.RoundTripper
+}
+
+func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.n.Add(1)
+	return t.rt.RoundTrip(r)
 }
