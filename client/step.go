@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -76,6 +78,7 @@ func RunStep[T any](ctx context.Context, c *Client, job, step string, fn func(ct
 	runCtx, lost := context.WithCancelCause(context.WithValue(ctx, stepRunKey{}, run))
 	defer lost(nil)
 	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB() // also if fn panics: a recovered panic must not leave the lease renewed forever
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
@@ -107,7 +110,7 @@ func RunStep[T any](ctx context.Context, c *Client, job, step string, fn func(ct
 		disp = DispositionManualReview
 	}
 	if _, err := c.doUntil(fin, Call{Method: http.MethodPost, Path: jobPath(job, "steps", PathEscape(step), "fail"),
-		Body: map[string]any{"fencing_token": run.FencingToken, "error": fnErr.Error(), "disposition": disp}}, nil); err != nil {
+		Body: map[string]any{"fencing_token": run.FencingToken, "error": errorText(fnErr), "disposition": disp}}, nil); err != nil {
 		if IsConflict(err) {
 			return zero, &LeaseLostError{Claim: run, Reason: "failure not recorded: the fencing token is stale", Err: errors.Join(fnErr, err)}
 		}
@@ -189,6 +192,26 @@ func leaseSeconds(d time.Duration) int {
 	s := int((d + time.Second - 1) / time.Second)
 	return max(s, 1)
 }
+
+// errorText is err's message as the server stores it: no NUL characters (Postgres refuses
+// them), at most maxErrorText characters, never empty.
+func errorText(err error) string {
+	s := strings.ReplaceAll(err.Error(), "\x00", "")
+	if len(s) > maxErrorText {
+		cut := maxErrorText - len("…")
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	if s == "" {
+		s = fmt.Sprintf("%T with an empty message", err)
+	}
+	return s
+}
+
+// maxErrorText is the server's limit on a step failure's error (body.error).
+const maxErrorText = 10000
 
 func decodeResult(raw json.RawMessage, v any) error {
 	if len(raw) == 0 || string(raw) == "null" {

@@ -533,3 +533,34 @@ func TestRunStepHeartbeatsKeepALongStepAlive(t *testing.T) {
 	require.EqualValues(t, 1, st.FencingToken)
 	require.True(t, st.HeartbeatAt.After(st.StartedAt))
 }
+
+// TestRunStepEdgeCases: a huge error with a NUL is recorded (cut to the server's limit); a
+// panicking fn stops the heartbeats, so its lease expires and the step can be taken over.
+func TestRunStepEdgeCases(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	e := setupSteps(t)
+	c := e.client("bot")
+	_, _, err := c.PutJob(ctx, "j", client.JobSpec{Goal: "promo"}, nil)
+	require.NoError(t, err)
+
+	huge := errors.New("bad\x00frame: " + strings.Repeat("é", 12000))
+	_, err = client.RunStep(ctx, c, "j", "huge", func(context.Context) (int, error) { return 0, huge })
+	var fe *client.StepFailedError
+	require.ErrorAs(t, err, &fe, "the failure was recorded: %v", err)
+	st, err := c.GetStep(ctx, "j", "huge")
+	require.NoError(t, err)
+	require.Equal(t, "failed", st.Status)
+	require.True(t, strings.HasPrefix(st.Error, "badframe: éé"))
+	require.True(t, strings.HasSuffix(st.Error, "…"))
+
+	func() {
+		defer func() { require.Equal(t, "render crashed", recover()) }()
+		_, _ = client.RunStep(ctx, c, "j", "panics", func(context.Context) (int, error) { panic("render crashed") },
+			client.StepLease(time.Second), client.StepHeartbeat(100*time.Millisecond))
+	}()
+	require.Eventually(t, func() bool {
+		_, err := e.client("other").StartStep(ctx, "j", "panics", "other", 0, nil)
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond, "the panicked step's lease expired and was taken over")
+}
