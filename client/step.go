@@ -35,9 +35,9 @@ import (
 //
 // Every call is retried on network errors, 429, 502, 503 and 504 with one Idempotency-Key
 // per call (see Client.Do), so a lost response never applies a write twice. The completion
-// or failure is retried so for up to 30 s (past the client's retry budget: it records work
-// already done), even when ctx was cancelled after fn returned, so a worker that is shutting
-// down, or meets a server restart, keeps the work it did.
+// or failure is retried for up to 30 s, past the client's retry budget (it records work
+// already done) and even when ctx was cancelled after fn returned, so a worker that is
+// shutting down, or meets a server restart, keeps the work it did.
 //
 // Errors: *LeaseHeldError when another owner holds a live lease on the step; *LeaseLostError
 // (errors.Is(err, ErrLeaseLost)) when the step could not be completed because the lease moved
@@ -146,7 +146,7 @@ func (c *Client) doUntil(ctx context.Context, call Call, out any) (Meta, error) 
 		select {
 		case <-ctx.Done():
 			return m, err
-		case <-time.After(c.backoff(c.maxRetries+1, err)):
+		case <-time.After(max(c.backoff(c.maxRetries+1, err), 50*time.Millisecond)):
 		}
 	}
 }
