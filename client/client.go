@@ -33,6 +33,7 @@ type Client struct {
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	userAgent  string
+	owner      string // WithOwner: the agent id Step claims as and Once records as
 }
 
 // Option configures a Client.

@@ -2,7 +2,9 @@
 // key-value memory, reframe for three channels, caption each, export) run by a worker
 // subprocess that the demo SIGKILLs mid-way, restarts, and lets resume from Strata. The
 // timeline it prints shows every step done exactly once and the settled colour profile
-// re-used, not recomputed — read back from Strata's own event log and steps.
+// re-used, not recomputed — read back from Strata's own event log and steps. The worker is
+// written with the Go client's step helpers (client.RunStep around each step, client.Once
+// around each side effect): it is the example docs/jobs.md points to.
 package demo
 
 import (
@@ -71,7 +73,7 @@ const DefaultCrashAt = "reframe-reels"
 type Line struct {
 	Run    int    `json:"run"`
 	Step   string `json:"step"`
-	Action string `json:"action"` // claimed, skipped, reused, computed, rendered, already_applied, completed, crashpoint, done
+	Action string `json:"action"` // claimed, skipped, reused, computed, settled_before, rendered, already_applied, completed, crashpoint, done
 	Detail string `json:"detail,omitempty"`
 	Seq    int64  `json:"seq,omitempty"`
 }
@@ -119,8 +121,19 @@ func computeProfile(palette json.RawMessage) Profile {
 	return Profile{ID: id, LUT: "lut/" + id + ".cube", Palette: palette}
 }
 
-// Worker is the worker process: it follows the agent protocol of docs/jobs.md. On a fresh
-// start it resumes from Strata, so a restarted worker never redoes a finished step.
+// stepResult is what a step returns and Strata stores: the render's output, and for the
+// colour step the settled profile that later steps (and restarts) re-use.
+type stepResult struct {
+	Output        string   `json:"output"`
+	Profile       *Profile `json:"profile,omitempty"`
+	ColourProfile string   `json:"colour_profile,omitempty"`
+}
+
+// Worker is the worker process. Each step is one client.RunStep (claim, heartbeat, complete
+// under the fencing token; a completed step returns its stored result without running) and
+// each side effect one client.Once (skipped when the job's log already shows it applied,
+// logged when done). So a restarted worker never redoes a finished step, and the step that
+// was cut off between its render and its completion finds the render in the log.
 func Worker(ctx context.Context, c *client.Client, wc WorkerConfig, stdout io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	say := func(l Line) {
@@ -132,103 +145,104 @@ func Worker(ctx context.Context, c *client.Client, wc WorkerConfig, stdout io.Wr
 		return fmt.Errorf("resuming: %w", err)
 	}
 	cpVersion := r.Job.CheckpointVersion
+	scope := client.OnceScope(client.Scope{AgentID: Owner, UserID: wc.User})
 	var profile *Profile
 	var done []string
-	results := map[string]json.RawMessage{}
 	plan := Plan()
 	for i, st := range plan {
-		params := map[string]any{"source": "raw/promo.mov"}
-		in := &client.StepInput{Tool: "ffmpeg"}
-		claim, err := c.StartStep(ctx, wc.Job, st.ID, Owner, 60, in)
+		ran := false
+		res, err := client.RunStep(ctx, c, wc.Job, st.ID, func(ctx context.Context) (stepResult, error) {
+			ran = true
+			claim, _ := client.StepFromContext(ctx)
+			say(Line{Step: st.ID, Action: "claimed", Detail: strconv.FormatInt(claim.FencingToken, 10)})
+			params := map[string]any{"source": "raw/promo.mov"}
+			switch {
+			case st.ID == "colour":
+				// The expensive decision: settle the colour profile from the brand, once.
+				e, err := c.KVGet(ctx, "brand", "palette", client.Scope{UserID: wc.User}, false)
+				if err != nil {
+					return stepResult{}, fmt.Errorf("reading the brand palette from kv brand/palette: %w", err)
+				}
+				computed := false
+				var ev client.Event
+				p, err := client.Once(ctx, c, wc.Job, "colour.settle_profile", map[string]any{"palette": e.Value},
+					func(context.Context, string) (Profile, error) { computed = true; return computeProfile(e.Value), nil },
+					scope, client.OnceEvent(&ev))
+				if err != nil {
+					return stepResult{}, err
+				}
+				if computed {
+					say(Line{Step: st.ID, Action: "computed", Detail: p.ID + " from kv brand/palette (" + e.Level + ")", Seq: ev.Seq})
+				} else {
+					say(Line{Step: st.ID, Action: "settled_before", Detail: p.ID, Seq: ev.Seq})
+				}
+				profile = &p
+				params["lut"] = p.LUT
+			case st.Channel != nil:
+				params["channel"], params["aspect"] = st.Channel.Name, st.Channel.Aspect
+				params["lut"] = profile.LUT
+			case st.ID == "export":
+				var outs []string
+				for _, id := range done {
+					if strings.HasPrefix(id, "caption-") {
+						outs = append(outs, id)
+					}
+				}
+				params["inputs"], params["lut"] = outs, profile.LUT
+			}
+			params["step"] = st.ID
+			rendered := false
+			var ev client.Event
+			res, err := client.Once(ctx, c, wc.Job, st.Op, params, func(_ context.Context, key string) (stepResult, error) {
+				// The side effect. Its output name is fixed by the step, so doing it again after a
+				// crash before it was logged rewrites the same file: idempotent on Once's key.
+				rendered = true
+				out := filepath.Join(wc.OutDir, st.ID+".mp4")
+				if err := os.WriteFile(out, []byte(fmt.Sprintf("%s %v\nkey %s\n", st.Op, params, key)), 0o644); err != nil {
+					return stepResult{}, err
+				}
+				res := stepResult{Output: out}
+				if st.ID == "colour" {
+					res.Profile = profile // the settled decision later steps (and restarts) re-use
+				} else if profile != nil {
+					res.ColourProfile = profile.ID
+				}
+				return res, nil
+			}, scope, client.OnceEvent(&ev))
+			if err != nil {
+				return stepResult{}, err
+			}
+			if rendered {
+				say(Line{Step: st.ID, Action: "rendered", Detail: filepath.Base(res.Output), Seq: ev.Seq})
+			} else {
+				say(Line{Step: st.ID, Action: "already_applied", Detail: "render of run before the crash", Seq: ev.Seq})
+			}
+			if st.ID == wc.CrashAt {
+				say(Line{Step: st.ID, Action: "crashpoint"})
+				// Wait to be killed (kill -9 by the demo): the step stays claimed, not complete.
+				<-ctx.Done()
+				return stepResult{}, ctx.Err()
+			}
+			return res, nil
+		}, client.StepOwner(Owner), client.StepInputOf(client.StepInput{Tool: "ffmpeg"}))
 		if err != nil {
-			return fmt.Errorf("starting %s: %w", st.ID, err)
+			return err
 		}
-		if claim.Status == "completed" {
-			results[st.ID] = claim.Result
-			done = append(done, st.ID)
+		done = append(done, st.ID)
+		if st.ID == "colour" {
+			if res.Profile == nil || res.Profile.ID == "" {
+				return fmt.Errorf("colour step result has no profile: %+v", res)
+			}
+			profile = res.Profile
+		}
+		if !ran {
 			if st.ID == "colour" {
-				var res struct {
-					Profile Profile `json:"profile"`
-				}
-				if err := json.Unmarshal(claim.Result, &res); err != nil || res.Profile.ID == "" {
-					return fmt.Errorf("colour step result has no profile: %s", claim.Result)
-				}
-				profile = &res.Profile
 				say(Line{Step: st.ID, Action: "reused", Detail: profile.ID})
 			} else {
 				say(Line{Step: st.ID, Action: "skipped"})
 			}
 			continue
 		}
-		say(Line{Step: st.ID, Action: "claimed", Detail: strconv.FormatInt(claim.FencingToken, 10)})
-		switch {
-		case st.ID == "colour":
-			// The expensive decision: settle the colour profile from the brand, once.
-			e, err := c.KVGet(ctx, "brand", "palette", client.Scope{UserID: wc.User}, false)
-			if err != nil {
-				return fmt.Errorf("reading the brand palette from kv brand/palette: %w", err)
-			}
-			p := computeProfile(e.Value)
-			ev, err := c.AppendEvent(ctx, wc.Job, client.EventInput{Op: "colour.settle_profile", Params: map[string]any{"palette": e.Value},
-				Result: p, IdempotencyKey: st.ID + ":settle", AgentID: Owner, UserID: wc.User})
-			if err != nil {
-				return err
-			}
-			profile = &p
-			say(Line{Step: st.ID, Action: "computed", Detail: p.ID + " from kv brand/palette (" + e.Level + ")", Seq: ev.Seq})
-			params["lut"] = p.LUT
-		case st.Channel != nil:
-			params["channel"], params["aspect"] = st.Channel.Name, st.Channel.Aspect
-			params["lut"] = profile.LUT
-		case st.ID == "export":
-			var outs []string
-			for _, id := range done {
-				if strings.HasPrefix(id, "caption-") {
-					outs = append(outs, id)
-				}
-			}
-			params["inputs"], params["lut"] = outs, profile.LUT
-		}
-		params["step"] = st.ID
-		// Check before the side effect; the event is its commit point.
-		ap, err := c.WasApplied(ctx, wc.Job, st.Op, params)
-		if err != nil {
-			return err
-		}
-		var result json.RawMessage
-		if ap.Applied {
-			result = ap.Event.Result
-			say(Line{Step: st.ID, Action: "already_applied", Detail: "render of run before the crash", Seq: ap.Event.Seq})
-		} else {
-			out := filepath.Join(wc.OutDir, st.ID+".mp4")
-			if err := os.WriteFile(out, []byte(fmt.Sprintf("%s %v\n", st.Op, params)), 0o644); err != nil {
-				return err
-			}
-			res := map[string]any{"output": out}
-			if st.ID == "colour" {
-				res["profile"] = profile // the settled decision later steps (and restarts) re-use
-			} else if profile != nil {
-				res["colour_profile"] = profile.ID
-			}
-			ev, err := c.AppendEvent(ctx, wc.Job, client.EventInput{Op: st.Op, Params: params, Result: res,
-				IdempotencyKey: st.ID + ":" + st.Op, AgentID: Owner, UserID: wc.User})
-			if err != nil {
-				return err
-			}
-			result = ev.Result
-			say(Line{Step: st.ID, Action: "rendered", Detail: filepath.Base(out), Seq: ev.Seq})
-		}
-		if st.ID == wc.CrashAt {
-			say(Line{Step: st.ID, Action: "crashpoint"})
-			// Wait to be killed (kill -9 by the demo): the step stays claimed, not complete.
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		if _, err := c.CompleteStep(ctx, wc.Job, st.ID, claim.FencingToken, result); err != nil {
-			return fmt.Errorf("completing %s: %w", st.ID, err)
-		}
-		results[st.ID] = result
-		done = append(done, st.ID)
 		pending := []string{}
 		for _, p := range plan[i+1:] {
 			pending = append(pending, p.ID)
@@ -447,6 +461,8 @@ func printLine(w io.Writer, l Line) {
 		fmt.Fprintf(w, "  ✓ %-15s rendered %-22s %s\n", l.Step, l.Detail, seq)
 	case "already_applied":
 		fmt.Fprintf(w, "  ↺ %-15s render already in the log (%s): not redone\n", l.Step, seq)
+	case "settled_before":
+		fmt.Fprintf(w, "  ↺ %-15s colour profile %s already settled (%s): not recomputed\n", l.Step, l.Detail, seq)
 	case "completed":
 		fmt.Fprintf(w, "    %-15s complete, %s\n", l.Step, l.Detail)
 	case "done":
