@@ -192,13 +192,16 @@ class Memory(TypedDict, total=False):
     last_verified_at: str
     last_verified_by: str
     last_accessed_at: str
-    score: float
-    breakdown: Dict[str, Any]
+
+
+class SearchHit(TypedDict, total=False):
+    memory: Memory
+    score: Dict[str, Any]
     stale: bool
 
 
 class SearchResult(TypedDict, total=False):
-    items: List[Memory]
+    items: List[SearchHit]
     search: Dict[str, Any]
 
 
@@ -300,13 +303,19 @@ class ExportSummary(TypedDict, total=False):
 class AuditRecord(TypedDict, total=False):
     id: int
     seq: int
+    at: str
     action: str
+    status: int
     entity_type: str
     entity_id: str
     actor_key_id: str
+    actor_role: str
     agent_id: str
-    user_id: str
-    at: str
+    subject: str
+    request_id: str
+    details: Dict[str, Any]
+    hash: str
+    prev_hash: str
 
 
 class AuditVerify(TypedDict, total=False):
