@@ -58,6 +58,20 @@ def compliance_key(url: str, org: str) -> str:
         return a.create_key(org, "compliance", name="pytest-compliance")["key"]  # type: ignore[typeddict-item]
 
 
+@pytest.fixture(scope="session")
+def org_admin_key(url: str, org: str) -> str:
+    with strata.Strata(url, _env("STRATA_ADMIN_KEY")) as a:
+        return a.create_key(org, "admin", name="pytest-org-admin")["key"]  # type: ignore[typeddict-item]
+
+
+@pytest.fixture()
+def org_admin(url: str, org_admin_key: str) -> Iterator[strata.Strata]:
+    """An admin key of the agent key's org (clears manual-review steps there)."""
+    c = strata.Strata(url, org_admin_key)
+    yield c
+    c.close()
+
+
 @pytest.fixture()
 def compliance(url: str, compliance_key: str) -> Iterator[strata.Strata]:
     c = strata.Strata(url, compliance_key)

@@ -20,6 +20,7 @@ class FaultProxy:
         self.plan: Plan = lambda m, p, h: "pass"
         self.log: List[Dict[str, object]] = []
         self.lock = threading.Lock()
+        self.retry_after = "0"  # sent with injected 503/429 answers
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -39,7 +40,7 @@ class FaultProxy:
                     payload = b'{"title":"injected","status":%s,"detail":"injected by the test proxy"}' % action.encode()
                     self.send_response(int(action))
                     self.send_header("Content-Type", "application/problem+json")
-                    self.send_header("Retry-After", "0")
+                    self.send_header("Retry-After", proxy.retry_after)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)
