@@ -112,7 +112,7 @@ class StepRun:
         self._entered = False
         self._stop = threading.Event()
         self._hb: Optional[threading.Thread] = None
-        self._token: Optional[contextvars.Token] = None
+        self._token: "Optional[contextvars.Token[Any]]" = None
 
     # -- decorator ---------------------------------------------------------------------
     def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
@@ -121,7 +121,7 @@ class StepRun:
             run = StepRun(self.job, self.name, input=self.input, lease_seconds=self.lease_seconds)
             with run as s:
                 if s.done:
-                    return s.result  # type: ignore[no-any-return]
+                    return s.result
                 r = fn(*args, **kwargs)
                 s.complete(r)
                 return r

@@ -102,7 +102,7 @@ class AsyncStepRun:
         async def wrapper(*args: Any, **kwargs: Any) -> T:
             async with AsyncStepRun(self.job, self.name, input=self.input, lease_seconds=self.lease_seconds) as s:
                 if s.done:
-                    return s.result  # type: ignore[no-any-return]
+                    return s.result
                 r = await fn(*args, **kwargs)
                 await s.complete(r)
                 return r
