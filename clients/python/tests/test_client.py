@@ -201,7 +201,7 @@ def test_memories(client: strata.Strata, uid) -> None:
     assert dup["deduplicated"] is True and dup["id"] == m["id"]
     client.create_memory("Deliverables go to the shared drive", user_id=user)
     assert client.get_memory(m["id"])["id"] == m["id"]
-    res = client.search_memories("which aspect ratio for trailers", user_id=user, top_k=5)
+    res = client.search_memories("which aspect ratio for trailers", user_id=user, top_k=5, kinds=["preference"])
     assert res["items"] and res["items"][0]["memory"]["id"] == m["id"]
     up = client.update_memory(m["id"], text="The user prefers 9:16 trailers with subtitles", if_match=m["version"])
     assert up["version"] == 2
