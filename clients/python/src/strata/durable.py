@@ -152,7 +152,8 @@ class StepRun:
             try:
                 c.heartbeat_step(self.job.job_id, self.name, self.fencing_token, lease_seconds=self.lease_seconds)
             except Conflict:
-                self.lease_lost.set()
+                if not self._stop.is_set():  # after completion a 409 only says the step is done
+                    self.lease_lost.set()
                 return
             except StrataError:
                 continue  # unreachable for a while: the lease may still be live, keep trying
@@ -160,7 +161,9 @@ class StepRun:
     def _stop_heartbeat(self) -> None:
         self._stop.set()
         if self._hb is not None and self._hb is not threading.current_thread():
-            self._hb.join()
+            # A heartbeat stuck in its retries (server down) must not hold up completion, which
+            # retries on its own; the thread exits at its next loop.
+            self._hb.join(timeout=1.0)
         if self._token is not None:
             _current.reset(self._token)
             self._token = None
