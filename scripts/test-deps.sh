@@ -19,3 +19,11 @@ if ! command -v gcc >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc libc6-dev >/dev/null
 fi
+
+# The Python client's tests (internal/pythontest) run Debian's /usr/bin/python3 with Debian's
+# httpx and pytest: no PyPI needed.
+if [ -d clients/python ] && ! /usr/bin/python3 -c 'import httpx, pytest' >/dev/null 2>&1; then
+  echo "[test-deps] installing python3-httpx python3-pytest (the Python client's tests)" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-httpx python3-pytest >/dev/null
+fi
