@@ -68,6 +68,7 @@ var want = []string{
 	"stops for a human on manualReview and runs again once cleared",
 	"fails a step as retryable and the next call retries it",
 	"retries through a server outage with the same Idempotency-Key",
+	"honours Retry-After within the backoff bound and gives up after maxRetries",
 	"skips an op the log already shows applied",
 	"SIGKILLed workers: every side effect exactly once, no completed step re-run",
 }

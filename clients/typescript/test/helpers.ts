@@ -25,13 +25,14 @@ export interface Seen {
   path: string;
   idempotencyKey?: string;
   /** What the proxy did: forwarded, "503" (answered 503 itself), "lost" (forwarded, then answered 503), "reset". */
-  action: "forwarded" | "503" | "lost" | "reset";
+  action: "forwarded" | "503" | "429" | "lost" | "reset";
 }
 
 /**
  * A local HTTP proxy in front of Strata that can fail requests: for a request matching a rule,
  * the rule's actions are used up in order (one per matching request), then requests pass.
- * "503": answer 503 + Retry-After: 0 without forwarding (the server was down);
+ * "503" / "429": answer that status + Retry-After (retryAfter, default "0") without forwarding
+ * (the server was down / rate limited);
  * "lost": forward, then answer 503 (the server applied it but the answer never arrived);
  * "reset": destroy the connection without answering.
  */
@@ -39,6 +40,8 @@ export class FaultProxy {
   readonly seen: Seen[] = [];
   private server: http.Server;
   url = "";
+  /** The Retry-After header of the proxy's own 503/429 answers. */
+  retryAfter = "0";
   private rules: { match: (m: string, p: string) => boolean; actions: Seen["action"][] }[] = [];
 
   constructor(private readonly upstream: string) {
@@ -73,9 +76,10 @@ export class FaultProxy {
       req.socket.destroy();
       return;
     }
-    if (action === "503") {
-      res.writeHead(503, { "Content-Type": "application/problem+json", "Retry-After": "0" });
-      res.end(JSON.stringify({ title: "Service Unavailable", status: 503, detail: "proxy: server down" }));
+    if (action === "503" || action === "429") {
+      const status = Number(action);
+      res.writeHead(status, { "Content-Type": "application/problem+json", "Retry-After": this.retryAfter });
+      res.end(JSON.stringify({ title: status === 503 ? "Service Unavailable" : "Too Many Requests", status, detail: "proxy: " + action }));
       return;
     }
     const headers: Record<string, string> = {};

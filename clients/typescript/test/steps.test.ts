@@ -132,8 +132,11 @@ describe("job.step", () => {
     const a = s.job(id, { owner: "worker-a", leaseSeconds: 1, heartbeatMs: 2500 });
     let tokenA = 0;
     let aborted: unknown;
+    let started!: () => void;
+    const claimedByA = new Promise<void>((r) => (started = r));
     const running = a.step("render", async (signal, ctx) => {
       tokenA = ctx.fencingToken;
+      started();
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(() => reject(new Error("the signal never aborted")), 15000);
         signal.addEventListener("abort", () => {
@@ -148,7 +151,9 @@ describe("job.step", () => {
       () => "completed",
       (e: unknown) => e,
     );
-    // worker-b takes the step over once the lease has expired.
+    // worker-b takes the step over once A's lease has expired.
+    await Promise.race([claimedByA, outcome]);
+    expect(tokenA).toBeGreaterThan(0);
     let claimB;
     for (let i = 0; ; i++) {
       try {
@@ -262,8 +267,10 @@ describe("job.step", () => {
       // complete: the first attempt reaches Strata but its answer is lost, the second finds
       // the server down (503); the third gets through.
       proxy.fail((m, p) => m === "POST" && p.endsWith("/steps/render/complete"), "lost", "503");
-      // The side effect's event: the connection drops on the first attempt.
-      proxy.fail((m, p) => m === "POST" && p.endsWith("/events"), "reset");
+      // The side effect's event (no idempotency_key in the body): the first append is stored
+      // but its answer lost, the second attempt's connection drops; only the header key
+      // keeps the third from appending a second event.
+      proxy.fail((m, p) => m === "POST" && p.endsWith("/events"), "lost", "reset");
       const job = s.job(id, { owner: "w1" });
       let runs = 0;
       const out = await job.step("render", async () => {
@@ -276,11 +283,13 @@ describe("job.step", () => {
       const completes = proxy.seen.filter((x) => x.path.endsWith("/steps/render/complete"));
       expect(completes.map((x) => x.action)).toEqual(["lost", "503", "forwarded"]);
       expect(completes[0]!.idempotencyKey).toBeTruthy();
+      const r0 = await client().resume(id);
+      expect(r0.events.filter((e) => e.op === "render.frame")).toHaveLength(1);
       expect(new Set(completes.map((x) => x.idempotencyKey)).size).toBe(1);
       const appends = proxy.seen.filter((x) => x.path.endsWith("/events"));
-      expect(appends.map((x) => x.action)).toEqual(["reset", "forwarded"]);
+      expect(appends.map((x) => x.action)).toEqual(["lost", "reset", "forwarded"]);
       expect(new Set(appends.map((x) => x.idempotencyKey)).size).toBe(1);
-      expect(retries).toHaveLength(3);
+      expect(retries).toHaveLength(4);
 
       const direct = client();
       const st = await direct.getStep(id, "render");
@@ -288,6 +297,37 @@ describe("job.step", () => {
       expect(st.result).toBe("frame-7.png");
       const r = await direct.resume(id);
       expect(r.events.filter((e) => e.op === "render.frame")).toHaveLength(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe("retries", () => {
+  it("honours Retry-After within the backoff bound and gives up after maxRetries", async () => {
+    const proxy = await new FaultProxy(URL_).start();
+    try {
+      proxy.retryAfter = "1";
+      const id = jobId("retry-after");
+      await client().putJob(id, { goal: "retry-after" });
+      const delays: number[] = [];
+      const get = (p: string) => p === `/v1/jobs/${id}`;
+      proxy.fail((m, p) => m === "GET" && get(p), "429", "503");
+      const s = client({ url: proxy.url, maxBackoffMs: 5000, onRetry: (i) => delays.push(i.delayMs) });
+      const t0 = Date.now();
+      expect((await s.getJob(id)).job_id).toBe(id);
+      expect(delays).toEqual([1000, 1000]);
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(1900);
+
+      // Capped by maxBackoffMs; after maxRetries the last error is thrown, typed.
+      delays.length = 0;
+      proxy.fail((m, p) => m === "GET" && get(p), "503", "503", "503");
+      const capped = client({ url: proxy.url, maxRetries: 2, maxBackoffMs: 50, onRetry: (i) => delays.push(i.delayMs) });
+      const err = await capped.getJob(id).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UnavailableError);
+      expect((err as StrataError).retryAfterMs).toBe(1000);
+      expect(delays).toEqual([50, 50]);
+      expect(proxy.seen.filter((x) => get(x.path))).toHaveLength(6); // 2 failed + 1 ok, then 3 failed
     } finally {
       await proxy.close();
     }
