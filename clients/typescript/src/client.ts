@@ -85,6 +85,17 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 
+/** AbortSignal.any (Node ≥ 20.3), with a fallback for 20.0-20.2. */
+function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
+  if (typeof AbortSignal.any === "function") return AbortSignal.any([a, b]);
+  const c = new AbortController();
+  for (const s of [a, b]) {
+    if (s.aborted) c.abort(s.reason);
+    else s.addEventListener("abort", () => c.abort(s.reason), { once: true });
+  }
+  return c.signal;
+}
+
 /** Retry-After as ms: delta-seconds or an HTTP date. */
 function parseRetryAfter(v: string | null): number | undefined {
   if (!v) return undefined;
@@ -203,7 +214,7 @@ export class Strata {
     signal?: AbortSignal,
   ): Promise<ApiResponse<T>> {
     const timeout = AbortSignal.timeout(this.timeoutMs);
-    const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    const sig = signal ? anySignal(signal, timeout) : timeout;
     let res: Response;
     let text: string;
     try {

@@ -181,8 +181,8 @@ export class LeaseLostError extends Error {
     cause?: unknown,
   ) {
     super(
-      `lease on step ${step} of job ${job} (token ${fencingToken}) was lost: another worker took it over; ` +
-        `stop this step and resume the job`,
+      `lease on step ${step} of job ${job} (token ${fencingToken}) was lost: another worker took the step over ` +
+        `(or the job was finished or handed off); stop this step and resume the job`,
       cause === undefined ? undefined : { cause },
     );
     this.name = "LeaseLostError";
