@@ -189,21 +189,26 @@ export class LeaseLostError extends Error {
   }
 }
 
-/** Another owner holds a live lease on the step (start answered 409 with holder/until). */
-export class StepBusyError extends Error {
+/**
+ * Another owner holds a live lease on the step (start answered 409 with holder/until). A
+ * {@link ConflictError}; wait until `until` (an expired lease can be taken over) or do other work.
+ */
+export class StepBusyError extends ConflictError {
   constructor(
     readonly job: string,
     readonly step: string,
-    readonly holder: string | undefined,
+    readonly holder: string,
     readonly until: string | undefined,
-    readonly conflict: ConflictError,
+    conflict: ConflictError,
   ) {
-    super(
-      `step ${step} of job ${job} is ${holder ? `held by ${holder}` : "not claimable"}` +
-        `${until ? ` until ${until}` : ""}: ${conflict.detail || conflict.message}`,
-      { cause: conflict },
-    );
-    this.name = "StepBusyError";
+    super({
+      status: conflict.status,
+      problem: conflict.problem,
+      call: conflict.call,
+      requestId: conflict.requestId,
+      cause: conflict,
+      message: `step ${step} of job ${job} is held by ${holder}${until ? ` until ${until}` : ""}: wait for the lease to expire or work on another step`,
+    });
   }
 }
 

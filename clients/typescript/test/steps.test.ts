@@ -182,7 +182,10 @@ describe("job.step", () => {
     await s.startStep(id, "next", { owner: "worker-b", leaseSeconds: 30 });
     const busy = await a.step("next", () => 1).catch((e: unknown) => e);
     expect(busy).toBeInstanceOf(StepBusyError);
+    expect(busy).toBeInstanceOf(ConflictError);
     expect((busy as StepBusyError).holder).toBe("worker-b");
+    expect((busy as StepBusyError).until).toBeTruthy();
+    expect((busy as StepBusyError).status).toBe(409);
   });
 
   it("stops for a human on manualReview and runs again once cleared", async () => {
