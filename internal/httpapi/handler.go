@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
 	"strings"
 
@@ -74,7 +75,10 @@ var (
 func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads Reads, h Handler[I, O]) {
 	guard := newSubjectGuard[I, O](op.OperationID, reads)
 	locs := paramLocations(reflect.TypeFor[I]())
-	op.Errors = append(op.Errors, documentedErrors...)
+	// The documentation is a package-level value and huma writes into its response maps as it
+	// registers: each registration gets its own copy (tests run several servers at once).
+	op.Responses = cloneResponses(op.Responses)
+	op.Errors = append(op.Errors[:len(op.Errors):len(op.Errors)], documentedErrors...)
 	if op.MaxBodyBytes == 0 {
 		op.MaxBodyBytes = s.opts.MaxBodyBytes
 	}
@@ -99,6 +103,30 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 		}
 		return out, nil
 	})
+}
+
+// cloneResponses copies what huma mutates of declared responses (the maps and the
+// response and media-type values; schemas are only read).
+func cloneResponses(rs map[string]*huma.Response) map[string]*huma.Response {
+	if rs == nil {
+		return nil
+	}
+	out := make(map[string]*huma.Response, len(rs))
+	for code, r := range rs {
+		c := *r
+		if r.Content != nil {
+			c.Content = make(map[string]*huma.MediaType, len(r.Content))
+			for ct, mt := range r.Content {
+				m := *mt
+				c.Content[ct] = &m
+			}
+		}
+		if r.Headers != nil {
+			c.Headers = maps.Clone(r.Headers)
+		}
+		out[code] = &c
+	}
+	return out
 }
 
 // paramLocations maps the names of I's path, query and header parameters to their
