@@ -77,7 +77,7 @@ func (s *Store) readOn(ctx context.Context, db pg.DBTX, org, sql string, args []
 		return errors.New("keyvalue: empty org")
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('app.org_id', $1, true)`, org)
+	pg.QueueSetOrg(b, org)
 	b.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, b)
 	defer func() {
