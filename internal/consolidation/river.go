@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/queue"
 )
 
 // DispatchArgs is the periodic (leader-elected) job that turns unprocessed job_outbox rows
@@ -86,7 +86,7 @@ type DispatchWorker struct {
 
 // Work dispatches every org's pending rows.
 func (w *DispatchWorker) Work(ctx context.Context, _ *river.Job[DispatchArgs]) error {
-	orgs, err := eviction.Orgs(ctx, w.Consolidator.Pool, w.ExtraOrg)
+	orgs, err := queue.Orgs(ctx, w.Consolidator.Pool, w.ExtraOrg)
 	if err != nil {
 		return err
 	}
@@ -134,16 +134,8 @@ type ScheduleWorker struct {
 
 // Work fans out.
 func (w *ScheduleWorker) Work(ctx context.Context, _ *river.Job[ScheduleArgs]) error {
-	orgs, err := eviction.Orgs(ctx, w.Pool, w.ExtraOrg)
-	if err != nil || len(orgs) == 0 {
-		return err
-	}
-	params := make([]river.InsertManyParams, len(orgs))
-	for i, o := range orgs {
-		params[i] = river.InsertManyParams{Args: OrgArgs{Org: o},
-			InsertOpts: &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: w.Interval}}}
-	}
-	_, err = river.ClientFromContext[pgx.Tx](ctx).InsertMany(ctx, params)
+	_, err := queue.InsertPerOrg(ctx, river.ClientFromContext[pgx.Tx](ctx), w.Pool, w.ExtraOrg, w.Interval,
+		func(org string) OrgArgs { return OrgArgs{Org: org} })
 	return err
 }
 

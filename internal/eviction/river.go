@@ -9,19 +9,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/queue"
 )
-
-// Orgs lists the orgs background work visits: every org with an API key (every org that
-// can write has one), plus extra (the bootstrap admin key's org). Row-level security binds
-// workers too, so each org then runs in its own pg.InOrgTx.
-func Orgs(ctx context.Context, pool *pgxpool.Pool, extra string) ([]string, error) {
-	rows, err := pool.Query(ctx, `SELECT DISTINCT org_id FROM api_keys UNION SELECT $1 WHERE $1 <> '' ORDER BY 1`, extra)
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	return out, pg.Interpret(err)
-}
 
 // ScheduleArgs is the periodic (leader-elected) job that fans eviction out to one job per
 // org.
@@ -54,19 +43,8 @@ type ScheduleWorker struct {
 
 // Work fans out.
 func (w *ScheduleWorker) Work(ctx context.Context, _ *river.Job[ScheduleArgs]) error {
-	orgs, err := Orgs(ctx, w.Pool, w.ExtraOrg)
-	if err != nil {
-		return err
-	}
-	if len(orgs) == 0 {
-		return nil
-	}
-	params := make([]river.InsertManyParams, len(orgs))
-	for i, o := range orgs {
-		params[i] = river.InsertManyParams{Args: OrgArgs{Org: o},
-			InsertOpts: &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: w.Interval}}}
-	}
-	_, err = river.ClientFromContext[pgx.Tx](ctx).InsertMany(ctx, params)
+	_, err := queue.InsertPerOrg(ctx, river.ClientFromContext[pgx.Tx](ctx), w.Pool, w.ExtraOrg, w.Interval,
+		func(org string) OrgArgs { return OrgArgs{Org: org} })
 	return err
 }
 

@@ -61,7 +61,7 @@ func (r *Restrictions) Among(ctx context.Context, sess *pg.Session, org string, 
 	// transaction (row-level security).
 	return r.cache.Among(org, ids, func(sql string, args ...any) ([]string, error) {
 		b := &pgx.Batch{}
-		b.Queue(`SELECT set_config('app.org_id', $1, true)`, org)
+		pg.QueueSetOrg(b, org)
 		b.Queue(sql, args...)
 		br := r.pool.SendBatch(ctx, b)
 		defer br.Close()

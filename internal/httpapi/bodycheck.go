@@ -9,36 +9,6 @@ import (
 	"strings"
 )
 
-// jsonDepth returns the deepest nesting of objects/arrays in a JSON text, scanning bytes
-// (strings and escapes skipped) without decoding. Malformed input returns what it saw.
-func jsonDepth(b []byte) int {
-	depth, max := 0, 0
-	inStr, esc := false, false
-	for _, c := range b {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > max {
-				max = depth
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return max
-}
-
 // nulField returns the location (body.a.b[2]) of the first string or key that holds a NUL
 // character, which Postgres cannot store; "" when there is none or the JSON is malformed
 // (huma reports malformed JSON itself).

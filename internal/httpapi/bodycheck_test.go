@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,11 +14,4 @@ func TestNulField(t *testing.T) {
 	require.Equal(t, "body.s.t[2]", nulField([]byte(`{"q":1,"s":{"t":["a","b","\u0000"]}}`)))
 	require.Equal(t, "body[1].op", nulField([]byte(`[{"op":"a"},{"op":"\u0000"}]`)))
 	require.Equal(t, "body.k\x00", nulField([]byte(`{"k\u0000":1}`)))
-}
-
-func TestJSONDepth(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, 0, jsonDepth([]byte(`"x"`)))
-	require.Equal(t, 2, jsonDepth([]byte(`{"a":[1,"]]]{{{"]}`)))
-	require.Equal(t, 100, jsonDepth([]byte(strings.Repeat("[", 100)+strings.Repeat("]", 100))))
 }

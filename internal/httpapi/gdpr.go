@@ -196,12 +196,10 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *exportInput)
 	// streamed statement lasts as long as the client reads): it runs until it is done or
 	// the client goes away (a write fails), in one snapshot.
 	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	etx, err := s.pool.BeginTx(ectx, pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " +
-		"SET LOCAL statement_timeout = 0; " +
-		"SELECT set_config('app.org_id', '" + strings.ReplaceAll(org, "'", "''") + "', true)"})
+	etx, err := pg.BeginReadSnapshot(ectx, s.pool, org)
 	if err != nil {
 		cancel()
-		return nil, pg.Interpret(err)
+		return nil, err
 	}
 	restriction, err := gdpr.GetRestriction(ectx, etx, org, user)
 	if err != nil {

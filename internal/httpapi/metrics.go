@@ -7,6 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/redisconn"
 )
 
 type metrics struct {
@@ -33,45 +36,6 @@ func newMetrics(reg *prometheus.Registry, pool *pgxpool.Pool, rdb redis.Universa
 	}
 	reg.MustRegister(m.requests, m.duration, m.storeErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&poolCollector{pool: pool, rdb: rdb}, &pgStatsCollector{pool: pool, timeout: 2 * time.Second})
+		pg.PoolCollector(pool), pg.StatsCollector(pool, 2*time.Second), redisconn.PoolCollector(rdb))
 	return m
-}
-
-// poolCollector exports pgxpool and go-redis pool statistics at scrape time.
-type poolCollector struct {
-	pool *pgxpool.Pool
-	rdb  redis.UniversalClient
-}
-
-var (
-	pgTotal    = prometheus.NewDesc("strata_pg_pool_connections", "Postgres pool connections by state.", []string{"state"}, nil)
-	pgAcquires = prometheus.NewDesc("strata_pg_pool_acquires_total", "Postgres pool acquires.", nil, nil)
-	pgWaits    = prometheus.NewDesc("strata_pg_pool_empty_acquires_total", "Acquires that had to wait for a connection.", nil, nil)
-	pgWaitSecs = prometheus.NewDesc("strata_pg_pool_acquire_wait_seconds_total", "Time spent waiting for a connection.", nil, nil)
-	redisConns = prometheus.NewDesc("strata_redis_pool_connections", "Redis pool connections by state.", []string{"state"}, nil)
-	redisHits  = prometheus.NewDesc("strata_redis_pool_timeouts_total", "Redis pool wait timeouts.", nil, nil)
-)
-
-func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- pgTotal
-	ch <- pgAcquires
-	ch <- pgWaits
-	ch <- pgWaitSecs
-	ch <- redisConns
-	ch <- redisHits
-}
-
-func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.pool.Stat()
-	ch <- prometheus.MustNewConstMetric(pgTotal, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
-	ch <- prometheus.MustNewConstMetric(pgTotal, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
-	ch <- prometheus.MustNewConstMetric(pgTotal, prometheus.GaugeValue, float64(s.MaxConns()), "max")
-	ch <- prometheus.MustNewConstMetric(pgAcquires, prometheus.CounterValue, float64(s.AcquireCount()))
-	ch <- prometheus.MustNewConstMetric(pgWaits, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
-	ch <- prometheus.MustNewConstMetric(pgWaitSecs, prometheus.CounterValue, s.AcquireDuration().Seconds())
-	if ps := c.rdb.PoolStats(); ps != nil {
-		ch <- prometheus.MustNewConstMetric(redisConns, prometheus.GaugeValue, float64(ps.TotalConns), "total")
-		ch <- prometheus.MustNewConstMetric(redisConns, prometheus.GaugeValue, float64(ps.IdleConns), "idle")
-		ch <- prometheus.MustNewConstMetric(redisHits, prometheus.CounterValue, float64(ps.Timeouts))
-	}
 }

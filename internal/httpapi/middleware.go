@@ -229,7 +229,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if d := jsonDepth(body); d > s.opts.MaxJSONDepth {
+		if d := strata.JSONDepth(body); d > s.opts.MaxJSONDepth {
 			writeProblem(w, r, http.StatusBadRequest, depthMessage(s.opts.MaxJSONDepth), nil,
 				&huma.ErrorDetail{Location: "body", Message: depthMessage(s.opts.MaxJSONDepth)})
 			return

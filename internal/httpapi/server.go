@@ -22,6 +22,7 @@ import (
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/gdpr"
+	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/semantic"
@@ -110,8 +111,8 @@ type Server struct {
 	opIDs   map[string]string // "METHOD route" → operation id
 	router  chi.Router
 	api     huma.API
-	tools   agentTools      // MCP and /v1/tools (tools.go)
-	groups  *groupCommitter // group commit of event appends; nil when off (groupcommit.go)
+	tools   agentTools             // MCP and /v1/tools (tools.go)
+	groups  *groupcommit.Committer // group commit of event appends; nil when off (groupcommit.go)
 }
 
 // NewServer wires every route and returns the server (an http.Handler).
@@ -123,7 +124,7 @@ func NewServer(d Deps) *Server {
 		metrics: newMetrics(d.Metrics, d.Pool, d.Redis), limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst)}
 	s.space = semantic.Space{Embedder: s.emb.Name(), Model: s.emb.Model(), Dims: s.emb.Dims()}
 	if d.Options.GroupCommit {
-		s.groups = newGroupCommitter(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
+		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}
 	s.metrics.reg.MustRegister(&stalledCollector{store: s.jobs, pool: s.pool, timeout: s.opts.StoreTimeout})
 	s.router = chi.NewRouter()

@@ -77,7 +77,7 @@ func (s *Store) readOn(ctx context.Context, db pg.DBTX, org, sql string, args []
 		return errors.New("keyvalue: empty org")
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('app.org_id', $1, true)`, org)
+	pg.QueueSetOrg(b, org)
 	b.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, b)
 	defer func() {
@@ -196,33 +196,10 @@ func (s *Store) CheckValue(field string, v json.RawMessage) error {
 	if !json.Valid(v) {
 		return strata.Invalid(field, "must be valid JSON")
 	}
-	if d := jsonDepth(v); d > s.opt.MaxJSONDepth {
+	if d := strata.JSONDepth(v); d > s.opt.MaxJSONDepth {
 		return strata.Invalid(field, "nests %d levels deep; the limit is %d", d, s.opt.MaxJSONDepth)
 	}
 	return nil
-}
-
-func jsonDepth(v []byte) int {
-	depth, max, inStr, esc := 0, 0, false, false
-	for _, c := range v {
-		switch {
-		case esc:
-			esc = false
-		case inStr && c == '\\':
-			esc = true
-		case c == '"':
-			inStr = !inStr
-		case inStr:
-		case c == '{' || c == '[':
-			depth++
-			if depth > max {
-				max = depth
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return max
 }
 
 func (s *Store) checkTarget(ns, key string, sc strata.Scope) error {

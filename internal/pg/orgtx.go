@@ -10,9 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// setOrgSQL binds the transaction to an org for row-level security.
-const setOrgSQL = "SELECT set_config('app.org_id', $1, true)"
-
 // orgTx is a transaction bound to one org that costs no round trip of its own: it takes a
 // connection and sends BEGIN and the org setting only with its first statement, in the same
 // pipeline (one round trip for BEGIN + set_config + the statement), and commits together with
@@ -64,7 +61,7 @@ func (t *orgTx) acquire(ctx context.Context) error {
 func (t *orgTx) beginBatch() *pgx.Batch {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(setOrgSQL, t.org)
+	QueueSetOrg(b, t.org)
 	return b
 }
 

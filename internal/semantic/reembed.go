@@ -8,6 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/pgvector/pgvector-go"
+
+	"github.com/strata-mem/strata/internal/pg"
 )
 
 // Changing the embedding model (docs/semantic.md, "Changing the model"):
@@ -66,7 +68,7 @@ func orgs(ctx context.Context, conn *pgx.Conn, extra []string) ([]string, error)
 
 func inOrg(ctx context.Context, conn *pgx.Conn, org string, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('app.org_id', $1, true)`, org); err != nil {
+		if err := pg.SetOrg(ctx, tx, org); err != nil {
 			return err
 		}
 		return fn(tx)
@@ -175,7 +177,7 @@ func SwitchSpace(ctx context.Context, conn *pgx.Conn, sp Space, embed Vectorize,
 		}
 		var oldDims int
 		for _, org := range os {
-			if _, err := tx.Exec(ctx, `SELECT set_config('app.org_id', $1, true)`, org); err != nil {
+			if err := pg.SetOrg(ctx, tx, org); err != nil {
 				return err
 			}
 			for {
@@ -204,7 +206,7 @@ func SwitchSpace(ctx context.Context, conn *pgx.Conn, sp Space, embed Vectorize,
 		// Rows already in sp (current column) need their vector copied to the next column
 		// so the swap keeps them.
 		for _, org := range os {
-			if _, err := tx.Exec(ctx, `SELECT set_config('app.org_id', $1, true)`, org); err != nil {
+			if err := pg.SetOrg(ctx, tx, org); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `UPDATE memories SET embedding_next = embedding, next_embedder = embedder,

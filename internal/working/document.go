@@ -55,7 +55,7 @@ func (s *Store) checkDoc(field string, raw []byte) ([]byte, error) {
 	if _, err := parseObject(field, raw); err != nil {
 		return nil, err
 	}
-	if d := depth(raw); d > s.opt.MaxDepth {
+	if d := strata.JSONDepth(raw); d > s.opt.MaxDepth {
 		return nil, strata.Invalid(field, "is nested %d levels deep; the limit is %d", d, s.opt.MaxDepth)
 	}
 	var buf bytes.Buffer
@@ -72,30 +72,6 @@ func (s *Store) checkSize(field string, doc []byte) error {
 			Msg: fmt.Sprintf("the state document would be %d bytes; the limit is %d (STRATA_MAX_STATE_BYTES)", len(doc), s.opt.MaxStateBytes)}
 	}
 	return nil
-}
-
-// depth is the deepest nesting of objects and arrays in raw (valid JSON).
-func depth(raw []byte) int {
-	d, maxD, inStr, esc := 0, 0, false, false
-	for _, c := range raw {
-		switch {
-		case esc:
-			esc = false
-		case inStr && c == '\\':
-			esc = true
-		case c == '"':
-			inStr = !inStr
-		case inStr:
-		case c == '{' || c == '[':
-			d++
-			if d > maxD {
-				maxD = d
-			}
-		case c == '}' || c == ']':
-			d--
-		}
-	}
-	return maxD
 }
 
 // MergePatch applies an RFC 7386 JSON merge patch to target and returns the result: members

@@ -504,7 +504,7 @@ func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 		if err != nil {
 			return nil, err
 		}
-		if d := depth(doc); d > s.opt.MaxDepth {
+		if d := strata.JSONDepth(doc); d > s.opt.MaxDepth {
 			return nil, strata.Invalid("body.state", "the patched document would be nested %d levels deep; the limit is %d", d, s.opt.MaxDepth)
 		}
 		return doc, s.checkSize("body.state", doc)
