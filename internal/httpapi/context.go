@@ -366,10 +366,8 @@ func (s *Server) assembleContext(ctx context.Context, st contextStores, b contex
 	give := append(served(memRes, r.Sections[3]), served(jobRes, r.Sections[4])...)
 	if len(give) > 0 {
 		p, _ := auth.FromContext(ctx)
-		if err := s.recordServed(ctx, st.sem, semantic.Served{Scope: scope, RequestID: requestID(ctx),
-			Operation: "context", KeyID: p.KeyID, JobID: b.JobID}, give); err != nil {
-			return nil, err
-		}
+		st.sem.QueueServed(pg.SessionFrom(ctx), s.access, semantic.Served{Scope: scope, RequestID: requestID(ctx),
+			Operation: "context", KeyID: p.KeyID, JobID: b.JobID}, give)
 	}
 	return out, nil
 }
