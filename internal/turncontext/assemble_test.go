@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -401,4 +403,115 @@ func TestAssembleNamesBadFieldsBare(t *testing.T) {
 		require.True(t, errors.As(err, &fe), "%v: %v", c.field, err)
 		require.Equal(t, c.field, fe.Field)
 	}
+}
+
+// counts are the round trips sent through a request's transaction, and those of them the
+// memory searches sent.
+type counts struct {
+	all, inSearch, searches atomic.Int64
+}
+
+// countingTx is the request's real transaction, counting the statements and batches sent
+// through it (each one round trip; BEGIN rides with the first).
+type countingTx struct {
+	pgx.Tx
+	c *counts
+}
+
+func (t countingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	t.c.all.Add(1)
+	return t.Tx.Exec(ctx, sql, args...)
+}
+
+func (t countingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	t.c.all.Add(1)
+	return t.Tx.Query(ctx, sql, args...)
+}
+
+func (t countingTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	t.c.all.Add(1)
+	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+func (t countingTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	t.c.all.Add(1)
+	return t.Tx.SendBatch(ctx, b)
+}
+
+// countingSession is a request's unit of work whose transaction counts its round trips.
+type countingSession struct {
+	*pg.Session
+	c counts
+}
+
+func (s *countingSession) Tx(ctx context.Context) (pgx.Tx, error) {
+	tx, err := s.Session.Tx(ctx)
+	return countingTx{tx, &s.c}, err
+}
+
+// countingMemories is the real memory store, telling apart the round trips its searches
+// send through a counted transaction (nothing else uses the transaction meanwhile: a pgx
+// transaction is not safe for concurrent use, and the assembler never shares it).
+type countingMemories struct{ *semantic.Store }
+
+func (m countingMemories) Search(ctx context.Context, tx pgx.Tx, q semantic.Query) ([]semantic.Result, semantic.SearchInfo, error) {
+	ct, ok := tx.(countingTx)
+	if !ok {
+		return m.Store.Search(ctx, tx, q)
+	}
+	before := ct.c.all.Load()
+	defer func() { ct.c.inSearch.Add(ct.c.all.Load() - before); ct.c.searches.Add(1) }()
+	return m.Store.Search(ctx, tx, q)
+}
+
+// TestAssembleRoundTrips: everything read by key (restriction check, resume, events,
+// preferences, policy) is one round trip on the request's transaction, the working state
+// costs none while Redis has it, and a query adds the searches alone (similar jobs on a
+// side connection when one is free at once, after the memory search on the transaction
+// when not). When Redis lost the session, reading it goes through the transaction.
+func TestAssembleRoundTrips(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.seed()
+	d := e.deps
+	d.Memories = countingMemories{e.sem}
+	a := tc.NewAssembler(d)
+	d.Pool = nil
+	alone := tc.NewAssembler(d)
+	rt := func(a *tc.Assembler, req tc.Request) (outside, searches int64) {
+		t.Helper()
+		s := &countingSession{Session: pg.NewSession(e.pool, org)}
+		_, err := a.Assemble(e.ctx, s, req)
+		require.NoError(t, err)
+		require.NoError(t, s.Commit(e.ctx))
+		return s.c.all.Load() - s.c.inSearch.Load(), s.c.searches.Load()
+	}
+	noQuery := fullRequest()
+	noQuery.Query = ""
+	noJob := noQuery
+	noJob.JobID = ""
+	for name, req := range map[string]tc.Request{"job, session, preferences": noQuery, "no job": noJob} {
+		outside, searches := rt(a, req)
+		require.EqualValues(t, 1, outside, name)
+		require.Zero(t, searches, name)
+	}
+	outside, searches := rt(a, fullRequest())
+	require.EqualValues(t, 1, outside, "a query adds the searches alone")
+	require.Contains(t, []int64{1, 2}, searches, "the memory search, and similar jobs unless a side connection was free")
+	outside, searches = rt(alone, fullRequest())
+	require.EqualValues(t, 1, outside)
+	require.EqualValues(t, 2, searches, "no side connection: both searches on the transaction")
+
+	var keys []string
+	iter := e.rdb.Scan(e.ctx, 0, e.prefix+"ws:*", 1000).Iterator()
+	for iter.Next(e.ctx) {
+		keys = append(keys, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	require.NotEmpty(t, keys)
+	require.NoError(t, e.rdb.Del(e.ctx, keys...).Err())
+	outside, _ = rt(a, noQuery)
+	require.Greater(t, outside, int64(1), "the lost session is read through the transaction")
+	outside, _ = rt(a, noQuery)
+	require.EqualValues(t, 1, outside, "and restored into Redis")
 }
