@@ -21,6 +21,7 @@ import (
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/turncontext"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -48,6 +49,7 @@ type parts struct {
 	consolidator *consolidation.Consolidator
 	erasures     *gdpr.Inserter
 	policy       eviction.LifecyclePolicy // the defaults an org runs on until it stores its own
+	assembler    *turncontext.Assembler   // per-turn context (POST /v1/context)
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -78,6 +80,9 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		Defaults: p.policy, Log: log}
 	p.consolidator = &consolidation.Consolidator{Pool: pool, Semantic: p.memories, Episodic: p.events, Jobs: p.jobs,
 		Embedder: emb, Defaults: p.policy, Log: log}
+	p.assembler = turncontext.NewAssembler(turncontext.Deps{Jobs: p.jobs, Events: p.events, Working: p.working,
+		KV: p.kv, Memories: p.memories, Embedder: emb, Access: p.access, QueuePolicy: eviction.QueueLoadEffective,
+		PolicyDefaults: p.policy, QueueRestrictionCheck: gdpr.QueueContextCheck, Pool: pool})
 	if cfg.LLMModel != "" {
 		llm, err := consolidation.NewLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel})
 		if err != nil {
@@ -114,6 +119,7 @@ func (p *parts) server() *httpapi.Server {
 		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, Working: p.working, KV: p.kv,
 		Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
 		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
+		Context: p.assembler,
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/strata-mem/strata/internal/auth"
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -238,31 +236,6 @@ func (s *Server) searchQuery(ctx context.Context, b searchBody, space semantic.S
 	return q, nil
 }
 
-// recordServed queues the retrieval log of what the request was served to run with the
-// request's COMMIT (one round trip fewer on a search's response path), and counts the
-// accesses: once the request has committed, in the server's AccessLog (batched writes), or
-// with the COMMIT when there is none (STRATA_ACCESS_FLUSH=0).
-func (s *Server) recordServed(ctx context.Context, store *semantic.Store, sv semantic.Served, res []semantic.Result) error {
-	sess := pg.SessionFrom(ctx)
-	if sess == nil {
-		return errors.New("httpapi: no session in context")
-	}
-	if s.access == nil {
-		for _, st := range s.memories.ServedStatements(sv, res) {
-			sess.AtCommit(st.SQL, st.Args...)
-		}
-		return nil
-	}
-	st, now, ok := s.memories.ServedLog(sv, res)
-	if !ok {
-		return nil
-	}
-	sess.AtCommit(st.SQL, st.Args...)
-	org, ids := sv.Scope.OrgID, semantic.ServedIDs(res)
-	sess.AfterCommit(func() { s.access.Add(org, ids, now) })
-	return nil
-}
-
 var opCreateMemory = huma.Operation{
 	OperationID: "create-memory", Method: http.MethodPost, Path: "/v1/memories", Tags: []string{"semantic"},
 	Summary: "Write a memory (deduplicated)", DefaultStatus: http.StatusCreated,
@@ -333,10 +306,8 @@ func (s *Server) searchMemories(ctx context.Context, r *Request, in *searchInput
 		return nil, err
 	}
 	p := r.Caller
-	if err := s.recordServed(ctx, s.memories, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
-		Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
-		return nil, err
-	}
+	s.memories.QueueServed(r.Session(), s.access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+		Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res)
 	out := &searchOutput{}
 	out.Body.Items, out.Body.Search = res, info
 	return out, nil
@@ -372,10 +343,8 @@ func (s *Server) similarJobs(ctx context.Context, r *Request, in *similarJobsInp
 		return nil, err
 	}
 	p := r.Caller
-	if err := s.recordServed(ctx, s.memories, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
-		Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res); err != nil {
-		return nil, err
-	}
+	s.memories.QueueServed(r.Session(), s.access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+		Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res)
 	items := make([]similarJob, len(res))
 	for i, r := range res {
 		md := r.Memory.Metadata

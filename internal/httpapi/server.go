@@ -27,6 +27,7 @@ import (
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
+	"github.com/strata-mem/strata/internal/turncontext"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -63,6 +64,8 @@ type Deps struct {
 	Erasures     *gdpr.Inserter
 	// PolicyDefaults is the lifecycle policy an org runs on until it stores its own.
 	PolicyDefaults eviction.LifecyclePolicy
+	// Context assembles each turn's context (POST /v1/context) from the stores above.
+	Context *turncontext.Assembler
 
 	Options Options
 }
@@ -104,6 +107,8 @@ type Server struct {
 	// access counts the memories searches and context serve, written in batches; nil
 	// when STRATA_ACCESS_FLUSH=0 (counted in each request's transaction).
 	access *semantic.AccessLog
+	// assembler assembles POST /v1/context (internal/turncontext).
+	assembler *turncontext.Assembler
 
 	metrics *metrics
 	limiter *keyLimiter
@@ -123,6 +128,7 @@ func NewServer(d Deps) *Server {
 		erasures: d.Erasures, policyDefaults: d.PolicyDefaults, access: d.Access,
 		metrics: newMetrics(d.Metrics, d.Pool, d.Redis), limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst)}
 	s.space = semantic.Space{Embedder: s.emb.Name(), Model: s.emb.Model(), Dims: s.emb.Dims()}
+	s.assembler = d.Context
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}

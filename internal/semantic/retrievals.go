@@ -86,6 +86,33 @@ func ServedIDs(results []Result) []uuid.UUID {
 	return ids
 }
 
+// CommitHooks is what QueueServed needs of a request's unit of work (pg.Session).
+type CommitHooks interface {
+	AtCommit(sql string, args ...any)
+	AfterCommit(f func())
+}
+
+// QueueServed queues the retrieval log of what a request was served to run with the
+// request's COMMIT (one round trip fewer on the response path: search, similar jobs,
+// context), and counts the accesses: once the request has committed, in access (batched
+// writes), or with the COMMIT when access is nil (STRATA_ACCESS_FLUSH=0). Nothing served:
+// nothing queued.
+func (s *Store) QueueServed(h CommitHooks, access *AccessLog, sv Served, results []Result) {
+	if access == nil {
+		for _, st := range s.ServedStatements(sv, results) {
+			h.AtCommit(st.SQL, st.Args...)
+		}
+		return
+	}
+	st, now, ok := s.ServedLog(sv, results)
+	if !ok {
+		return
+	}
+	h.AtCommit(st.SQL, st.Args...)
+	org, ids := sv.Scope.OrgID, ServedIDs(results)
+	h.AfterCommit(func() { access.Add(org, ids, now) })
+}
+
 func (s *Store) servedLog(sv Served, results []Result, now time.Time) Statement {
 	ids := ServedIDs(results)
 	ranks := make([]int32, len(results))

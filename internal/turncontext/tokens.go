@@ -1,7 +1,8 @@
 // Package turncontext assembles the per-turn context an agent sends its model: sections in
 // priority order (job resume summary, working state, preferences, memories, similar jobs),
-// packed into a token budget counted with the model's real tokenizer. It knows nothing of
-// the stores: internal/httpapi reads them and hands the candidates in.
+// packed into a token budget counted with the model's real tokenizer. The Assembler reads
+// the tiers through small interfaces (assemble.go) in the request's unit of work, and
+// knows nothing of HTTP: internal/httpapi decodes the request and encodes its answer.
 package turncontext
 
 import (
