@@ -68,8 +68,8 @@ type Rectifier struct {
 // (action rectification) names the corrected entity with the subject's pseudonym.
 func (rf *Rectifier) Rectify(ctx context.Context, tx pgx.Tx, afterCommit func(func()), in RectifyRequest) (Rectification, error) {
 	out := Rectification{UserID: in.UserID}
-	if (in.Memory == nil) == (in.KV == nil) {
-		return out, strata.Invalid("body", "give exactly one of memory, kv")
+	if (in.Memory == nil) == (in.KV == nil) { // the transport checks its body first
+		return out, strata.Invalid("memory", "give exactly one of memory, kv")
 	}
 	if err := strata.CheckText("reason", in.Reason); err != nil {
 		return out, err

@@ -689,3 +689,76 @@ func TestKVConcurrentWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, hist, n+1)
 }
+
+// TestKVInputParsedByStore: the store reads its preconditions and cursors itself and names
+// bad fields bare (the transport adds header./query./body.).
+func TestKVInputParsedByStore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, "")
+	sc := scope("acme", "u1", "", "")
+	for v, want := range map[string]bool{"": false, " * ": true} {
+		got, err := ParseIfNoneMatch(v)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	_, err := ParseIfNoneMatch(`"3"`)
+	var fe *strata.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "If-None-Match", fe.Field)
+	require.Equal(t, strata.FieldMalformed, fe.Kind)
+
+	ctx := context.Background()
+	for _, c := range []string{"0", "-2", "x"} {
+		_, err = e.s.History(ctx, "ns", "k", sc, c, 10)
+		require.ErrorAs(t, err, &fe, c)
+		require.Equal(t, "cursor", fe.Field)
+	}
+	_, err = e.s.List(ctx, "ns", sc, false, "bad cursor", 10)
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "cursor", fe.Field)
+	_, err = e.s.GetMany(ctx, "ns", []string{"ok", "not ok"}, sc, false)
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "keys[1]", fe.Field)
+}
+
+// TestKVRectify: a correction needs a live entry of the subject at the scope named; it
+// writes a new version with history op rectify, conditional on the version it read.
+func TestKVRectify(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, "")
+	e.mustPut(t, scope("acme", "u1", "", ""), "ns", "k", `"wrong"`)
+	e.mustPut(t, scope("acme", "u2", "a1", ""), "ns", "k", `"u2's"`)
+	rectify := func(sc strata.Scope, value string) (KVEntry, int64, error) {
+		var out KVEntry
+		var prev int64
+		err := e.tx(t, sc.OrgID, func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
+			var err error
+			out, prev, err = e.s.Rectify(ctx, tx, ac, WriteInput{Namespace: "ns", Key: "k", Scope: sc,
+				Value: json.RawMessage(value), Actor: "key_compliance"})
+			return err
+		})
+		return out, prev, err
+	}
+	var fe *strata.FieldError
+	for _, sc := range []strata.Scope{scope("acme", "u1", "", "s9"), scope("acme", "u1", "a1", "")} {
+		_, _, err := rectify(sc, `"x"`)
+		require.ErrorAs(t, err, &fe, "%+v", sc) // none at s9; a1's entry is u2's
+		require.Equal(t, "kv", fe.Field)
+	}
+	_, _, err := rectify(scope("acme", "u1", "", ""), `null`)
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "value", fe.Field)
+
+	got, prev, err := rectify(scope("acme", "u1", "", ""), `"right"`)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), prev)
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, LevelUser, got.Level)
+	read, err := e.get(t, scope("acme", "u1", "", ""), "ns", "k", true)
+	require.NoError(t, err)
+	require.JSONEq(t, `"right"`, string(read.Value))
+	hist, err := e.s.History(context.Background(), "ns", "k", scope("acme", "u1", "", ""), "", 10)
+	require.NoError(t, err)
+	require.Equal(t, "rectify", hist[0].Op)
+	require.Equal(t, "key_compliance", hist[0].WrittenBy)
+}
