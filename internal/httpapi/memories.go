@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -189,28 +190,20 @@ var opCreateMemory = huma.Operation{
 
 func (s *Server) createMemory(ctx context.Context, r *Request, in *createMemoryInput) (*memoryOutput, error) {
 	b := in.Body
-	if err := semantic.CheckText("text", b.Text); err != nil {
-		return nil, err
-	}
-	if err := semantic.CheckMetadata("metadata", b.Metadata); err != nil {
-		return nil, err
-	}
-	kind := b.Kind
-	if kind == "" {
-		kind = semantic.KindFact
-	}
-	imp := 0.5
+	n := semantic.NewMemory{Scope: b.Scope(ctx), Kind: cmp.Or(b.Kind, semantic.KindFact), Text: b.Text,
+		Metadata: b.Metadata, Importance: 0.5, Pinned: b.Pinned, Trust: b.Trust,
+		Provenance: b.Provenance.provenance(ctx), Space: s.space}
 	if b.Importance != nil {
-		imp = *b.Importance
+		n.Importance = *b.Importance
 	}
-	vec, err := s.embedOne(ctx, b.Text)
-	if err != nil {
+	if err := n.Validate(); err != nil {
 		return nil, err
 	}
-	m, dedup, err := s.memories.Create(ctx, r.Tx, semantic.NewMemory{
-		Scope: b.Scope(ctx), Kind: kind, Text: b.Text, Metadata: b.Metadata, Importance: imp,
-		Pinned: b.Pinned, Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Vector: vec, Space: s.space,
-	})
+	var err error
+	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
+		return nil, err
+	}
+	m, dedup, err := s.memories.Create(ctx, r.Tx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -319,20 +312,15 @@ func (s *Server) updateMemory(ctx context.Context, r *Request, in *patchMemoryIn
 		return nil, err
 	}
 	b := in.Body
-	if b.Text != nil {
-		if err := semantic.CheckText("text", *b.Text); err != nil {
-			return nil, err
-		}
-	}
-	if err := semantic.CheckMetadata("metadata", b.Metadata); err != nil {
+	p := semantic.Patch{Text: b.Text, Metadata: b.Metadata, Importance: b.Importance, Pinned: b.Pinned,
+		Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Space: s.space}
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	v, ok, err := ifMatch(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
-	p := semantic.Patch{Text: b.Text, Metadata: b.Metadata, Importance: b.Importance, Pinned: b.Pinned,
-		Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Space: s.space}
 	if ok {
 		p.IfVersion = &v
 	}

@@ -53,6 +53,25 @@ func CheckMetadata(field string, m map[string]any) error {
 	return strata.CheckJSON(field, b)
 }
 
+// Validate checks a new memory's text and metadata beyond their shape (before the caller
+// spends an embedding on it).
+func (n NewMemory) Validate() error {
+	if err := CheckText("text", n.Text); err != nil {
+		return err
+	}
+	return CheckMetadata("metadata", n.Metadata)
+}
+
+// Validate checks a patch's new text and metadata, as NewMemory.Validate.
+func (p Patch) Validate() error {
+	if p.Text != nil {
+		if err := CheckText("text", *p.Text); err != nil {
+			return err
+		}
+	}
+	return CheckMetadata("metadata", p.Metadata)
+}
+
 // ParseID parses a memory (or quarantine) id named field.
 func ParseID(field, s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)

@@ -119,6 +119,12 @@ func TestMemoryFieldChecks(t *testing.T) {
 	require.NoError(t, semantic.CheckMetadata("metadata", nil))
 	requireField(t, semantic.CheckMetadata("metadata", map[string]any{"s": "a\x00b"}), "metadata")
 
+	requireField(t, semantic.NewMemory{Text: ""}.Validate(), "text")
+	requireField(t, semantic.NewMemory{Text: "ok", Metadata: map[string]any{"k": "\x00"}}.Validate(), "metadata")
+	require.NoError(t, semantic.Patch{}.Validate())
+	blank := "\t"
+	requireField(t, semantic.Patch{Text: &blank}.Validate(), "text")
+
 	_, err := semantic.ParseID("id", "not-a-uuid")
 	requireField(t, err, "id")
 
