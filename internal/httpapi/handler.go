@@ -75,6 +75,7 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 	guard := newSubjectGuard[I, O](op.OperationID, reads)
 	locs := paramLocations(reflect.TypeFor[I]())
 	op.Errors = append(op.Errors, documentedErrors...)
+	op.Responses = cloneResponses(op.Responses)
 	if op.MaxBodyBytes == 0 {
 		op.MaxBodyBytes = s.opts.MaxBodyBytes
 	}
@@ -99,6 +100,21 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 		}
 		return out, nil
 	})
+}
+
+// cloneResponses copies an operation's declared responses: huma.Register writes into them
+// (error responses, headers), and the package-level operation is shared by every server
+// of the process (tests start several at once).
+func cloneResponses(rs map[string]*huma.Response) map[string]*huma.Response {
+	if rs == nil {
+		return nil
+	}
+	out := make(map[string]*huma.Response, len(rs))
+	for k, r := range rs {
+		c := *r
+		out[k] = &c
+	}
+	return out
 }
 
 // paramLocations maps the names of I's path, query and header parameters to their
