@@ -16,11 +16,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/strata"
 )
 
 // Entry is what a caller records.
@@ -274,6 +276,19 @@ type Filter struct {
 	Since, Until                                               *time.Time
 	AfterID                                                    int64
 	Limit                                                      int
+}
+
+// ParseCursor reads a page cursor of List (the previous page's last record id; "": from
+// the first).
+func ParseCursor(c string) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	id, err := strconv.ParseInt(c, 10, 64)
+	if err != nil || id < 0 {
+		return 0, strata.Invalid("cursor", "is not a cursor this API returned")
+	}
+	return id, nil
 }
 
 // List returns org's records matching f in id order.

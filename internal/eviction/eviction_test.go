@@ -466,10 +466,11 @@ func TestEvictionKeyValueHistory(t *testing.T) {
 	e.setPolicy(p)
 	for i := 1; i <= 3; i++ {
 		s := pg.NewSession(e.pool, org)
-		ctx := pg.WithSession(e.ctx, s)
-		_, _, err := e.ev.KV.Put(ctx, keyvalueInput(i))
+		tx, err := s.Tx(e.ctx)
 		require.NoError(t, err)
-		require.NoError(t, s.Commit(ctx))
+		_, _, err = e.ev.KV.Put(e.ctx, tx, s.AfterCommit, keyvalueInput(i))
+		require.NoError(t, err)
+		require.NoError(t, s.Commit(e.ctx))
 	}
 	owner := testenv.OwnerConn(t, e.dsn)
 	_, err := owner.Exec(e.ctx, `UPDATE kv_versions SET written_at = $1 WHERE version < 3`, e.clock.Now().Add(-100*day))

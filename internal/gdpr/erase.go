@@ -121,7 +121,7 @@ func (e *Engine) Run(ctx context.Context, org, id, owner string) error {
 			return e.complete(ctx, c, v)
 		}
 		// Something was written for the subject meanwhile: another round.
-		if err := e.step(ctx, c, "", func(context.Context, pgx.Tx) (map[string]int64, bool, error) { return nil, true, nil },
+		if err := e.step(ctx, c, "", func(context.Context, pgx.Tx, func(func())) (map[string]int64, bool, error) { return nil, true, nil },
 			func(tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, `UPDATE gdpr_erasures SET phases_done = '{}', rounds = rounds + 1 WHERE org_id = $1 AND id = $2`, org, id)
 				return err
@@ -180,33 +180,32 @@ func (e *Engine) claim(ctx context.Context, org, id, owner string) (*claim, erro
 	return nil, &LeaseHeldError{Until: u}
 }
 
-// step runs one batch in its own transaction (with a pg.Session, so tier code that uses
-// pg.TxFrom and AfterCommit works): it locks the erasure row, checks the lease, runs fn,
-// adds fn's counts to the receipt, marks phase done when fn says so, extends the lease, and
+// step runs one batch in its own transaction (a pg.Session; fn gets its AfterCommit for
+// work that must wait for the commit, such as cache invalidation): it locks the erasure
+// row, checks the lease, runs fn, adds fn's counts to the receipt, marks phase done when fn says so, extends the lease, and
 // runs extra (if any) before committing.
-func (e *Engine) step(ctx context.Context, c *claim, phase string, fn func(context.Context, pgx.Tx) (map[string]int64, bool, error), extra func(pgx.Tx) error) error {
+func (e *Engine) step(ctx context.Context, c *claim, phase string, fn func(context.Context, pgx.Tx, func(func())) (map[string]int64, bool, error), extra func(pgx.Tx) error) error {
 	sess := pg.NewSession(e.Pool, c.org)
-	sctx := pg.WithSession(ctx, sess)
-	defer sess.Rollback(sctx)
-	tx, err := sess.Tx(sctx)
+	defer sess.Rollback(ctx)
+	tx, err := sess.Tx(ctx)
 	if err != nil {
 		return err
 	}
 	// Batches are small, but a few steps erase a tier's rows of the subject in one statement
 	// (working turns, key-value history): allow them more than the pool's per-statement limit.
-	if _, err := tx.Exec(sctx, `SET LOCAL statement_timeout = '15min'`); err != nil {
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = '15min'`); err != nil {
 		return pg.Interpret(err)
 	}
 	var owner *string
 	var progress []byte
-	if err := tx.QueryRow(sctx, `SELECT lease_owner, progress FROM gdpr_erasures WHERE org_id = $1 AND id = $2 FOR UPDATE`,
+	if err := tx.QueryRow(ctx, `SELECT lease_owner, progress FROM gdpr_erasures WHERE org_id = $1 AND id = $2 FOR UPDATE`,
 		c.org, c.id).Scan(&owner, &progress); err != nil {
 		return pg.Interpret(err)
 	}
 	if owner == nil || *owner != c.owner {
 		return ErrLeaseLost
 	}
-	counts, done, err := fn(sctx, tx)
+	counts, done, err := fn(ctx, tx, sess.AfterCommit)
 	if err != nil {
 		return err
 	}
@@ -221,7 +220,7 @@ func (e *Engine) step(ctx context.Context, c *claim, phase string, fn func(conte
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(sctx, `UPDATE gdpr_erasures SET progress = $3, lease_until = $4, last_error = NULL,
+	if _, err := tx.Exec(ctx, `UPDATE gdpr_erasures SET progress = $3, lease_until = $4, last_error = NULL,
 			phases_done = CASE WHEN $5 <> '' AND NOT ($5 = ANY(phases_done)) THEN array_append(phases_done, $5) ELSE phases_done END
 		WHERE org_id = $1 AND id = $2`, c.org, c.id, pj, e.now().Add(e.lease()), map[bool]string{true: phase, false: ""}[done]); err != nil {
 		return pg.Interpret(err)
@@ -231,15 +230,15 @@ func (e *Engine) step(ctx context.Context, c *claim, phase string, fn func(conte
 			return pg.Interpret(err)
 		}
 	}
-	return sess.Commit(sctx)
+	return sess.Commit(ctx)
 }
 
 // loop repeats a batch function until it reports done, pausing between batches.
-func (e *Engine) loop(ctx context.Context, c *claim, phase string, fn func(context.Context, pgx.Tx) (map[string]int64, bool, error)) error {
+func (e *Engine) loop(ctx context.Context, c *claim, phase string, fn func(context.Context, pgx.Tx, func(func())) (map[string]int64, bool, error)) error {
 	for {
 		var finished bool
-		err := e.step(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
-			m, done, err := fn(ctx, tx)
+		err := e.step(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
+			m, done, err := fn(ctx, tx, afterCommit)
 			finished = done
 			return m, done, err
 		}, nil)
@@ -263,7 +262,7 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 	org, user, n := c.org, c.user, e.batch()
 	switch phase {
 	case "river":
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			removed, running, err := eraseRiverJobs(ctx, tx, org, user, n)
 			if err != nil {
 				return nil, false, err
@@ -286,10 +285,10 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 				return err
 			}
 			if len(tree) == 0 {
-				return e.step(ctx, c, phase, func(context.Context, pgx.Tx) (map[string]int64, bool, error) { return nil, true, nil }, nil)
+				return e.step(ctx, c, phase, func(context.Context, pgx.Tx, func(func())) (map[string]int64, bool, error) { return nil, true, nil }, nil)
 			}
 			job := tree[0]
-			err := e.loop(ctx, c, "", func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+			err := e.loop(ctx, c, "", func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 				evs, logDone, err := episodic.DeleteJobLogBatch(ctx, tx, org, job, n)
 				if err != nil {
 					return nil, false, err
@@ -316,17 +315,17 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 			}
 		}
 	case "episodic":
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			k, err := episodic.RedactUserEventsBatch(ctx, tx, org, user, n)
 			return map[string]int64{"episodic.events_redacted": k}, k < int64(n), err
 		})
 	case "checkpoints":
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			cp, ob, lg, err := jobs.RedactUserCheckpoints(ctx, tx, org, user)
 			return map[string]int64{"jobs.checkpoints_redacted": cp, "jobs.outbox": ob, "jobs.langgraph": lg}, true, err
 		})
 	case "assets":
-		if err := e.loop(ctx, c, "", func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		if err := e.loop(ctx, c, "", func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			ids, versions, err := episodic.DeleteUserAssetsBatch(ctx, tx, org, user, n)
 			if err != nil {
 				return nil, false, err
@@ -341,29 +340,29 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 		}); err != nil {
 			return err
 		}
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			k, err := episodic.RedactUserAssetVersions(ctx, tx, org, user)
 			return map[string]int64{"assets.versions_redacted": k}, true, err
 		})
 	case "semantic":
-		if err := e.loop(ctx, c, "", func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		if err := e.loop(ctx, c, "", func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			me, err := semantic.EraseUserMemoriesBatch(ctx, tx, org, user, n)
 			return map[string]int64{"semantic.memories": me.Memories, "semantic.versions": me.Versions,
 				"semantic.retrievals": me.Retrievals, "idempotency.records": me.Idempotency}, me.Memories < int64(n), err
 		}); err != nil {
 			return err
 		}
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			k, err := semantic.EraseUserRetrievals(ctx, tx, org, user, n)
 			return map[string]int64{"semantic.retrievals": k}, k < int64(n), err
 		})
 	case "keyvalue":
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
-			k, err := e.KV.EraseUser(ctx, org, user)
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
+			k, err := e.KV.EraseUser(ctx, tx, afterCommit, org, user)
 			return map[string]int64{"keyvalue.entries": k.Entries, "keyvalue.versions": k.Versions}, true, err
 		})
 	case "working":
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			sessions, err := e.Working.SessionsOfUser(ctx, tx, org, user)
 			if err != nil {
 				return nil, false, err
@@ -381,12 +380,12 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 				"working.states": w.States, "working.turns": w.Turns, "idempotency.records": idem}, true, err
 		})
 	case "idempotency":
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			k, err := idempotency.EraseSubject(ctx, tx, org, user)
 			return map[string]int64{"idempotency.records": k}, true, err
 		})
 	case "restrictions":
-		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx) (map[string]int64, bool, error) {
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			tag, err := tx.Exec(ctx, `DELETE FROM gdpr_restrictions WHERE org_id = $1 AND user_id = $2`, org, user)
 			return map[string]int64{"gdpr.restrictions": tag.RowsAffected()}, true, pg.Interpret(err)
 		})
@@ -400,7 +399,7 @@ func (e *Engine) complete(ctx context.Context, c *claim, v Verification) error {
 	if err != nil {
 		return err
 	}
-	return e.step(ctx, c, "", func(context.Context, pgx.Tx) (map[string]int64, bool, error) { return nil, false, nil },
+	return e.step(ctx, c, "", func(context.Context, pgx.Tx, func(func())) (map[string]int64, bool, error) { return nil, false, nil },
 		func(tx pgx.Tx) error {
 			now := e.now()
 			var progress []byte

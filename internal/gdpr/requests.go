@@ -89,6 +89,9 @@ type NewErasure struct {
 // CreateErasure records an erasure request in tx and enqueues its job in the same
 // transaction (ins may be nil in tests that run the engine by hand).
 func CreateErasure(ctx context.Context, tx pgx.Tx, ins *Inserter, n NewErasure) (Erasure, error) {
+	if err := strata.CheckText("reason", n.Reason); err != nil {
+		return Erasure{}, err
+	}
 	id := uuid.Must(uuid.NewV7()).String()
 	at := n.At.UTC()
 	e, err := scanErasure(tx.QueryRow(ctx, `INSERT INTO gdpr_erasures (org_id, id, user_id, subject, requested_by, request_id,
@@ -116,8 +119,13 @@ func GetErasure(ctx context.Context, q pg.DBTX, org, id string) (Erasure, error)
 }
 
 // ListErasures lists org's erasures, newest first, optionally of one subject (pseudonym),
-// before id `before` (a cursor).
+// before id `before` (a cursor: the previous page's last id).
 func ListErasures(ctx context.Context, q pg.DBTX, org, subject, before string, limit int) ([]Erasure, error) {
+	if before != "" {
+		if _, err := uuid.Parse(before); err != nil {
+			return nil, strata.Invalid("cursor", "is not a cursor this API returned")
+		}
+	}
 	rows, err := q.Query(ctx, `SELECT `+erasureCols+` FROM gdpr_erasures
 		WHERE org_id = $1 AND ($2 = '' OR subject = $2) AND ($3 = '' OR id < $3)
 		ORDER BY id DESC LIMIT $4`, org, subject, before, limit)
@@ -139,6 +147,9 @@ type Restriction struct {
 
 // Restrict records a restriction (idempotent: an existing one is answered, created false).
 func Restrict(ctx context.Context, tx pgx.Tx, org, user, by, reason string, at time.Time) (Restriction, bool, error) {
+	if err := strata.CheckText("reason", reason); err != nil {
+		return Restriction{}, false, err
+	}
 	r := Restriction{UserID: user, Restricted: true}
 	var created bool
 	err := tx.QueryRow(ctx, `WITH ins AS (

@@ -69,7 +69,7 @@ func (s *Server) createKey(ctx context.Context, r *Request, in *createKeyInput) 
 	if err != nil {
 		return nil, err
 	}
-	if err := strata.CheckText("body.name", in.Body.Name); err != nil {
+	if err := strata.CheckText("name", in.Body.Name); err != nil {
 		return nil, err
 	}
 	k, secret, err := s.keys.Create(ctx, r.Tx, org, in.Body.Role, in.Body.Name, p.KeyID)
@@ -122,6 +122,6 @@ func (s *Server) revokeKey(ctx context.Context, r *Request, in *keyIDInput) (*ke
 	if err != nil {
 		return nil, err
 	}
-	pg.SessionFrom(ctx).AfterCommit(s.keys.Forget)
+	r.AfterCommit(s.keys.Forget)
 	return &keyOutput{Body: k}, nil
 }

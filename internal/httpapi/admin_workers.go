@@ -8,7 +8,6 @@ import (
 
 	"github.com/strata-mem/strata/internal/consolidation"
 	"github.com/strata-mem/strata/internal/eviction"
-	"github.com/strata-mem/strata/internal/pg"
 )
 
 type evictionOutput struct {
@@ -69,7 +68,7 @@ func (s *Server) runConsolidation(ctx context.Context, r *Request, in *consolida
 	if err != nil {
 		return nil, err
 	}
-	pg.SessionFrom(ctx).AfterCommit(after)
+	r.AfterCommit(after)
 	return &consolidationOutput{Body: rep}, nil
 }
 

@@ -44,16 +44,14 @@ func (s *Server) listAudit(ctx context.Context, r *Request, in *listAuditInput) 
 	if err != nil {
 		return nil, err
 	}
-	var after int64
-	if in.Cursor != "" {
-		if after, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || after < 0 {
-			return nil, strata.Invalid("query.cursor", "is not a cursor this API returned")
-		}
+	after, err := audit.ParseCursor(in.Cursor)
+	if err != nil {
+		return nil, err
 	}
 	f := audit.Filter{Action: in.Action, EntityType: in.EntityType, EntityID: in.EntityID, ActorKeyID: in.ActorKeyID,
 		AgentID: in.AgentID, Subject: s.pseudo.Subject(r.Org, in.UserID), AfterID: after, Limit: limit + 1}
 	if in.UserID != "" && f.Subject == "" {
-		return nil, strata.Invalid("query.user_id", "cannot be pseudonymised")
+		return nil, strata.Invalid("user_id", "cannot be pseudonymised")
 	}
 	if !in.Since.IsZero() {
 		f.Since = &in.Since

@@ -9,14 +9,11 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/gdpr"
-	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
-	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -91,16 +88,8 @@ type rectifyInput struct {
 	}
 }
 
-type rectification struct {
-	Type            string            `json:"type" enum:"memory,kv"`
-	UserID          string            `json:"user_id"`
-	PreviousVersion int64             `json:"previous_version"`
-	Memory          *semantic.Memory  `json:"memory,omitempty" doc:"The new version; the old one stays in the history, superseded."`
-	KV              *keyvalue.KVEntry `json:"kv,omitempty" doc:"The entry; its history records op rectify."`
-}
-
 type rectifyOutput struct {
-	Body rectification
+	Body gdpr.Rectification
 }
 
 // ---- routes ---------------------------------------------------------------------------------
@@ -117,9 +106,6 @@ var opCreateErasure = huma.Operation{
 }
 
 func (s *Server) createErasure(ctx context.Context, r *Request, in *createErasureInput) (*erasureOutput, error) {
-	if err := strata.CheckText("body.reason", in.Body.Reason); err != nil {
-		return nil, err
-	}
 	p := r.Caller
 	e, err := gdpr.CreateErasure(ctx, r.Tx, s.erasures, gdpr.NewErasure{OrgID: p.OrgID, UserID: in.Body.UserID,
 		Subject: s.pseudo.Subject(p.OrgID, in.Body.UserID), RequestedBy: p.KeyID, RequestID: requestID(ctx),
@@ -154,11 +140,6 @@ func (s *Server) listErasures(ctx context.Context, r *Request, in *listErasuresI
 	limit, err := in.Page.limit()
 	if err != nil {
 		return nil, err
-	}
-	if in.Cursor != "" {
-		if _, err := uuid.Parse(in.Cursor); err != nil {
-			return nil, strata.Invalid("query.cursor", "is not a cursor this API returned")
-		}
 	}
 	es, err := gdpr.ListErasures(ctx, r.Tx, r.Org, s.pseudo.Subject(r.Org, in.UserID), in.Cursor, limit+1)
 	if err != nil {
@@ -239,9 +220,6 @@ func (s *Server) restrictSubject(ctx context.Context, r *Request, in *restrictIn
 	if in.Body != nil {
 		reason = in.Body.Reason
 	}
-	if err := strata.CheckText("body.reason", reason); err != nil {
-		return nil, err
-	}
 	p := r.Caller
 	res, created, err := gdpr.Restrict(ctx, r.Tx, p.OrgID, in.User, p.KeyID, reason, time.Now())
 	if err != nil {
@@ -295,97 +273,17 @@ func (s *Server) rectify(ctx context.Context, r *Request, in *rectifyInput) (*re
 	if (b.Memory == nil) == (b.KV == nil) {
 		return nil, strata.Invalid("body", "give exactly one of memory, kv")
 	}
-	if err := strata.CheckText("body.reason", b.Reason); err != nil {
-		return nil, err
-	}
-	p := r.Caller
-	org := p.OrgID
-	stamp := map[string]any{"at": time.Now().UTC().Format(time.RFC3339Nano), "key_id": p.KeyID,
-		"request_id": requestID(ctx), "reason": b.Reason}
-	out := rectification{UserID: b.UserID}
-	var entityType, entityID string
-	var newVersion int64
+	req := gdpr.RectifyRequest{OrgID: r.Org, UserID: b.UserID, Reason: b.Reason, KeyID: r.Caller.KeyID,
+		Role: string(r.Caller.Role), RequestID: requestID(ctx), At: time.Now()}
 	if m := b.Memory; m != nil {
-		id, err := parseMemoryID(m.ID)
-		if err != nil {
-			return nil, strata.Invalid("body.memory.id", "must be a UUID")
-		}
-		cur, err := s.memories.Get(ctx, r.Tx, org, id)
-		if err != nil {
-			return nil, err
-		}
-		if cur.UserID != b.UserID {
-			return nil, strata.Invalid("body.memory.id", "is not a memory of this data subject")
-		}
-		if m.Text == nil && m.Metadata == nil {
-			return nil, strata.Invalid("body.memory", "give text and/or metadata to correct")
-		}
-		if m.Text != nil {
-			if err := checkMemoryText("body.memory.text", *m.Text); err != nil {
-				return nil, err
-			}
-		}
-		if err := checkMetadata("body.memory.metadata", m.Metadata); err != nil {
-			return nil, err
-		}
-		meta := map[string]any{}
-		src := cur.Metadata
-		if m.Metadata != nil {
-			src = m.Metadata
-		}
-		for k, v := range src {
-			meta[k] = v
-		}
-		meta["rectification"] = stamp
-		patch := semantic.Patch{Text: m.Text, Metadata: meta,
-			Provenance: semantic.Provenance{KeyID: p.KeyID, AgentID: "gdpr:rectification"}, Space: s.space}
-		if patch.TextChanged(cur) {
-			vs, err := s.emb.Embed(ctx, []string{*m.Text})
-			if err != nil {
-				return nil, err
-			}
-			patch.Vector = vs[0]
-		}
-		nm, err := s.memories.Supersede(ctx, r.Tx, org, id, patch)
-		if err != nil {
-			return nil, err
-		}
-		out.Type, out.PreviousVersion, out.Memory = "memory", int64(cur.Version), &nm
-		entityType, entityID, newVersion = "memory", nm.RootID.String(), int64(nm.Version)
+		req.Memory = &gdpr.MemoryCorrection{ID: m.ID, Text: m.Text, Metadata: m.Metadata}
 	} else {
 		k := b.KV
-		sc := strata.Scope{OrgID: org, UserID: b.UserID, AgentID: k.AgentID, SessionID: k.SessionID}
-		level, scopeID := "user", b.UserID
-		switch {
-		case k.SessionID != "":
-			level, scopeID = "session", k.SessionID
-		case k.AgentID != "":
-			level, scopeID = "agent", k.AgentID
-		}
-		var prev int64
-		var owner *string
-		err := r.Tx.QueryRow(ctx, `SELECT version, user_id FROM kv_entries WHERE org_id = $1 AND namespace = $2 AND key = $3
-			AND level = $4 AND scope_id = $5 AND NOT deleted FOR UPDATE`, org, k.Namespace, k.Key, level, scopeID).Scan(&prev, &owner)
-		if err == pgx.ErrNoRows || (err == nil && level != "user" && (owner == nil || *owner != b.UserID)) {
-			return nil, strata.Invalid("body.kv", "no live entry of this data subject at this key and scope")
-		}
-		if err != nil {
-			return nil, pg.Interpret(err)
-		}
-		e, _, err := s.kv.Rectify(ctx, keyvalue.WriteInput{Namespace: k.Namespace, Key: k.Key, Scope: sc, Value: k.Value,
-			IfMatch: &prev, Actor: p.KeyID})
-		if err != nil {
-			return nil, err
-		}
-		out.Type, out.PreviousVersion, out.KV = "kv", prev, &e
-		entityType, entityID, newVersion = "kv", k.Namespace+"/"+k.Key+"@"+level, e.Version
+		req.KV = &gdpr.KVCorrection{Namespace: k.Namespace, Key: k.Key, AgentID: k.AgentID, SessionID: k.SessionID, Value: k.Value}
 	}
-	// The unit of work records the request (action "rectify"); this record names the
-	// corrected entity itself, so the entity's audit trail shows the rectification.
-	if err := audit.Append(ctx, r.Tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
-		Action: "rectification", EntityType: entityType, EntityID: entityID, RequestID: requestID(ctx),
-		Subject: s.pseudo.Subject(org, b.UserID), Status: 200,
-		Details: map[string]any{"previous_version": out.PreviousVersion, "version": newVersion, "reason_given": b.Reason != ""}}); err != nil {
+	rf := gdpr.Rectifier{Memories: s.memories, KV: s.kv, Embed: s.embedOne, Space: s.space, Pseudo: s.pseudo}
+	out, err := rf.Rectify(ctx, r.Tx, r.AfterCommit, req)
+	if err != nil {
 		return nil, err
 	}
 	return &rectifyOutput{Body: out}, nil

@@ -159,10 +159,14 @@ func paramLocations(t reflect.Type) map[string]string {
 	return locs
 }
 
-// locate prefixes a tier's bare field name with where the field travelled.
+// locate prefixes a tier's bare field name with where the field travelled. "body" alone
+// is the whole body; a bare "query" (memory search's body field) is a field like any other.
 func locate(field string, locs map[string]string) string {
+	if field == "body" {
+		return field
+	}
 	for _, p := range []string{"body", "path", "query", "header"} {
-		if field == p || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") {
+		if strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") {
 			return field
 		}
 	}

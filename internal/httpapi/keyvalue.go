@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/keyvalue"
-	"github.com/strata-mem/strata/internal/strata"
 )
 
 // KVPath is the path of one key.
@@ -105,16 +103,6 @@ func kvIfMatch(h string) (*int64, error) {
 	return &v, nil
 }
 
-func kvIfNoneMatch(h string) (bool, error) {
-	switch strings.TrimSpace(h) {
-	case "":
-		return false, nil
-	case "*":
-		return true, nil
-	}
-	return false, &strata.FieldError{Field: "header.If-None-Match", Msg: `only "*" (create only) is supported`, Status: 400}
-}
-
 func entryOut(e keyvalue.KVEntry, created bool) *kvEntryOutput {
 	status := http.StatusOK
 	if created {
@@ -142,11 +130,11 @@ func (s *Server) putKv(ctx context.Context, r *Request, in *kvPutInput) (*kvEntr
 	if err != nil {
 		return nil, err
 	}
-	inm, err := kvIfNoneMatch(in.IfNoneMatch)
+	inm, err := keyvalue.ParseIfNoneMatch(in.IfNoneMatch)
 	if err != nil {
 		return nil, err
 	}
-	e, created, err := s.kv.Put(ctx, keyvalue.WriteInput{
+	e, created, err := s.kv.Put(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
 		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), Value: in.Body.Value,
 		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, IfNoneMatch: inm, Actor: actorOf(ctx),
 	})
@@ -184,7 +172,7 @@ func (s *Server) deleteKv(ctx context.Context, r *Request, in *kvDeleteInput) (*
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.kv.Delete(ctx, in.Namespace, in.Key, in.Scope(ctx), im, actorOf(ctx))
+	e, err := s.kv.Delete(ctx, r.Tx, r.AfterCommit, in.Namespace, in.Key, in.Scope(ctx), im, actorOf(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -203,19 +191,9 @@ func (s *Server) kvHistory(ctx context.Context, r *Request, in *kvHistoryInput) 
 	if err != nil {
 		return nil, err
 	}
-	var before int64
-	if in.Cursor != "" {
-		if before, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || before < 1 {
-			return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
-		}
-	}
-	vs, err := s.kv.History(ctx, in.Namespace, in.Key, in.Scope(ctx), before, limit+1)
+	vs, err := s.kv.History(ctx, in.Namespace, in.Key, in.Scope(ctx), in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
-	}
-	users := []string{in.UserID}
-	for _, v := range vs {
-		users = append(users, v.UserID)
 	}
 	return &kvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
 }
@@ -232,7 +210,7 @@ func (s *Server) restoreKv(ctx context.Context, r *Request, in *kvRestoreInput) 
 	if err != nil {
 		return nil, err
 	}
-	e, created, err := s.kv.Restore(ctx, keyvalue.WriteInput{
+	e, created, err := s.kv.Restore(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
 		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), RestoreVersion: in.Body.Version,
 		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, Actor: actorOf(ctx),
 	})
@@ -254,16 +232,9 @@ func (s *Server) listKv(ctx context.Context, r *Request, in *kvListInput) (*kvLi
 	if err != nil {
 		return nil, err
 	}
-	if in.Cursor != "" && !strata.ValidID(in.Cursor) {
-		return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
-	}
 	es, err := s.kv.List(ctx, in.Namespace, in.Scope(ctx), in.Resolve, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
-	}
-	users := []string{in.UserID}
-	for _, e := range es {
-		users = append(users, e.UserID)
 	}
 	return &kvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
 }
@@ -276,20 +247,9 @@ var opBatchGetKv = huma.Operation{
 }
 
 func (s *Server) batchGetKv(ctx context.Context, r *Request, in *kvBatchGetInput) (*kvBatchGetOutput, error) {
-	for i, k := range in.Body.Keys {
-		if err := strata.CheckID("body.keys["+strconv.Itoa(i)+"]", k, false); err != nil {
-			return nil, err
-		}
-	}
 	es, err := s.kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(ctx), in.Body.Exact)
 	if err != nil {
 		return nil, err
-	}
-	users := []string{in.Body.UserID}
-	for _, e := range es {
-		if e != nil {
-			users = append(users, e.UserID)
-		}
 	}
 	out := &kvBatchGetOutput{}
 	out.Body.Items, out.Body.Missing = []keyvalue.KVEntry{}, []string{}

@@ -1,11 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -14,14 +13,6 @@ import (
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
-)
-
-// Limits of the semantic API.
-const (
-	maxMemoryText   = 16384 // characters
-	maxMetadataSize = 16384 // bytes of JSON
-	maxTopK         = 100
-	maxSimilarJobs  = 50
 )
 
 type provenanceBody struct {
@@ -69,15 +60,7 @@ type memoryIDInput struct {
 	ID string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
 }
 
-func (in memoryIDInput) uuid() (uuid.UUID, error) { return parseMemoryID(in.ID) }
-
-func parseMemoryID(s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(s)
-	if err != nil {
-		return uuid.Nil, strata.Invalid("path.id", "must be a UUID")
-	}
-	return id, nil
-}
+func (in memoryIDInput) uuid() (uuid.UUID, error) { return semantic.ParseID("id", in.ID) }
 
 type patchMemoryInput struct {
 	ID      string `path:"id" pattern:"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" doc:"A memory version id (UUIDv7)."`
@@ -131,18 +114,8 @@ type similarJobsInput struct {
 	}
 }
 
-type similarJob struct {
-	MemoryID   uuid.UUID          `json:"memory_id"`
-	JobID      string             `json:"job_id,omitempty" doc:"metadata.job_id of the job memory."`
-	Outcome    any                `json:"outcome,omitempty" doc:"metadata.outcome: how the job ended."`
-	Parameters any                `json:"parameters,omitempty" doc:"metadata.parameters: the settled parameters."`
-	Summary    string             `json:"summary" doc:"The job memory's text."`
-	Score      semantic.Breakdown `json:"score"`
-	At         time.Time          `json:"at"`
-}
-
 type similarJobsOutput struct {
-	Body List[similarJob]
+	Body List[semantic.SimilarJob]
 }
 
 type historyOutput struct {
@@ -166,74 +139,17 @@ type retrievalsOutput struct {
 	Body    List[semantic.Retrieval]
 }
 
-// checkMemoryText enforces what the schema cannot: not blank, no NUL.
-func checkMemoryText(field, text string) error {
-	if strings.TrimSpace(text) == "" {
-		return strata.Invalid(field, "must not be blank")
-	}
-	return strata.CheckText(field, text)
-}
-
-func checkMetadata(field string, m map[string]any) error {
-	if m == nil {
-		return nil
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return strata.Invalid(field, "must be a JSON object")
-	}
-	if len(b) > maxMetadataSize {
-		return strata.Invalid(field, "must be at most %d bytes of JSON", maxMetadataSize)
-	}
-	return strata.CheckJSON(field, b)
-}
-
 func memoryOK(m semantic.Memory, status int, d *semantic.Dedup) *memoryOutput {
 	return &memoryOutput{Status: status, ETag: etag(int64(m.Version)), Location: "/v1/memories/" + m.ID.String(),
 		Body: memoryOut{Memory: m, Deduplicated: d != nil, Dedup: d}}
 }
 
-// searchQuery validates a search body into a store query (the vector is added later).
-func (s *Server) searchQuery(ctx context.Context, b searchBody, space semantic.Space) (semantic.Query, error) {
-	q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Space: s.space, Kinds: b.Kinds, Metadata: b.Metadata,
-		Trust: b.Trust, CreatedAfter: b.CreatedAfter, CreatedBefore: b.CreatedBefore, AsOf: b.AsOf,
-		TopK: b.TopK, ExcludeStale: b.ExcludeStale}
-	if err := checkMemoryText("body.query", b.Query); err != nil {
-		return q, err
-	}
-	if err := poisoningFilters(ctx, b.Provenance, b.IncludeQuarantined, &q); err != nil {
-		return q, err
-	}
-	if q.TopK == 0 {
-		q.TopK = 10
-	}
-	if q.TopK > maxTopK {
-		return q, strata.Invalid("body.top_k", "must be at most %d", maxTopK)
-	}
-	for i, k := range b.Kinds {
-		if !strata.ValidID(k) {
-			return q, strata.Invalid("body.kinds["+strconv.Itoa(i)+"]", "must be 1-200 characters of A-Z a-z 0-9 . _ : -")
-		}
-	}
-	for i, t := range b.Trust {
-		if !semantic.ValidTrust(t) {
-			return q, strata.Invalid("body.trust["+strconv.Itoa(i)+"]", "must be one of %s", strings.Join(semantic.Trusts, ", "))
-		}
-	}
-	if err := checkMetadata("body.metadata", b.Metadata); err != nil {
-		return q, err
-	}
-	if b.StaleAfter != "" {
-		d, err := time.ParseDuration(b.StaleAfter)
-		if err != nil || d <= 0 {
-			return q, strata.Invalid("body.stale_after", "must be a positive Go duration such as 720h")
-		}
-		q.StaleAfter = d
-	}
-	if b.CreatedAfter != nil && b.CreatedBefore != nil && !b.CreatedAfter.Before(*b.CreatedBefore) {
-		return q, strata.Invalid("body.created_before", "must be after created_after")
-	}
-	return q, nil
+// searchRequest is a search body as the semantic tier's request.
+func searchRequest(r *Request, b searchBody) semantic.SearchRequest {
+	return semantic.SearchRequest{Scope: r.Scope(b.UserID, b.AgentID, b.SessionID), Text: b.Query, Kinds: b.Kinds,
+		Metadata: b.Metadata, Trust: b.Trust, CreatedAfter: b.CreatedAfter, CreatedBefore: b.CreatedBefore,
+		AsOf: b.AsOf, TopK: b.TopK, ExcludeStale: b.ExcludeStale, StaleAfter: b.StaleAfter,
+		Provenance: b.Provenance.filter(), IncludeQuarantined: b.IncludeQuarantined, Admin: r.Caller.Role == strata.RoleAdmin}
 }
 
 var opCreateMemory = huma.Operation{
@@ -247,28 +163,20 @@ var opCreateMemory = huma.Operation{
 
 func (s *Server) createMemory(ctx context.Context, r *Request, in *createMemoryInput) (*memoryOutput, error) {
 	b := in.Body
-	if err := checkMemoryText("body.text", b.Text); err != nil {
-		return nil, err
-	}
-	if err := checkMetadata("body.metadata", b.Metadata); err != nil {
-		return nil, err
-	}
-	kind := b.Kind
-	if kind == "" {
-		kind = semantic.KindFact
-	}
-	imp := 0.5
+	n := semantic.NewMemory{Scope: b.Scope(ctx), Kind: cmp.Or(b.Kind, semantic.KindFact), Text: b.Text,
+		Metadata: b.Metadata, Importance: 0.5, Pinned: b.Pinned, Trust: b.Trust,
+		Provenance: b.Provenance.provenance(ctx), Space: s.space}
 	if b.Importance != nil {
-		imp = *b.Importance
+		n.Importance = *b.Importance
 	}
-	vec, err := s.embedOne(ctx, b.Text)
-	if err != nil {
+	if err := n.Validate(); err != nil {
 		return nil, err
 	}
-	m, dedup, err := s.memories.Create(ctx, r.Tx, semantic.NewMemory{
-		Scope: b.Scope(ctx), Kind: kind, Text: b.Text, Metadata: b.Metadata, Importance: imp,
-		Pinned: b.Pinned, Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Vector: vec, Space: s.space,
-	})
+	var err error
+	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
+		return nil, err
+	}
+	m, dedup, err := s.memories.Create(ctx, r.Tx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -291,9 +199,9 @@ var opSearchMemories = huma.Operation{
 
 func (s *Server) searchMemories(ctx context.Context, r *Request, in *searchInput) (*searchOutput, error) {
 	b := in.Body
-	q, err := s.searchQuery(ctx, b, s.space)
+	q, err := searchRequest(r, b).Query(s.space)
 	if err != nil {
-		return nil, err
+		return nil, quarantineAdminOnly(err)
 	}
 	if q.Vector, err = s.embedOne(ctx, b.Query); err != nil {
 		return nil, err
@@ -322,20 +230,12 @@ var opSimilarJobs = huma.Operation{
 
 func (s *Server) similarJobs(ctx context.Context, r *Request, in *similarJobsInput) (*similarJobsOutput, error) {
 	b := in.Body
-	if err := checkMemoryText("body.query", b.Query); err != nil {
-		return nil, err
-	}
-	k := b.TopK
-	if k == 0 {
-		k = 5
-	}
-	vec, err := s.embedOne(ctx, b.Query)
+	q, err := semantic.SimilarJobsRequest{Scope: r.Scope(b.UserID, b.AgentID, b.SessionID), Text: b.Query,
+		TopK: b.TopK, Trust: b.Trust, Provenance: b.Provenance.filter()}.Query(s.space)
 	if err != nil {
 		return nil, err
 	}
-	q := semantic.Query{Scope: b.Scope(ctx), Text: b.Query, Vector: vec, Space: s.space,
-		Kinds: []string{semantic.KindJob}, TopK: k}
-	if err := trustProvenanceFilters(ctx, b.Trust, b.Provenance, &q); err != nil {
+	if q.Vector, err = s.embedOne(ctx, b.Query); err != nil {
 		return nil, err
 	}
 	res, _, err := s.memories.Search(ctx, r.Tx, q)
@@ -345,14 +245,7 @@ func (s *Server) similarJobs(ctx context.Context, r *Request, in *similarJobsInp
 	p := r.Caller
 	s.memories.QueueServed(r.Session(), s.access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
 		Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res)
-	items := make([]similarJob, len(res))
-	for i, r := range res {
-		md := r.Memory.Metadata
-		jobID, _ := md["job_id"].(string)
-		items[i] = similarJob{MemoryID: r.Memory.ID, JobID: jobID, Outcome: md["outcome"],
-			Parameters: md["parameters"], Summary: r.Memory.Text, Score: r.Score, At: r.Memory.ValidFrom}
-	}
-	return &similarJobsOutput{Body: List[similarJob]{Items: items}}, nil
+	return &similarJobsOutput{Body: List[semantic.SimilarJob]{Items: semantic.SimilarJobs(res)}}, nil
 }
 
 var opGetMemory = huma.Operation{
@@ -383,25 +276,20 @@ var opUpdateMemory = huma.Operation{
 }
 
 func (s *Server) updateMemory(ctx context.Context, r *Request, in *patchMemoryInput) (*memoryOutput, error) {
-	id, err := parseMemoryID(in.ID)
+	id, err := semantic.ParseID("id", in.ID)
 	if err != nil {
 		return nil, err
 	}
 	b := in.Body
-	if b.Text != nil {
-		if err := checkMemoryText("body.text", *b.Text); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkMetadata("body.metadata", b.Metadata); err != nil {
+	p := semantic.Patch{Text: b.Text, Metadata: b.Metadata, Importance: b.Importance, Pinned: b.Pinned,
+		Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Space: s.space}
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	v, ok, err := ifMatch(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
-	p := semantic.Patch{Text: b.Text, Metadata: b.Metadata, Importance: b.Importance, Pinned: b.Pinned,
-		Trust: b.Trust, Provenance: b.Provenance.provenance(ctx), Space: s.space}
 	if ok {
 		p.IfVersion = &v
 	}
@@ -493,7 +381,7 @@ var opMemoryRetrievals = huma.Operation{
 }
 
 func (s *Server) memoryRetrievals(ctx context.Context, r *Request, in *retrievalsInput) (*retrievalsOutput, error) {
-	id, err := parseMemoryID(in.ID)
+	id, err := semantic.ParseID("id", in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -501,17 +389,11 @@ func (s *Server) memoryRetrievals(ctx context.Context, r *Request, in *retrieval
 	if err != nil {
 		return nil, err
 	}
-	var after int64
-	if in.Cursor != "" {
-		if after, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || after < 0 {
-			return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
-		}
-	}
 	var subject string // GDPR Art. 18: the memory's subject (enforced by the wrapper)
 	if m, err := s.memories.Get(ctx, r.Tx, r.Org, id); err == nil {
 		subject = m.UserID
 	}
-	rs, err := s.memories.Retrievals(ctx, r.Tx, r.Org, id, after, limit+1)
+	rs, err := s.memories.Retrievals(ctx, r.Tx, r.Org, id, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	case errors.As(err, &fe):
 		status := fe.Status
 		if status == 0 {
-			status = http.StatusUnprocessableEntity
+			status = fieldStatus[fe.Kind]
 		}
 		field := locate(fe.Field, locs)
 		return huma.NewError(status, "invalid "+field, &huma.ErrorDetail{Location: field, Message: fe.Msg})
@@ -80,6 +80,10 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	s.log.ErrorContext(ctx, "internal error", "err", err, "request_id", requestID(ctx))
 	return huma.NewError(http.StatusInternalServerError, internalDetail)
 }
+
+// fieldStatus is the status of each kind of field error.
+var fieldStatus = map[strata.FieldKind]int{strata.FieldInvalid: http.StatusUnprocessableEntity,
+	strata.FieldMalformed: http.StatusBadRequest, strata.FieldTooLarge: http.StatusRequestEntityTooLarge}
 
 // writeProblem writes a problem outside huma (middleware), in the same shape.
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string, hdr http.Header, details ...*huma.ErrorDetail) {

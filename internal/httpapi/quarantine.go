@@ -2,15 +2,12 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/google/uuid"
 
-	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
@@ -28,41 +25,27 @@ type provenanceFilterBody struct {
 	ExcludeAgentIDs []string `json:"exclude_agent_ids,omitempty" maxItems:"50" doc:"Never versions whose provenance.agent_id is one of these."`
 }
 
-// poisoningFilters validates a search body's provenance filter and quarantine flag into q.
-// Seeing quarantined memories is an admin's review tool.
-func poisoningFilters(ctx context.Context, pf *provenanceFilterBody, includeQuarantined bool, q *semantic.Query) error {
-	if includeQuarantined {
-		if p, _ := auth.FromContext(ctx); p.Role != strata.RoleAdmin {
-			return huma.Error403Forbidden("include_quarantined needs an admin key")
-		}
-		q.IncludeQuarantined = true
-	}
+// filter is the tier's provenance filter (nil when the body has none).
+func (pf *provenanceFilterBody) filter() *semantic.ProvenanceFilter {
 	if pf == nil {
 		return nil
 	}
-	for name, ids := range map[string][]string{"key_ids": pf.KeyIDs, "agent_ids": pf.AgentIDs, "job_ids": pf.JobIDs,
-		"exclude_key_ids": pf.ExcludeKeyIDs, "exclude_agent_ids": pf.ExcludeAgentIDs} {
-		for i, id := range ids {
-			if !strata.ValidID(id) {
-				return strata.Invalid("body.provenance."+name+"["+strconv.Itoa(i)+"]", "must be 1-200 characters of A-Z a-z 0-9 . _ : -")
-			}
-		}
-	}
-	q.Provenance = semantic.ProvenanceFilter{KeyIDs: pf.KeyIDs, AgentIDs: pf.AgentIDs, JobIDs: pf.JobIDs,
+	return &semantic.ProvenanceFilter{KeyIDs: pf.KeyIDs, AgentIDs: pf.AgentIDs, JobIDs: pf.JobIDs,
 		ExcludeKeyIDs: pf.ExcludeKeyIDs, ExcludeAgentIDs: pf.ExcludeAgentIDs}
-	return nil
 }
 
-// trustProvenanceFilters validates the trust and provenance filters of similar-jobs and
-// context (the same as search's) into q.
-func trustProvenanceFilters(ctx context.Context, trust []string, pf *provenanceFilterBody, q *semantic.Query) error {
-	for i, t := range trust {
-		if !semantic.ValidTrust(t) {
-			return strata.Invalid("body.trust["+strconv.Itoa(i)+"]", "must be one of %s", strings.Join(semantic.Trusts, ", "))
-		}
+// trustProvenanceFilters validates the trust and provenance filters of context (the same
+// as search's) into q.
+func trustProvenanceFilters(_ context.Context, trust []string, pf *provenanceFilterBody, q *semantic.Query) error {
+	return semantic.SetFilters(q, trust, pf.filter())
+}
+
+// quarantineAdminOnly answers a non-admin's include_quarantined with its own 403.
+func quarantineAdminOnly(err error) error {
+	if errors.Is(err, semantic.ErrIncludeQuarantined) {
+		return huma.Error403Forbidden("include_quarantined needs an admin key")
 	}
-	q.Trust = trust
-	return poisoningFilters(ctx, pf, false, q)
+	return err
 }
 
 type createQuarantineInput struct {
@@ -108,17 +91,6 @@ type purgeQuarantineOutput struct {
 	}
 }
 
-func parseUUIDCursor(c string) (uuid.UUID, error) {
-	if c == "" {
-		return uuid.Nil, nil
-	}
-	id, err := uuid.Parse(c)
-	if err != nil {
-		return uuid.Nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
-	}
-	return id, nil
-}
-
 var opCreateQuarantine = huma.Operation{
 	OperationID: "create-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines", Tags: []string{"admin", "semantic"},
 	Summary: "Quarantine what a key or agent wrote", DefaultStatus: http.StatusCreated,
@@ -130,13 +102,11 @@ var opCreateQuarantine = huma.Operation{
 
 func (s *Server) createQuarantine(ctx context.Context, r *Request, in *createQuarantineInput) (*quarantineOutput, error) {
 	b := in.Body
-	if b.Since.IsZero() {
-		return nil, strata.Invalid("body.since", "is required (RFC 3339)")
-	}
-	if err := strata.CheckText("body.reason", b.Reason); err != nil {
+	p := r.Caller
+	n := semantic.NewQuarantine{KeyID: b.KeyID, AgentID: b.AgentID, Since: b.Since, Reason: b.Reason, CreatedBy: p.KeyID}
+	if err := n.Validate(); err != nil {
 		return nil, err
 	}
-	p := r.Caller
 	if b.KeyID != "" && b.KeyID != "root" {
 		var ok bool
 		if err := r.Tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE org_id = $1 AND id = $2)`,
@@ -144,11 +114,10 @@ func (s *Server) createQuarantine(ctx context.Context, r *Request, in *createQua
 			return nil, pg.Interpret(err)
 		}
 		if !ok {
-			return nil, strata.Invalid("body.key_id", "no API key with this id in your org")
+			return nil, strata.Invalid("key_id", "no API key with this id in your org")
 		}
 	}
-	q, err := s.memories.CreateQuarantine(ctx, r.Tx, p.OrgID, semantic.NewQuarantine{KeyID: b.KeyID, AgentID: b.AgentID,
-		Since: b.Since, Reason: b.Reason, CreatedBy: p.KeyID})
+	q, err := s.memories.CreateQuarantine(ctx, r.Tx, p.OrgID, n)
 	if err != nil {
 		return nil, err
 	}
@@ -165,11 +134,7 @@ func (s *Server) listQuarantines(ctx context.Context, r *Request, in *listQuaran
 	if err != nil {
 		return nil, err
 	}
-	after, err := parseUUIDCursor(in.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	qs, err := s.memories.ListQuarantines(ctx, r.Tx, r.Org, in.Status, after, limit+1)
+	qs, err := s.memories.ListQuarantines(ctx, r.Tx, r.Org, in.Status, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +147,7 @@ var opGetQuarantine = huma.Operation{
 }
 
 func (s *Server) getQuarantine(ctx context.Context, r *Request, in *quarantineIDInput) (*quarantineOutput, error) {
-	id, err := parseQuarantineID(in.ID)
+	id, err := semantic.ParseID("id", in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +165,7 @@ var opListQuarantinedMemories = huma.Operation{
 }
 
 func (s *Server) listQuarantinedMemories(ctx context.Context, r *Request, in *quarantinedMemoriesInput) (*quarantinedMemoriesOutput, error) {
-	id, err := parseQuarantineID(in.ID)
+	id, err := semantic.ParseID("id", in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +173,7 @@ func (s *Server) listQuarantinedMemories(ctx context.Context, r *Request, in *qu
 	if err != nil {
 		return nil, err
 	}
-	after, err := parseUUIDCursor(in.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	ms, err := s.memories.QuarantinedMemories(ctx, r.Tx, r.Org, id, after, limit+1)
+	ms, err := s.memories.QuarantinedMemories(ctx, r.Tx, r.Org, id, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +188,7 @@ var opReleaseQuarantine = huma.Operation{
 }
 
 func (s *Server) releaseQuarantine(ctx context.Context, r *Request, in *quarantineIDInput) (*quarantineOutput, error) {
-	id, err := parseQuarantineID(in.ID)
+	id, err := semantic.ParseID("id", in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +210,7 @@ var opPurgeQuarantine = huma.Operation{
 }
 
 func (s *Server) purgeQuarantine(ctx context.Context, r *Request, in *quarantineIDInput) (*purgeQuarantineOutput, error) {
-	id, err := parseQuarantineID(in.ID)
+	id, err := semantic.ParseID("id", in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -261,13 +222,4 @@ func (s *Server) purgeQuarantine(ctx context.Context, r *Request, in *quarantine
 	out := &purgeQuarantineOutput{}
 	out.Body.Quarantine, out.Body.PurgeResult = q, res
 	return out, nil
-}
-
-// parseQuarantineID parses a quarantine id from the path.
-func parseQuarantineID(v string) (uuid.UUID, error) {
-	id, err := uuid.Parse(v)
-	if err != nil {
-		return uuid.Nil, strata.Invalid("path.id", "must be a UUID")
-	}
-	return id, nil
 }

@@ -24,13 +24,16 @@ func BenchmarkKVUncachedGet(b *testing.B) {
 	ctx := context.Background()
 	value := []byte(`{"palette":["#112233","#445566","#778899"],"font":"Inter","caption_style":"lower-third"}`)
 	sess := pg.NewSession(pool, "acme")
-	sctx := pg.WithSession(ctx, sess)
+	tx, err := sess.Tx(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, sc := range []strata.Scope{{OrgID: "acme"}, {OrgID: "acme", UserID: "u1"}} {
-		if _, _, err := uncached.Put(sctx, WriteInput{Namespace: "brand", Key: "profile", Scope: sc, Value: value, Actor: "bench"}); err != nil {
+		if _, _, err := uncached.Put(ctx, tx, sess.AfterCommit, WriteInput{Namespace: "brand", Key: "profile", Scope: sc, Value: value, Actor: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := sess.Commit(sctx); err != nil {
+	if err := sess.Commit(ctx); err != nil {
 		b.Fatal(err)
 	}
 	owner, err := pgxpool.New(ctx, dsn)

@@ -52,7 +52,8 @@
 // EraseUser finds everything of a user in Postgres (user_id, or the user level's id),
 // deletes or anonymises it, and drops exactly those cache keys — no per-user Redis index.
 //
-// Writes use the request's transaction (pg.TxFrom); reads use a pooled connection for one
+// Writes take the caller's transaction (a pg.DBTX) and an AfterCommit to update the cache
+// once it has committed; reads use a pooled connection of the store's own for one
 // round trip (the org setting and the query are pipelined into one implicit transaction),
 // so a cached read never touches Postgres and an uncached one costs one round trip.
 package keyvalue

@@ -15,21 +15,17 @@ type ErasureCounts struct {
 	Versions int64 `json:"versions"` // history versions deleted
 }
 
-// EraseUser removes a data subject from the key-value tier, in the request's transaction:
-// the user's own (user-level) entries with their whole history; the values of session- or
-// agent-level entries whose current version was written for the user (the row stays as an
-// anonymous tombstone so versions keep growing); and every history version written for the
-// user. Cache keys are derived from the rows found (no Redis index is needed); after commit
-// they are dropped and, for deleted identities, kept unfillable for PendingTTL so a cache
-// fill in flight cannot put erased data back. If Redis is unreachable then, what it cached
-// expires within CacheTTL.
-func (s *Store) EraseUser(ctx context.Context, org, user string) (ErasureCounts, error) {
+// EraseUser removes a data subject from the key-value tier, on tx (the erasure's
+// transaction): the user's own (user-level) entries with their whole history; the values
+// of session- or agent-level entries whose current version was written for the user (the
+// row stays as an anonymous tombstone so versions keep growing); and every history version
+// written for the user. Cache keys are derived from the rows found (no Redis index is
+// needed); once tx has committed (afterCommit) they are dropped and, for deleted
+// identities, kept unfillable for PendingTTL so a cache fill in flight cannot put erased
+// data back. If Redis is unreachable then, what it cached expires within CacheTTL.
+func (s *Store) EraseUser(ctx context.Context, tx pg.DBTX, afterCommit AfterCommit, org, user string) (ErasureCounts, error) {
 	var n ErasureCounts
 	if err := strata.CheckID("user_id", user, false); err != nil {
-		return n, err
-	}
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
 		return n, err
 	}
 	type target struct {
@@ -73,7 +69,7 @@ func (s *Store) EraseUser(ctx context.Context, org, user string) (ErasureCounts,
 		return n, pg.Interpret(err)
 	}
 	n.Entries += tag.RowsAffected()
-	pg.SessionFrom(ctx).AfterCommit(func() {
+	afterCommit(func() {
 		for _, t := range targets {
 			// keep: the pending marker expires on its own, so nothing is cached for
 			// PendingTTL; afterwards fills read the erased state from Postgres.

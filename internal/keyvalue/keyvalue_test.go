@@ -57,12 +57,15 @@ func newEnv(t *testing.T, rdb redis.UniversalClient, prefix string) *env {
 }
 
 // tx runs fn as one committed unit of work for org, like an HTTP request does.
-func (e *env) tx(t *testing.T, org string, fn func(ctx context.Context) error) error {
+func (e *env) tx(t *testing.T, org string, fn func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error) error {
 	t.Helper()
 	ctx := context.Background()
 	sess := pg.NewSession(e.pool, org)
-	ctx = pg.WithSession(ctx, sess)
-	if err := fn(ctx); err != nil {
+	tx, err := sess.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(ctx, tx, sess.AfterCommit); err != nil {
 		sess.Rollback(ctx)
 		return err
 	}
@@ -73,13 +76,13 @@ func (e *env) put(t *testing.T, sc strata.Scope, ns, key, value string, mods ...
 	t.Helper()
 	var out KVEntry
 	var created bool
-	err := e.tx(t, sc.OrgID, func(ctx context.Context) error {
+	err := e.tx(t, sc.OrgID, func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
 		in := WriteInput{Namespace: ns, Key: key, Scope: sc, Value: json.RawMessage(value), Actor: "key_test"}
 		for _, m := range mods {
 			m(&in)
 		}
 		var err error
-		out, created, err = e.s.Put(ctx, in)
+		out, created, err = e.s.Put(ctx, tx, ac, in)
 		return err
 	})
 	return out, created, err
@@ -149,8 +152,8 @@ func TestKVResolutionAcrossLevels(t *testing.T) {
 	require.ErrorIs(t, err, strata.ErrNotFound)
 
 	// Deleting the session entry makes the agent level answer, at once (cache updated).
-	require.NoError(t, e.tx(t, "acme", func(ctx context.Context) error {
-		_, err := e.s.Delete(ctx, "prefs", "style", scope("acme", "u1", "a1", "s1"), nil, "k")
+	require.NoError(t, e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
+		_, err := e.s.Delete(ctx, tx, ac, "prefs", "style", scope("acme", "u1", "a1", "s1"), nil, "k")
 		return err
 	}))
 	got, err := e.get(t, scope("acme", "u1", "a1", "s1"), "prefs", "style", false)
@@ -205,23 +208,23 @@ func TestKVVersionsConflictsHistoryRestore(t *testing.T) {
 	require.ErrorIs(t, err, strata.ErrConflict, "If-Match on a missing entry")
 
 	// Delete with a stale If-Match → conflict; then a real delete leaves a tombstone.
-	err = e.tx(t, "acme", func(ctx context.Context) error {
-		_, err := e.s.Delete(ctx, "ns", "k", sc, ptr(int64(1)), "k2")
+	err = e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
+		_, err := e.s.Delete(ctx, tx, ac, "ns", "k", sc, ptr(int64(1)), "k2")
 		return err
 	})
 	require.ErrorIs(t, err, strata.ErrConflict)
 	var tomb KVEntry
-	require.NoError(t, e.tx(t, "acme", func(ctx context.Context) error {
+	require.NoError(t, e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
 		var err error
-		tomb, err = e.s.Delete(ctx, "ns", "k", sc, ptr(int64(2)), "k2")
+		tomb, err = e.s.Delete(ctx, tx, ac, "ns", "k", sc, ptr(int64(2)), "k2")
 		return err
 	}))
 	require.True(t, tomb.Deleted)
 	require.EqualValues(t, 3, tomb.Version)
 	_, err = e.get(t, sc, "ns", "k", false)
 	require.ErrorIs(t, err, strata.ErrNotFound)
-	require.ErrorIs(t, e.tx(t, "acme", func(ctx context.Context) error {
-		_, err := e.s.Delete(ctx, "ns", "k", sc, nil, "k2")
+	require.ErrorIs(t, e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
+		_, err := e.s.Delete(ctx, tx, ac, "ns", "k", sc, nil, "k2")
 		return err
 	}), strata.ErrNotFound)
 
@@ -233,9 +236,9 @@ func TestKVVersionsConflictsHistoryRestore(t *testing.T) {
 
 	// Restore version 1: a new write with version 1's value.
 	var v5 KVEntry
-	require.NoError(t, e.tx(t, "acme", func(ctx context.Context) error {
+	require.NoError(t, e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
 		var err error
-		v5, _, err = e.s.Restore(ctx, WriteInput{Namespace: "ns", Key: "k", Scope: sc, RestoreVersion: 1, Actor: "k3", IfMatch: ptr(int64(4))})
+		v5, _, err = e.s.Restore(ctx, tx, ac, WriteInput{Namespace: "ns", Key: "k", Scope: sc, RestoreVersion: 1, Actor: "k3", IfMatch: ptr(int64(4))})
 		return err
 	}))
 	require.EqualValues(t, 5, v5.Version)
@@ -243,15 +246,15 @@ func TestKVVersionsConflictsHistoryRestore(t *testing.T) {
 	got, err = e.get(t, sc, "ns", "k", false)
 	require.NoError(t, err)
 	require.EqualValues(t, 5, got.Version)
-	err = e.tx(t, "acme", func(ctx context.Context) error {
-		_, _, err := e.s.Restore(ctx, WriteInput{Namespace: "ns", Key: "k", Scope: sc, RestoreVersion: 3, Actor: "k3"})
+	err = e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
+		_, _, err := e.s.Restore(ctx, tx, ac, WriteInput{Namespace: "ns", Key: "k", Scope: sc, RestoreVersion: 3, Actor: "k3"})
 		return err
 	})
 	var fe *strata.FieldError
 	require.ErrorAs(t, err, &fe)
-	require.Equal(t, "body.version", fe.Field)
+	require.Equal(t, "version", fe.Field)
 
-	hist, err := e.s.History(context.Background(), "ns", "k", sc, 0, 100)
+	hist, err := e.s.History(context.Background(), "ns", "k", sc, "", 100)
 	require.NoError(t, err)
 	require.Len(t, hist, 5)
 	ops := []string{}
@@ -261,10 +264,10 @@ func TestKVVersionsConflictsHistoryRestore(t *testing.T) {
 	require.Equal(t, []string{"5:restore:k3", "4:put:key_test", "3:delete:k2", "2:put:key_test", "1:put:key_test"}, ops)
 	require.EqualValues(t, 1, hist[0].RestoredFrom)
 	require.Equal(t, "u1", hist[0].UserID)
-	page2, err := e.s.History(context.Background(), "ns", "k", sc, 3, 100)
+	page2, err := e.s.History(context.Background(), "ns", "k", sc, "3", 100)
 	require.NoError(t, err)
 	require.Len(t, page2, 2)
-	_, err = e.s.History(context.Background(), "ns", "never", sc, 0, 100)
+	_, err = e.s.History(context.Background(), "ns", "never", sc, "", 100)
 	require.ErrorIs(t, err, strata.ErrNotFound)
 }
 
@@ -497,8 +500,8 @@ func TestKVRedisDownFallsBackToPostgres(t *testing.T) {
 	got, err = e.get(t, sc, "ns", "k", false)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, got.Version)
-	require.NoError(t, e.tx(t, "acme", func(ctx context.Context) error {
-		_, err := e.s.Delete(ctx, "ns", "k", sc, nil, "k")
+	require.NoError(t, e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
+		_, err := e.s.Delete(ctx, tx, ac, "ns", "k", sc, nil, "k")
 		return err
 	}))
 	_, err = e.get(t, sc, "ns", "k", false)
@@ -536,10 +539,10 @@ func TestKVTenantIsolation(t *testing.T) {
 	require.NoError(t, err) // cached for acme
 	_, err = e.get(t, scope("other", "u1", "", ""), "ns", "k", false)
 	require.ErrorIs(t, err, strata.ErrNotFound)
-	_, err = e.s.History(context.Background(), "ns", "k", scope("other", "u1", "", ""), 0, 10)
+	_, err = e.s.History(context.Background(), "ns", "k", scope("other", "u1", "", ""), "", 10)
 	require.ErrorIs(t, err, strata.ErrNotFound)
-	require.ErrorIs(t, e.tx(t, "other", func(ctx context.Context) error {
-		_, err := e.s.Delete(ctx, "ns", "k", scope("other", "u1", "", ""), nil, "k")
+	require.ErrorIs(t, e.tx(t, "other", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
+		_, err := e.s.Delete(ctx, tx, ac, "ns", "k", scope("other", "u1", "", ""), nil, "k")
 		return err
 	}), strata.ErrNotFound)
 	// Row-level security backs the explicit filter: the app role cannot see acme's rows
@@ -563,21 +566,21 @@ func TestKVBadInputWritesNothing(t *testing.T) {
 	sc := scope("acme", "", "", "")
 	for _, c := range []struct {
 		ns, key, value, field string
-		status                int
+		kind                  strata.FieldKind
 	}{
-		{"bad ns", "k", `1`, "path.namespace", 422},
-		{"ns", "", `1`, "path.key", 422},
-		{"ns", "k\x00", `1`, "path.key", 422},
-		{"ns", "k", `"a\u0000b"`, "body.value", 422},
-		{"ns", "k", `null`, "body.value", 422},
-		{"ns", "k", `{"a":`, "body.value", 422},
-		{"ns", "k", `"` + string(make([]byte, 2000)) + `"`, "body.value", 413},
+		{"bad ns", "k", `1`, "namespace", strata.FieldInvalid},
+		{"ns", "", `1`, "key", strata.FieldInvalid},
+		{"ns", "k\x00", `1`, "key", strata.FieldInvalid},
+		{"ns", "k", `"a\u0000b"`, "value", strata.FieldInvalid},
+		{"ns", "k", `null`, "value", strata.FieldInvalid},
+		{"ns", "k", `{"a":`, "value", strata.FieldInvalid},
+		{"ns", "k", `"` + string(make([]byte, 2000)) + `"`, "value", strata.FieldTooLarge},
 	} {
 		_, _, err := e.put(t, sc, c.ns, c.key, c.value)
 		var fe *strata.FieldError
 		require.ErrorAs(t, err, &fe, "%q/%q", c.ns, c.key)
 		require.Equal(t, c.field, fe.Field)
-		require.Equal(t, c.status, fe.Status)
+		require.Equal(t, c.kind, fe.Kind)
 	}
 	deep := ""
 	for i := 0; i < 70; i++ {
@@ -608,9 +611,9 @@ func TestKVEraseUser(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var n ErasureCounts
-	require.NoError(t, e.tx(t, "acme", func(ctx context.Context) error {
+	require.NoError(t, e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
 		var err error
-		n, err = e.s.EraseUser(ctx, "acme", "u1")
+		n, err = e.s.EraseUser(ctx, tx, ac, "acme", "u1")
 		return err
 	}))
 	require.EqualValues(t, 2, n.Entries)
@@ -682,7 +685,80 @@ func TestKVConcurrentWrites(t *testing.T) {
 	got, err = e.get(t, sc, "ns", "fresh", false)
 	require.NoError(t, err)
 	require.EqualValues(t, n+1, got.Version)
-	hist, err := e.s.History(context.Background(), "ns", "fresh", sc, 0, 100)
+	hist, err := e.s.History(context.Background(), "ns", "fresh", sc, "", 100)
 	require.NoError(t, err)
 	require.Len(t, hist, n+1)
+}
+
+// TestKVInputParsedByStore: the store reads its preconditions and cursors itself and names
+// bad fields bare (the transport adds header./query./body.).
+func TestKVInputParsedByStore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, "")
+	sc := scope("acme", "u1", "", "")
+	for v, want := range map[string]bool{"": false, " * ": true} {
+		got, err := ParseIfNoneMatch(v)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	_, err := ParseIfNoneMatch(`"3"`)
+	var fe *strata.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "If-None-Match", fe.Field)
+	require.Equal(t, strata.FieldMalformed, fe.Kind)
+
+	ctx := context.Background()
+	for _, c := range []string{"0", "-2", "x"} {
+		_, err = e.s.History(ctx, "ns", "k", sc, c, 10)
+		require.ErrorAs(t, err, &fe, c)
+		require.Equal(t, "cursor", fe.Field)
+	}
+	_, err = e.s.List(ctx, "ns", sc, false, "bad cursor", 10)
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "cursor", fe.Field)
+	_, err = e.s.GetMany(ctx, "ns", []string{"ok", "not ok"}, sc, false)
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "keys[1]", fe.Field)
+}
+
+// TestKVRectify: a correction needs a live entry of the subject at the scope named; it
+// writes a new version with history op rectify, conditional on the version it read.
+func TestKVRectify(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil, "")
+	e.mustPut(t, scope("acme", "u1", "", ""), "ns", "k", `"wrong"`)
+	e.mustPut(t, scope("acme", "u2", "a1", ""), "ns", "k", `"u2's"`)
+	rectify := func(sc strata.Scope, value string) (KVEntry, int64, error) {
+		var out KVEntry
+		var prev int64
+		err := e.tx(t, sc.OrgID, func(ctx context.Context, tx pgx.Tx, ac AfterCommit) error {
+			var err error
+			out, prev, err = e.s.Rectify(ctx, tx, ac, WriteInput{Namespace: "ns", Key: "k", Scope: sc,
+				Value: json.RawMessage(value), Actor: "key_compliance"})
+			return err
+		})
+		return out, prev, err
+	}
+	var fe *strata.FieldError
+	for _, sc := range []strata.Scope{scope("acme", "u1", "", "s9"), scope("acme", "u1", "a1", "")} {
+		_, _, err := rectify(sc, `"x"`)
+		require.ErrorAs(t, err, &fe, "%+v", sc) // none at s9; a1's entry is u2's
+		require.Equal(t, "kv", fe.Field)
+	}
+	_, _, err := rectify(scope("acme", "u1", "", ""), `null`)
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "value", fe.Field)
+
+	got, prev, err := rectify(scope("acme", "u1", "", ""), `"right"`)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), prev)
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, LevelUser, got.Level)
+	read, err := e.get(t, scope("acme", "u1", "", ""), "ns", "k", true)
+	require.NoError(t, err)
+	require.JSONEq(t, `"right"`, string(read.Value))
+	hist, err := e.s.History(context.Background(), "ns", "k", scope("acme", "u1", "", ""), "", 10)
+	require.NoError(t, err)
+	require.Equal(t, "rectify", hist[0].Op)
+	require.Equal(t, "key_compliance", hist[0].WrittenBy)
 }

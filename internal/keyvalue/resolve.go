@@ -2,11 +2,16 @@ package keyvalue
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/strata-mem/strata/internal/strata"
 )
+
+// Reads use a pooled connection of the store's own, not the request's transaction: the org
+// setting and the query travel in one pipeline (one round trip, no BEGIN/COMMIT), and a
+// cache fill must read what is committed, never a request's uncommitted writes.
 
 // Get resolves key for the scope: the entry at the most specific level that has it
 // (session > agent > user > org), or only the most specific given level when exact.
@@ -28,6 +33,11 @@ func (s *Store) Get(ctx context.Context, ns, key string, sc strata.Scope, exact 
 // GetMany resolves each of keys like Get, in one cache round trip and at most one
 // Postgres query; the answer is aligned with keys, nil where no level has the key.
 func (s *Store) GetMany(ctx context.Context, ns string, keys []string, sc strata.Scope, exact bool) ([]*KVEntry, error) {
+	for i, k := range keys {
+		if err := strata.CheckID("keys["+strconv.Itoa(i)+"]", k, false); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range keys {
 		if err := s.checkTarget(ns, k, sc); err != nil {
 			return nil, err

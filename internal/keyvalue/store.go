@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -155,28 +157,32 @@ type WriteInput struct {
 	Actor          string          // API key id
 }
 
-// Put writes a value at the most specific level the scope names, in the request's
-// transaction (pg.TxFrom(ctx)); the cache is updated after commit through the session's
-// AfterCommit. created is true when no live entry existed before.
-func (s *Store) Put(ctx context.Context, in WriteInput) (e KVEntry, created bool, err error) {
+// AfterCommit registers a function to run once the caller's transaction has committed
+// (pg.Session.AfterCommit): writes update the cache only then.
+type AfterCommit func(func())
+
+// Put writes a value at the most specific level the scope names, on db (the request's
+// transaction, bound to the scope's org); the cache is updated through afterCommit once
+// it has committed. created is true when no live entry existed before.
+func (s *Store) Put(ctx context.Context, db pg.DBTX, afterCommit AfterCommit, in WriteInput) (e KVEntry, created bool, err error) {
 	if err := s.checkTarget(in.Namespace, in.Key, in.Scope); err != nil {
 		return KVEntry{}, false, err
 	}
-	if err := s.CheckValue("body.value", in.Value); err != nil {
+	if err := s.CheckValue("value", in.Value); err != nil {
 		return KVEntry{}, false, err
 	}
-	return s.write(ctx, in, "put")
+	return s.write(ctx, db, afterCommit, in, "put")
 }
 
 // Restore writes the value of an earlier version again, as a new version (op "restore").
-func (s *Store) Restore(ctx context.Context, in WriteInput) (KVEntry, bool, error) {
+func (s *Store) Restore(ctx context.Context, db pg.DBTX, afterCommit AfterCommit, in WriteInput) (KVEntry, bool, error) {
 	if err := s.checkTarget(in.Namespace, in.Key, in.Scope); err != nil {
 		return KVEntry{}, false, err
 	}
 	if in.RestoreVersion < 1 {
-		return KVEntry{}, false, strata.Invalid("body.version", "must be a version of this entry (1 or more)")
+		return KVEntry{}, false, strata.Invalid("version", "must be a version of this entry (1 or more)")
 	}
-	return s.write(ctx, in, "restore")
+	return s.write(ctx, db, afterCommit, in, "restore")
 }
 
 // CheckValue validates a value: present, not null, within the size and depth limits, no
@@ -187,8 +193,7 @@ func (s *Store) CheckValue(field string, v json.RawMessage) error {
 		return strata.Invalid(field, "is required and must not be null (DELETE removes an entry)")
 	}
 	if len(v) > s.opt.MaxValueBytes {
-		return &strata.FieldError{Field: field, Status: 413,
-			Msg: fmt.Sprintf("is %d bytes of JSON; the limit is %d", len(v), s.opt.MaxValueBytes)}
+		return strata.TooLarge(field, "is %d bytes of JSON; the limit is %d", len(v), s.opt.MaxValueBytes)
 	}
 	if err := strata.CheckJSON(field, v); err != nil {
 		return err
@@ -206,10 +211,10 @@ func (s *Store) checkTarget(ns, key string, sc strata.Scope) error {
 	if sc.OrgID == "" {
 		return errors.New("keyvalue: empty org")
 	}
-	if err := strata.CheckID("path.namespace", ns, false); err != nil {
+	if err := strata.CheckID("namespace", ns, false); err != nil {
 		return err
 	}
-	if err := strata.CheckID("path.key", key, false); err != nil {
+	if err := strata.CheckID("key", key, false); err != nil {
 		return err
 	}
 	for f, v := range map[string]string{"user_id": sc.UserID, "agent_id": sc.AgentID, "session_id": sc.SessionID} {
@@ -233,7 +238,7 @@ type current struct {
 }
 
 // lock reads and row-locks the entry's current state.
-func lockEntry(ctx context.Context, tx pgx.Tx, org, ns, key string, sl slot, now time.Time) (current, error) {
+func lockEntry(ctx context.Context, tx pg.DBTX, org, ns, key string, sl slot, now time.Time) (current, error) {
 	var c current
 	var deleted bool
 	var expires *time.Time
@@ -266,12 +271,7 @@ func checkPreconditions(cur current, ifMatch *int64, ifNoneMatch bool) error {
 	return nil
 }
 
-func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ KVEntry, _ bool, err error) {
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
-		return KVEntry{}, false, err
-	}
-	sess := pg.SessionFrom(ctx)
+func (s *Store) write(ctx context.Context, tx pg.DBTX, afterCommit AfterCommit, in WriteInput, op string) (_ KVEntry, _ bool, err error) {
 	org, ns, key := in.Scope.OrgID, in.Namespace, in.Key
 	sl := writeSlot(in.Scope)
 	now := s.opt.Now().UTC()
@@ -302,13 +302,13 @@ func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ KVEntry,
 				WHERE org_id = $1 AND namespace = $2 AND key = $3 AND level = $4 AND scope_id = $5 AND version = $6`,
 				org, ns, key, string(sl.Level), sl.ScopeID, in.RestoreVersion).Scan(&v)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return KVEntry{}, false, strata.Invalid("body.version", "this entry has no version %d", in.RestoreVersion)
+				return KVEntry{}, false, strata.Invalid("version", "this entry has no version %d", in.RestoreVersion)
 			}
 			if err != nil {
 				return KVEntry{}, false, pg.Interpret(err)
 			}
 			if v == nil {
-				return KVEntry{}, false, strata.Invalid("body.version", "version %d is a delete; it has no value to restore", in.RestoreVersion)
+				return KVEntry{}, false, strata.Invalid("version", "version %d is a delete; it has no value to restore", in.RestoreVersion)
 			}
 			value, restoredFrom = v, &in.RestoreVersion
 		}
@@ -354,7 +354,7 @@ func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ KVEntry,
 			return KVEntry{}, false, pg.Interpret(err)
 		}
 		committed := &cached{version: e.Version, entry: &e.KVEntry}
-		sess.AfterCommit(func() { s.cacheEnd(ctx, org, ns, key, sl, token, committed, false) })
+		afterCommit(func() { s.cacheEnd(ctx, org, ns, key, sl, token, committed, false) })
 		return e.KVEntry, !cur.live, nil
 	}
 	return KVEntry{}, false, strata.Conflict("concurrent update; retry", nil)
@@ -364,12 +364,8 @@ func (s *Store) write(ctx context.Context, in WriteInput, op string) (_ KVEntry,
 // level; nothing is resolved). The row stays as a tombstone so versions keep growing; the
 // answer carries the tombstone's version and deleted: true. A missing or expired entry is
 // ErrNotFound.
-func (s *Store) Delete(ctx context.Context, ns, key string, sc strata.Scope, ifMatch *int64, actor string) (_ KVEntry, err error) {
+func (s *Store) Delete(ctx context.Context, tx pg.DBTX, afterCommit AfterCommit, ns, key string, sc strata.Scope, ifMatch *int64, actor string) (_ KVEntry, err error) {
 	if err := s.checkTarget(ns, key, sc); err != nil {
-		return KVEntry{}, err
-	}
-	tx, err := pg.TxFrom(ctx)
-	if err != nil {
 		return KVEntry{}, err
 	}
 	org, sl, now := sc.OrgID, writeSlot(sc), s.opt.Now().UTC()
@@ -405,14 +401,22 @@ func (s *Store) Delete(ctx context.Context, ns, key string, sc strata.Scope, ifM
 		return KVEntry{}, pg.Interpret(err)
 	}
 	tomb := &cached{version: e.Version}
-	pg.SessionFrom(ctx).AfterCommit(func() { s.cacheEnd(ctx, org, ns, key, sl, token, tomb, false) })
+	afterCommit(func() { s.cacheEnd(ctx, org, ns, key, sl, token, tomb, false) })
 	return e.KVEntry, nil
 }
 
 // History lists the versions of the entry at the most specific level the scope names,
-// newest first, before version `before` (0: from the newest). ErrNotFound when the entry
-// was never written.
-func (s *Store) History(ctx context.Context, ns, key string, sc strata.Scope, before int64, limit int) ([]KVVersion, error) {
+// newest first, after cursor (the previous page's last version; "": from the newest), on
+// a pooled connection (one round trip; see Get). ErrNotFound when the entry was never
+// written.
+func (s *Store) History(ctx context.Context, ns, key string, sc strata.Scope, cursor string, limit int) ([]KVVersion, error) {
+	var before int64
+	if cursor != "" {
+		var err error
+		if before, err = strconv.ParseInt(cursor, 10, 64); err != nil || before < 1 {
+			return nil, strata.Invalid("cursor", "must be a next_cursor this endpoint returned")
+		}
+	}
 	if err := s.checkTarget(ns, key, sc); err != nil {
 		return nil, err
 	}
@@ -457,17 +461,33 @@ func (s *Store) History(ctx context.Context, ns, key string, sc strata.Scope, be
 	return out, nil
 }
 
-// List returns the live entries of a namespace in key order after key `after`. Without
-// resolve it lists the one scope level the scope names; with resolve it lists, per key,
-// the entry a resolved read would answer (session > agent > user > org).
+// List returns the live entries of a namespace in key order after key `after` (a cursor:
+// the previous page's last key). Without resolve it lists the one scope level the scope
+// names; with resolve it lists, per key, the entry a resolved read would answer (session >
+// agent > user > org). It reads on a pooled connection (one round trip; see Get).
 func (s *Store) List(ctx context.Context, ns string, sc strata.Scope, resolve bool, after string, limit int) ([]KVEntry, error) {
+	if after != "" && !strata.ValidID(after) {
+		return nil, strata.Invalid("cursor", "must be a next_cursor this endpoint returned")
+	}
 	return s.ListOn(ctx, nil, ns, sc, resolve, after, limit)
+}
+
+// ParseIfNoneMatch reads a write's create-only precondition: "" (none) or "*" (create
+// only: a conflict when a live entry exists at the scope).
+func ParseIfNoneMatch(v string) (bool, error) {
+	switch strings.TrimSpace(v) {
+	case "":
+		return false, nil
+	case "*":
+		return true, nil
+	}
+	return false, strata.Malformed("If-None-Match", `only "*" (create only) is supported`)
 }
 
 // ListOn is List on db, a transaction already bound to sc's org (nil: a pooled connection
 // of the store's own, as List).
 func (s *Store) ListOn(ctx context.Context, db pg.DBTX, ns string, sc strata.Scope, resolve bool, after string, limit int) ([]KVEntry, error) {
-	if err := strata.CheckID("path.namespace", ns, false); err != nil {
+	if err := strata.CheckID("namespace", ns, false); err != nil {
 		return nil, err
 	}
 	var out []KVEntry
@@ -498,7 +518,7 @@ type ListResult struct {
 // org, so a caller that already sends one (context assembly) lists a namespace without a
 // round trip of its own. res is filled in as b's results are read.
 func (s *Store) QueueList(b *pgx.Batch, ns string, sc strata.Scope, resolve bool, after string, limit int, res *ListResult) {
-	if err := strata.CheckID("path.namespace", ns, false); err != nil {
+	if err := strata.CheckID("namespace", ns, false); err != nil {
 		res.Err = err
 		return
 	}

@@ -118,6 +118,9 @@ func (s *Store) CreateQuarantine(ctx context.Context, tx pgx.Tx, org string, n N
 	if (n.KeyID == "") == (n.AgentID == "") {
 		return Quarantine{}, strata.Invalid("body", "name exactly one of key_id and agent_id")
 	}
+	if err := n.Validate(); err != nil {
+		return Quarantine{}, err
+	}
 	if err := lockQuarantines(ctx, tx, org); err != nil {
 		return Quarantine{}, err
 	}
@@ -148,9 +151,13 @@ func (s *Store) GetQuarantine(ctx context.Context, q pg.DBTX, org string, id uui
 	return out, pg.Interpret(err)
 }
 
-// ListQuarantines lists the org's quarantines by id (creation order) after the cursor
-// id, optionally only those of one status.
-func (s *Store) ListQuarantines(ctx context.Context, q pg.DBTX, org, status string, after uuid.UUID, limit int) ([]Quarantine, error) {
+// ListQuarantines lists the org's quarantines by id (creation order) after cursor (the
+// previous page's last id; "": from the first), optionally only those of one status.
+func (s *Store) ListQuarantines(ctx context.Context, q pg.DBTX, org, status, cursor string, limit int) ([]Quarantine, error) {
+	after, err := parseIDCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := q.Query(ctx, `SELECT `+quarantineCols+` FROM memory_quarantines q
 		WHERE q.org_id = $1 AND ($2 = '' OR q.status = $2) AND q.id > $3 ORDER BY q.id LIMIT $4`, org, status, after, limit)
 	if err != nil {
@@ -160,9 +167,13 @@ func (s *Store) ListQuarantines(ctx context.Context, q pg.DBTX, org, status stri
 	return out, pg.Interpret(err)
 }
 
-// QuarantinedMemories lists the memory versions quarantine id holds, by id after the
-// cursor. The quarantine must exist (ErrNotFound otherwise).
-func (s *Store) QuarantinedMemories(ctx context.Context, q pg.DBTX, org string, id, after uuid.UUID, limit int) ([]Memory, error) {
+// QuarantinedMemories lists the memory versions quarantine id holds, by id after cursor
+// (as ListQuarantines). The quarantine must exist (ErrNotFound otherwise).
+func (s *Store) QuarantinedMemories(ctx context.Context, q pg.DBTX, org string, id uuid.UUID, cursor string, limit int) ([]Memory, error) {
+	after, err := parseIDCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := s.GetQuarantine(ctx, q, org, id); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package semantic
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -141,9 +142,16 @@ func accessBump(org string, ids []uuid.UUID, now time.Time) Statement {
 		WHERE m.org_id = $1 AND m.id = l.id`, []any{org, ids, now}}
 }
 
-// Retrievals lists the requests that were served memory id, oldest first, after the
-// cursor (a retrieval id).
-func (s *Store) Retrievals(ctx context.Context, q pg.DBTX, org string, id uuid.UUID, after int64, limit int) ([]Retrieval, error) {
+// Retrievals lists the requests that were served memory id, oldest first, after cursor
+// (the previous page's last retrieval id; "": from the first).
+func (s *Store) Retrievals(ctx context.Context, q pg.DBTX, org string, id uuid.UUID, cursor string, limit int) ([]Retrieval, error) {
+	var after int64
+	if cursor != "" {
+		var err error
+		if after, err = strconv.ParseInt(cursor, 10, 64); err != nil || after < 0 {
+			return nil, badCursor()
+		}
+	}
 	rows, err := q.Query(ctx, `SELECT id, memory_id, request_id, operation, key_id, user_id, agent_id, session_id,
 		job_id, rank, score, served_at FROM memory_retrievals
 		WHERE org_id = $1 AND memory_id = $2 AND id > $3 ORDER BY id LIMIT $4`, org, id, after, limit)

@@ -20,11 +20,36 @@ var (
 	ErrForbidden = errors.New("forbidden")
 )
 
-// FieldError is bad input in one named field. Status is 400 or 422 (default 422).
+// FieldError is bad input in one named field. Tiers name the field bare ("text",
+// "params[3].op"); the HTTP layer adds where it travelled. Kind says how it is wrong
+// (default: invalid); Status, when set, overrides the kind's status (HTTP layer only).
 type FieldError struct {
-	Field  string // location, e.g. "body.text", "path.session", "query.limit"
+	Field  string // bare ("text", "kinds[2]") or located ("body.text", "query.limit")
 	Msg    string
 	Status int
+	Kind   FieldKind
+}
+
+// FieldKind is how a field is wrong.
+type FieldKind int
+
+const (
+	// FieldInvalid: well-formed but not acceptable (the default).
+	FieldInvalid FieldKind = iota
+	// FieldMalformed: not in a form that can be read at all (e.g. a precondition header).
+	FieldMalformed
+	// FieldTooLarge: over a size limit.
+	FieldTooLarge
+)
+
+// Malformed returns a FieldError of kind FieldMalformed for field.
+func Malformed(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Kind: FieldMalformed}
+}
+
+// TooLarge returns a FieldError of kind FieldTooLarge for field.
+func TooLarge(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Kind: FieldTooLarge}
 }
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Msg) }
