@@ -131,8 +131,12 @@ func paramLocations(t reflect.Type) map[string]string {
 	return locs
 }
 
-// locate prefixes a tier's bare field name with where the field travelled.
+// locate prefixes a tier's bare field name with where the field travelled. "" is the body
+// itself, and a name that starts with an index ("[3].op") names an element of an array body.
 func locate(field string, locs map[string]string) string {
+	if field == "" || strings.HasPrefix(field, "[") {
+		return "body" + field
+	}
 	for _, p := range []string{"body", "path", "query", "header"} {
 		if field == p || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") {
 			return field

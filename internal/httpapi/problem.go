@@ -48,7 +48,7 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	case errors.As(err, &fe):
 		status := fe.Status
 		if status == 0 {
-			status = http.StatusUnprocessableEntity
+			status = fieldStatus[fe.Kind]
 		}
 		field := locate(fe.Field, locs)
 		return huma.NewError(status, "invalid "+field, &huma.ErrorDetail{Location: field, Message: fe.Msg})
@@ -79,6 +79,14 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	}
 	s.log.ErrorContext(ctx, "internal error", "err", err, "request_id", requestID(ctx))
 	return huma.NewError(http.StatusInternalServerError, internalDetail)
+}
+
+// fieldStatus answers a tier's field error by its kind.
+var fieldStatus = map[strata.FieldKind]int{
+	strata.FieldInvalid:   http.StatusUnprocessableEntity,
+	strata.FieldMalformed: http.StatusBadRequest,
+	strata.FieldTooLarge:  http.StatusRequestEntityTooLarge,
+	strata.FieldNotFound:  http.StatusNotFound,
 }
 
 // writeProblem writes a problem outside huma (middleware), in the same shape.
