@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -74,7 +75,8 @@ var (
 func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads Reads, h Handler[I, O]) {
 	guard := newSubjectGuard[I, O](op.OperationID, reads)
 	locs := paramLocations(reflect.TypeFor[I]())
-	op.Errors = append(op.Errors, documentedErrors...)
+	op.Errors = append(slices.Clip(op.Errors), documentedErrors...)
+	op.Responses = cloneResponses(op.Responses)
 	if op.MaxBodyBytes == 0 {
 		op.MaxBodyBytes = s.opts.MaxBodyBytes
 	}
@@ -99,6 +101,21 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 		}
 		return out, nil
 	})
+}
+
+// cloneResponses copies an operation's declared responses: op is a copy of a package-level
+// var, but its Responses map (and the responses in it) would be shared, and huma.Register
+// writes error responses and headers into them, so servers started in parallel (tests) raced.
+func cloneResponses(rs map[string]*huma.Response) map[string]*huma.Response {
+	if rs == nil {
+		return nil
+	}
+	out := make(map[string]*huma.Response, len(rs))
+	for k, r := range rs {
+		c := *r
+		out[k] = &c
+	}
+	return out
 }
 
 // paramLocations maps the names of I's path, query and header parameters to their
