@@ -65,9 +65,9 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	}
 	p := &parts{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), pool: pool, rdb: rdb, keys: keys, pseudo: pseudo,
 		restrictions: gdpr.NewRestrictions(pool, restricted), emb: emb, policy: eviction.DefaultPolicy(cfg.VerifyAge)}
-	p.jobs = jobs.NewStore(nil, cfg.StalledAfter)
+	p.jobs = jobs.NewStore(cfg.StalledAfter, nil)
 	p.events = episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth})
-	p.working = working.New(rdb, pool, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL,
+	p.working = working.New(pool, rdb, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL,
 		MaxStateBytes: cfg.MaxStateBytes, BufferSize: cfg.TurnBufferSize, MaxDepth: cfg.MaxJSONDepth})
 	p.kv = keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, MaxValueBytes: cfg.KVMaxValueBytes,
 		MaxJSONDepth: cfg.MaxJSONDepth, PendingTTL: cfg.RequestTimeout + 5*time.Second, Log: log})

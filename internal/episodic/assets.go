@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -282,9 +283,18 @@ func (s *Store) PutAsset(ctx context.Context, db pg.DBTX, org, asset string, in 
 	return a, false, err
 }
 
-// ListVersions returns up to limit versions of the asset after afterVersion, oldest first.
-// ErrNotFound when the asset does not exist.
-func (s *Store) ListVersions(ctx context.Context, db pg.DBTX, org, asset string, afterVersion int64, limit int) ([]AssetVersion, error) {
+// ListVersions returns up to limit versions of the asset after the cursor, oldest first; the
+// cursor is a next_cursor of the previous page (a version, as text; "": from the first), and
+// another one is a FieldError for "cursor". ErrNotFound when the asset does not exist.
+func (s *Store) ListVersions(ctx context.Context, db pg.DBTX, org, asset, after string, limit int) ([]AssetVersion, error) {
+	afterVersion := int64(0)
+	if after != "" {
+		var err error
+		afterVersion, err = strconv.ParseInt(after, 10, 64)
+		if err != nil || afterVersion < 0 {
+			return nil, strata.Invalid("cursor", "must be a next_cursor this API returned")
+		}
+	}
 	var exists bool
 	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM assets WHERE org_id = $1 AND asset_id = $2)`, org, asset).Scan(&exists); err != nil {
 		return nil, pg.Interpret(err)

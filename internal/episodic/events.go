@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -75,6 +76,7 @@ type Head struct {
 // ListQuery selects a page of a job's events, in seq order.
 type ListQuery struct {
 	AfterSeq   int64     // only seq > AfterSeq
+	Cursor     string    // a next_cursor (a seq, as text); when set it replaces AfterSeq
 	ThroughSeq int64     // only seq <= ThroughSeq (0: no bound)
 	Limit      int       // 1..MaxListLimit+1 (0: 100)
 	Op         string    // only this op ("": all)
@@ -553,8 +555,22 @@ func (s *Store) Fork(ctx context.Context, db pg.DBTX, org, parent, child string,
 }
 
 // List returns up to q.Limit events of the job's view in seq order (a fork's parent events
-// first). ErrNotFound when the job has no log.
+// first). ErrNotFound when the job has no log. A bad cursor, op or time range is a
+// FieldError for "cursor", "op" or "until".
 func (s *Store) List(ctx context.Context, db pg.DBTX, org, job string, q ListQuery) ([]Event, error) {
+	if q.Cursor != "" {
+		c, err := strconv.ParseInt(q.Cursor, 10, 64)
+		if err != nil || c < 0 {
+			return nil, strata.Invalid("cursor", "must be a next_cursor this API returned")
+		}
+		q.AfterSeq = c
+	}
+	if msg := CheckOp(q.Op); q.Op != "" && msg != "" {
+		return nil, strata.Invalid("op", "%s", msg)
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
+		return nil, strata.Invalid("until", "must be after since")
+	}
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
@@ -678,6 +694,38 @@ func (s *Store) Applied(ctx context.Context, db pg.DBTX, org, job string, fp []b
 		return nil, pg.Interpret(err)
 	}
 	return &e, nil
+}
+
+// AppliedQuery asks whether an edit was applied: by the fingerprint an append returned, or
+// by op and params (a JSON object as text; "" or null: {}).
+type AppliedQuery struct {
+	Fingerprint string
+	Op          string
+	Params      string
+}
+
+// AppliedEdit is Applied for a client's question, and answers the fingerprint asked about.
+// A question that gives both or neither, a fingerprint that is not 64 hex digits and params
+// that are not a JSON object are FieldErrors for "fingerprint", "op" and "params".
+func (s *Store) AppliedEdit(ctx context.Context, db pg.DBTX, org, job string, q AppliedQuery) (*Event, string, error) {
+	switch {
+	case q.Fingerprint != "" && (q.Op != "" || q.Params != ""):
+		return nil, "", strata.Invalid("fingerprint", "give either fingerprint or op (with params), not both")
+	case q.Fingerprint != "":
+		b, ok := ParseFingerprint(q.Fingerprint)
+		if !ok {
+			return nil, "", strata.Invalid("fingerprint", "must be 64 lowercase hex digits")
+		}
+		ev, err := s.Applied(ctx, db, org, job, b)
+		return ev, q.Fingerprint, err
+	case q.Op != "":
+		params := []byte(q.Params)
+		if p := bytes.TrimSpace(params); len(p) > 0 && string(p) != "null" && p[0] != '{' {
+			return nil, "", strata.Invalid("params", "must be a JSON object")
+		}
+		return s.AppliedOp(ctx, db, org, job, q.Op, params)
+	}
+	return nil, "", strata.Invalid("op", "op (with params) or fingerprint is required")
 }
 
 // AppliedOp is Applied for an op and its params (fingerprinted here). Bad params are a

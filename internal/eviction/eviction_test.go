@@ -540,8 +540,8 @@ func newEvictor(cfg config.Config, pool *pgxpool.Pool, rdb redis.UniversalClient
 	return &eviction.Evictor{
 		Semantic: semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge}, now),
 		Episodic: episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth}),
-		Jobs:     jobs.NewStore(now, cfg.StalledAfter),
-		Working:  working.New(rdb, pool, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL, Now: now}),
+		Jobs:     jobs.NewStore(cfg.StalledAfter, now),
+		Working:  working.New(pool, rdb, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL, Now: now}),
 		KV:       keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, Log: log}),
 		Defaults: eviction.DefaultPolicy(cfg.VerifyAge),
 		Now:      now,

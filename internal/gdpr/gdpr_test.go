@@ -63,7 +63,7 @@ func newEngine(t *testing.T, now func() time.Time) (*gdpr.Engine, string) {
 	rdb, prefix := testenv.Redis(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := &gdpr.Engine{Pool: pool, Pseudo: audit.NewPseudonymizer("k"), Log: log, Batch: 100, Lease: 5 * time.Second, Now: now,
-		Working: working.New(rdb, pool, working.Options{Prefix: prefix}),
+		Working: working.New(pool, rdb, working.Options{Prefix: prefix}),
 		KV:      keyvalue.New(pool, rdb, keyvalue.Options{Prefix: prefix, Log: log})}
 	return e, dsn
 }

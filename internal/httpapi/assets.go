@@ -61,15 +61,13 @@ var opPutAsset = huma.Operation{
 }
 
 func (s *Server) putAsset(ctx context.Context, r *Request, in *putAssetInput) (*assetOutput, error) {
-	var im *int64
-	if v, ok, err := ifMatch(in.IfMatch); err != nil {
+	im, err := ifMatchPtr(in.IfMatch)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		im = &v
 	}
 	a, created, err := s.events.PutAsset(ctx, r.Tx, r.Org, in.Asset, in.Body, im)
 	if err != nil {
-		return nil, relocate(err, "body")
+		return nil, err
 	}
 	status := http.StatusOK
 	if created {
@@ -107,7 +105,7 @@ func (s *Server) addAssetVersion(ctx context.Context, r *Request, in *addVersion
 	parent := int64(0)
 	switch {
 	case in.Body.ParentVersion != nil && ok && *in.Body.ParentVersion != v:
-		return nil, strata.Invalid("body.parent_version", "differs from If-Match (%d)", v)
+		return nil, strata.Invalid("parent_version", "differs from If-Match (%d)", v)
 	case in.Body.ParentVersion != nil:
 		parent = *in.Body.ParentVersion
 	case ok:
@@ -115,7 +113,7 @@ func (s *Server) addAssetVersion(ctx context.Context, r *Request, in *addVersion
 	}
 	av, err := s.events.AddVersion(ctx, r.Tx, r.Org, in.Asset, parent, in.Body.AssetInput)
 	if err != nil {
-		return nil, relocate(err, "body")
+		return nil, err
 	}
 	return &versionOutput{Status: http.StatusCreated, ETag: etag(av.Version), Body: av}, nil
 }
@@ -130,14 +128,7 @@ func (s *Server) listAssetVersions(ctx context.Context, r *Request, in *listVers
 	if err != nil {
 		return nil, err
 	}
-	after := int64(0)
-	if in.Cursor != "" {
-		after, err = strconv.ParseInt(in.Cursor, 10, 64)
-		if err != nil || after < 0 {
-			return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
-		}
-	}
-	vs, err := s.events.ListVersions(ctx, r.Tx, r.Org, in.Asset, after, limit+1)
+	vs, err := s.events.ListVersions(ctx, r.Tx, r.Org, in.Asset, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}

@@ -18,23 +18,6 @@ import (
 	"github.com/strata-mem/strata/internal/strata"
 )
 
-// relocate prefixes a store FieldError's field with where it came from in the request.
-func relocate(err error, prefix string) error {
-	var fe *strata.FieldError
-	if errors.As(err, &fe) {
-		field := prefix
-		if fe.Field != "" {
-			if strings.HasPrefix(fe.Field, "[") {
-				field += fe.Field
-			} else {
-				field += "." + fe.Field
-			}
-		}
-		return &strata.FieldError{Field: field, Msg: fe.Msg, Status: fe.Status}
-	}
-	return err
-}
-
 // appendBody is one event object or an array of them: the raw request body, decoded and
 // validated by the handler so that errors name body[i].field. The OpenAPI document
 // describes it as oneOf (appendBodySchema).
@@ -56,18 +39,18 @@ func appendBodySchema(r huma.Registry) *huma.Schema {
 func (b *appendBody) decode() (in []episodic.EventInput, array bool, err error) {
 	raw := bytes.TrimSpace(b.raw)
 	if len(raw) == 0 {
-		return nil, false, &strata.FieldError{Field: "body", Msg: "an event object or an array of events is required", Status: 400}
+		return nil, false, strata.Malformed("body", "an event object or an array of events is required")
 	}
 	if !json.Valid(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v)
-		return nil, false, &strata.FieldError{Field: "body", Msg: "malformed JSON: " + err.Error(), Status: 400}
+		return nil, false, strata.Malformed("body", "malformed JSON: %s", err.Error())
 	}
 	var elems []json.RawMessage
 	if raw[0] == '[' {
 		array = true
 		if err := json.Unmarshal(raw, &elems); err != nil {
-			return nil, true, &strata.FieldError{Field: "body", Msg: err.Error(), Status: 400}
+			return nil, true, strata.Malformed("body", "%s", err.Error())
 		}
 	} else {
 		elems = []json.RawMessage{raw}
@@ -198,13 +181,14 @@ type eventOutput struct {
 	Body   episodic.Event
 }
 
-// stripSingle turns "[0].op" into "op" for a one-object body.
+// stripSingle turns the tier's "[0].op" into "op" for a one-object body (the wrapper then
+// locates it as body.op); for an array body "[3].op" stays and becomes body[3].op.
 func stripSingle(err error, array bool) error {
 	var fe *strata.FieldError
 	if array || !errors.As(err, &fe) {
 		return err
 	}
-	return &strata.FieldError{Field: strings.TrimPrefix(strings.TrimPrefix(fe.Field, "[0]"), "."), Msg: fe.Msg, Status: fe.Status}
+	return &strata.FieldError{Field: strings.TrimPrefix(strings.TrimPrefix(fe.Field, "[0]"), "."), Msg: fe.Msg, Status: fe.Status, Kind: fe.Kind}
 }
 
 var opAppendEvents = huma.Operation{
@@ -222,10 +206,9 @@ func (s *Server) appendEvents(ctx context.Context, r *Request, in *appendEventsI
 	if err != nil {
 		return nil, err
 	}
-	prefix := "body"
 	stored, err := s.events.Append(ctx, r.Tx, r.Org, in.Job, evs)
 	if err != nil {
-		return nil, relocate(stripSingle(err, array), prefix)
+		return nil, stripSingle(err, array)
 	}
 	out := &appendEventsOutput{Status: http.StatusOK}
 	for _, e := range stored {
@@ -252,22 +235,8 @@ func (s *Server) listEvents(ctx context.Context, r *Request, in *listEventsInput
 	if err != nil {
 		return nil, err
 	}
-	after := in.AfterSeq
-	if in.Cursor != "" {
-		c, err := strconv.ParseInt(in.Cursor, 10, 64)
-		if err != nil || c < 0 {
-			return nil, strata.Invalid("query.cursor", "must be a next_cursor this API returned")
-		}
-		after = c
-	}
-	if msg := episodic.CheckOp(in.Op); in.Op != "" && msg != "" {
-		return nil, strata.Invalid("query.op", "%s", msg)
-	}
-	if !in.Since.IsZero() && !in.Until.IsZero() && !in.Until.After(in.Since) {
-		return nil, strata.Invalid("query.until", "must be after since")
-	}
-	evs, err := s.events.List(ctx, r.Tx, r.Org, in.Job, episodic.ListQuery{AfterSeq: after, Limit: limit + 1,
-		Op: in.Op, Since: in.Since, Until: in.Until, HideCompacted: !in.Raw})
+	evs, err := s.events.List(ctx, r.Tx, r.Org, in.Job, episodic.ListQuery{AfterSeq: in.AfterSeq, Cursor: in.Cursor,
+		Limit: limit + 1, Op: in.Op, Since: in.Since, Until: in.Until, HideCompacted: !in.Raw})
 	if err != nil {
 		return nil, err
 	}
@@ -283,29 +252,8 @@ var opEventApplied = huma.Operation{
 }
 
 func (s *Server) eventApplied(ctx context.Context, r *Request, in *appliedInput) (*appliedOutput, error) {
-	var ev *episodic.Event
-	var fp string
-	var err error
-	switch {
-	case in.Fingerprint != "" && (in.Op != "" || in.Params != ""):
-		return nil, strata.Invalid("query.fingerprint", "give either fingerprint or op (with params), not both")
-	case in.Fingerprint != "":
-		b, ok := episodic.ParseFingerprint(in.Fingerprint)
-		if !ok {
-			return nil, strata.Invalid("query.fingerprint", "must be 64 lowercase hex digits")
-		}
-		fp = in.Fingerprint
-		ev, err = s.events.Applied(ctx, r.Tx, r.Org, in.Job, b)
-	case in.Op != "":
-		params := []byte(in.Params)
-		if p := bytes.TrimSpace(params); len(p) > 0 && string(p) != "null" && p[0] != '{' {
-			return nil, strata.Invalid("query.params", "must be a JSON object")
-		}
-		ev, fp, err = s.events.AppliedOp(ctx, r.Tx, r.Org, in.Job, in.Op, params)
-		err = relocate(err, "query")
-	default:
-		return nil, strata.Invalid("query.op", "op (with params) or fingerprint is required")
-	}
+	ev, fp, err := s.events.AppliedEdit(ctx, r.Tx, r.Org, in.Job,
+		episodic.AppliedQuery{Fingerprint: in.Fingerprint, Op: in.Op, Params: in.Params})
 	if err != nil {
 		return nil, err
 	}
@@ -326,11 +274,7 @@ func (s *Server) revertEvent(ctx context.Context, r *Request, in *revertInput) (
 	}
 	ev, created, err := s.events.Revert(ctx, r.Tx, r.Org, in.Job, in.Seq, ri)
 	if err != nil {
-		var fe *strata.FieldError
-		if errors.As(err, &fe) && fe.Field == "seq" {
-			return nil, relocate(err, "path")
-		}
-		return nil, relocate(err, "body")
+		return nil, err
 	}
 	status := http.StatusOK
 	if created {

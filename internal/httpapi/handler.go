@@ -159,9 +159,14 @@ func paramLocations(t reflect.Type) map[string]string {
 	return locs
 }
 
-// locate prefixes a tier's bare field name with where the field travelled. "body" alone
-// is the whole body; a bare "query" (memory search's body field) is a field like any other.
+// locate prefixes a tier's bare field name with where the field travelled. "" is the body
+// itself and a name that starts with an index ("[3].op") names an element of an array body;
+// "body" alone is the whole body; a bare "query" (memory search's body field) is a field like
+// any other.
 func locate(field string, locs map[string]string) string {
+	if field == "" || strings.HasPrefix(field, "[") {
+		return "body" + field
+	}
 	if field == "body" {
 		return field
 	}

@@ -19,9 +19,16 @@ import (
 )
 
 // Durable jobs (docs/jobs.md): the job record, checkpoints, leased steps, resume, handoffs,
-// completion. The jobs tier owns its tables; the episodic tier's log is composed in here:
-// a new job gets an (empty) event log, a checkpoint records the log's last seq, a fork
-// forks the log at the checkpoint's seq, resume shows the last events.
+// completion. The jobs tier owns its tables and checks what it stores; the episodic tier's
+// log is composed in here: a new job gets an (empty) event log, finishing a job or writing a
+// checkpoint records the log's last seq, a fork forks the log at the checkpoint's seq,
+// resume shows the last events.
+//
+// Why here and not in the jobs tier: a job and its log live in two tiers that do not know
+// each other (STYLE.md: tiers never import each other; composition happens in one place).
+// Making jobs own "a job with its log" would make it depend on the episodic tier (or an
+// interface shaped exactly like it) for four calls; the composition is small, and it stays
+// in one place, these handlers (eventHead, EnsureJob, Fork).
 
 // JobPath is the {job} path parameter.
 type JobPath struct {
@@ -241,18 +248,14 @@ func ifMatchPtr(h string) (*int64, error) {
 	return &v, nil
 }
 
-func checkJSONFields(fields map[string]json.RawMessage) error {
-	for f, raw := range fields {
-		if err := strata.CheckJSON(f, raw); err != nil {
-			return err
-		}
+// eventHead is the job's episodic last seq (0 when it has no log yet), for a write that
+// records it. check is the write's own input check (JobSpec.Check, ...): bad input is
+// refused before the head is read, so it costs no round trip.
+func (s *Server) eventHead(ctx context.Context, r *Request, job string, check error) (int64, error) {
+	if check != nil {
+		return 0, check
 	}
-	return nil
-}
-
-// eventHead is the job's episodic last seq (0 when it has no log yet).
-func eventHead(ctx context.Context, ep *episodic.Store, db pg.DBTX, org, job string) (int64, error) {
-	h, err := ep.Head(ctx, db, org, job)
+	h, err := s.events.Head(ctx, r.Tx, r.Org, job)
 	if errors.Is(err, strata.ErrNotFound) {
 		return 0, nil
 	}
@@ -294,21 +297,12 @@ func (s *Server) putJob(ctx context.Context, r *Request, in *putJobInput) (*jobO
 		return nil, err
 	}
 	b := in.Body
-	if err := strata.CheckText("body.goal", b.Goal); err != nil {
+	spec := jobs.JobSpec{Goal: b.Goal, Status: b.Status, Owner: b.Owner, UserID: b.UserID, AgentID: b.AgentID,
+		SessionID: b.SessionID, Metadata: b.Metadata, Outcome: b.Outcome}
+	if spec.EventSeq, err = s.eventHead(ctx, r, in.Job, spec.Check()); err != nil {
 		return nil, err
 	}
-	if err := checkJSONFields(map[string]json.RawMessage{"body.metadata": b.Metadata, "body.outcome": b.Outcome}); err != nil {
-		return nil, err
-	}
-	if len(b.Metadata) > 0 && b.Metadata[0] != '{' {
-		return nil, strata.Invalid("body.metadata", "must be a JSON object")
-	}
-	seq, err := eventHead(ctx, s.events, r.Tx, r.Org, in.Job)
-	if err != nil {
-		return nil, err
-	}
-	j, created, err := s.jobs.PutJob(ctx, r.Tx, r.Org, in.Job, jobs.JobSpec{Goal: b.Goal, Status: b.Status, Owner: b.Owner,
-		UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID, Metadata: b.Metadata, Outcome: b.Outcome, EventSeq: seq}, im)
+	j, created, err := s.jobs.PutJob(ctx, r.Tx, r.Org, in.Job, spec, im)
 	if err != nil {
 		return nil, err
 	}
@@ -345,9 +339,6 @@ func (s *Server) listJobs(ctx context.Context, r *Request, in *listJobsInput) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
-		return nil, err
-	}
 	items, err := s.jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: limit + 1})
 	if err != nil {
 		return nil, err
@@ -364,10 +355,7 @@ var opCompleteJob = huma.Operation{
 }
 
 func (s *Server) completeJob(ctx context.Context, r *Request, in *completeJobInput) (*jobOutput, error) {
-	if err := strata.CheckJSON("body.outcome", in.Body.Outcome); err != nil {
-		return nil, err
-	}
-	seq, err := eventHead(ctx, s.events, r.Tx, r.Org, in.Job)
+	seq, err := s.eventHead(ctx, r, in.Job, jobs.CheckCompletion(in.Body.Status, in.Body.Outcome))
 	if err != nil {
 		return nil, err
 	}
@@ -391,25 +379,12 @@ func (s *Server) putCheckpoint(ctx context.Context, r *Request, in *putCheckpoin
 		return nil, err
 	}
 	b := in.Body
-	for f, v := range map[string]string{"body.goal": b.Goal, "body.current_step": b.CurrentStep, "body.next_action": b.NextAction} {
-		if err := strata.CheckText(f, v); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkJSONFields(map[string]json.RawMessage{"body.done": b.Done, "body.pending": b.Pending,
-		"body.state": b.State, "body.working_state": b.WorkingState}); err != nil {
+	cp := jobs.CheckpointInput{Goal: b.Goal, CurrentStep: b.CurrentStep, Done: b.Done, Pending: b.Pending,
+		NextAction: b.NextAction, State: b.State, WorkingState: b.WorkingState, AgentID: b.AgentID, UserID: b.UserID}
+	if cp.EventSeq, err = s.eventHead(ctx, r, in.Job, cp.Check()); err != nil {
 		return nil, err
 	}
-	if len(b.State) > 0 && b.State[0] != '{' {
-		return nil, strata.Invalid("body.state", "must be a JSON object")
-	}
-	seq, err := eventHead(ctx, s.events, r.Tx, r.Org, in.Job)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.jobs.PutCheckpoint(ctx, r.Tx, r.Org, in.Job, jobs.CheckpointInput{Goal: b.Goal, CurrentStep: b.CurrentStep,
-		Done: b.Done, Pending: b.Pending, NextAction: b.NextAction, State: b.State, WorkingState: b.WorkingState,
-		EventSeq: seq, AgentID: b.AgentID, UserID: b.UserID}, im)
+	c, err := s.jobs.PutCheckpoint(ctx, r.Tx, r.Org, in.Job, cp, im)
 	if err != nil {
 		return nil, err
 	}
@@ -427,13 +402,7 @@ func (s *Server) listCheckpoints(ctx context.Context, r *Request, in *listCheckp
 	if err != nil {
 		return nil, err
 	}
-	var cursor int64
-	if in.Cursor != "" {
-		if cursor, err = strconv.ParseInt(in.Cursor, 10, 64); err != nil || cursor < 0 {
-			return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
-		}
-	}
-	items, err := s.jobs.ListCheckpoints(ctx, r.Tx, r.Org, in.Job, cursor, in.Order == "desc", limit+1)
+	items, err := s.jobs.ListCheckpoints(ctx, r.Tx, r.Org, in.Job, in.Cursor, in.Order == "desc", limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -491,14 +460,6 @@ var opStartStep = huma.Operation{
 
 func (s *Server) startStep(ctx context.Context, r *Request, in *startStepInput) (*claimOutput, error) {
 	b := in.Body
-	if err := strata.CheckJSON("body.input.params", b.Input.Params); err != nil {
-		return nil, err
-	}
-	for f, v := range map[string]string{"body.input.tool": b.Input.Tool, "body.input.model": b.Input.Model} {
-		if err := strata.CheckText(f, v); err != nil {
-			return nil, err
-		}
-	}
 	c, err := s.jobs.Start(ctx, r.Tx, r.Org, in.Job, in.Step, jobs.StartInput{Owner: b.Owner, LeaseSeconds: b.LeaseSeconds, Input: b.Input})
 	if err != nil {
 		return nil, err
@@ -526,9 +487,6 @@ var opCompleteStep = huma.Operation{
 }
 
 func (s *Server) completeStep(ctx context.Context, r *Request, in *completeStepInput) (*stepOutput, error) {
-	if err := strata.CheckJSON("body.result", in.Body.Result); err != nil {
-		return nil, err
-	}
 	st, err := s.jobs.Complete(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Result)
 	if err != nil {
 		return nil, err
@@ -542,9 +500,6 @@ var opFailStep = huma.Operation{
 }
 
 func (s *Server) failStep(ctx context.Context, r *Request, in *failStepInput) (*stepOutput, error) {
-	if err := strata.CheckText("body.error", in.Body.Error); err != nil {
-		return nil, err
-	}
 	st, err := s.jobs.Fail(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Error, in.Body.Disposition)
 	if err != nil {
 		return nil, err
@@ -588,13 +543,7 @@ func (s *Server) listSteps(ctx context.Context, r *Request, in *listStepsInput) 
 	if err != nil {
 		return nil, err
 	}
-	if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
-		return nil, err
-	}
-	if _, err := s.jobs.GetJob(ctx, r.Tx, r.Org, in.Job); err != nil {
-		return nil, err
-	}
-	items, err := s.jobs.ListSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, limit+1)
+	items, err := s.jobs.PageSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -644,9 +593,6 @@ var opCreateHandoff = huma.Operation{
 }
 
 func (s *Server) createHandoff(ctx context.Context, r *Request, in *createHandoffInput) (*handoffOutput, error) {
-	if err := strata.CheckJSON("body.context", in.Body.Context); err != nil {
-		return nil, err
-	}
 	h, created, err := s.jobs.CreateHandoff(ctx, r.Tx, r.Org, in.Job, jobs.HandoffInput{ID: in.Body.ID, From: in.Body.From,
 		To: in.Body.To, Context: in.Body.Context})
 	if err != nil {
@@ -666,9 +612,6 @@ var opListHandoffs = huma.Operation{
 func (s *Server) listHandoffs(ctx context.Context, r *Request, in *listHandoffsInput) (*listHandoffsOutput, error) {
 	limit, err := in.Page.limit()
 	if err != nil {
-		return nil, err
-	}
-	if err := strata.CheckID("query.cursor", in.Cursor, true); err != nil {
 		return nil, err
 	}
 	items, err := s.jobs.ListHandoffs(ctx, r.Tx, r.Org, in.Job, in.Status, in.Cursor, limit+1)

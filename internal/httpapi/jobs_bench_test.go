@@ -120,7 +120,7 @@ func BenchmarkResume(b *testing.B) {
 		floor, _ = l.report(b)
 	})
 
-	store := jobs.NewStore(time.Now, 15*time.Minute)
+	store := jobs.NewStore(15*time.Minute, time.Now)
 	b.Run("store-resume", func(b *testing.B) {
 		var l latencies
 		for b.Loop() {

@@ -2,14 +2,12 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/strata-mem/strata/internal/jobs"
-	"github.com/strata-mem/strata/internal/strata"
 )
 
 // LangGraph threads (docs/jobs.md, "LangGraph threads"): the storage LangGraph's
@@ -122,19 +120,13 @@ var opPutLanggraphCheckpoint = huma.Operation{
 
 func (s *Server) putLanggraphCheckpoint(ctx context.Context, r *Request, in *putLangGraphCheckpointInput) (*putLangGraphCheckpointOutput, error) {
 	b := in.Body
-	for f, v := range map[string]string{"body.checkpoint_ns": b.CheckpointNS, "body.checkpoint_id": b.CheckpointID,
-		"body.parent_checkpoint_id": b.ParentCheckpointID} {
-		if err := strata.CheckText(f, v); err != nil {
-			return nil, err
-		}
-	}
-	seq, err := eventHead(ctx, s.events, r.Tx, r.Org, in.Job)
-	if err != nil {
+	put := jobs.LangGraphPut{CheckpointNS: b.CheckpointNS, CheckpointID: b.CheckpointID, ParentCheckpointID: b.ParentCheckpointID,
+		Checkpoint: b.Checkpoint, Metadata: b.Metadata, Blobs: b.Blobs, UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID}
+	var err error
+	if put.EventSeq, err = s.eventHead(ctx, r, in.Job, put.Check()); err != nil {
 		return nil, err
 	}
-	res, err := s.jobs.LangGraphPut(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphPut{CheckpointNS: b.CheckpointNS,
-		CheckpointID: b.CheckpointID, ParentCheckpointID: b.ParentCheckpointID, Checkpoint: b.Checkpoint,
-		Metadata: b.Metadata, Blobs: b.Blobs, UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID, EventSeq: seq})
+	res, err := s.jobs.LangGraphPut(ctx, r.Tx, r.Org, in.Job, put)
 	if err != nil {
 		return nil, err
 	}
@@ -160,12 +152,6 @@ var opPutLanggraphWrites = huma.Operation{
 
 func (s *Server) putLanggraphWrites(ctx context.Context, r *Request, in *putLangGraphWritesInput) (*putLangGraphWritesOutput, error) {
 	b := in.Body
-	for f, v := range map[string]string{"body.checkpoint_ns": b.CheckpointNS, "body.checkpoint_id": b.CheckpointID,
-		"body.task_id": b.TaskID, "body.task_path": b.TaskPath} {
-		if err := strata.CheckText(f, v); err != nil {
-			return nil, err
-		}
-	}
 	n, created, err := s.jobs.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS,
 		CheckpointID: b.CheckpointID, TaskID: b.TaskID, TaskPath: b.TaskPath, Writes: b.Writes,
 		UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID})
@@ -241,34 +227,16 @@ func (s *Server) listLangGraph(ctx context.Context, r *Request, thread string, q
 	if err != nil {
 		return nil, err
 	}
-	f := jobs.LangGraphListFilter{ThreadID: thread, CheckpointID: q.CheckpointID, Before: q.Before, Limit: limit + 1}
-	if q.nsSet {
-		ns := q.CheckpointNS
-		f.CheckpointNS = &ns
-	}
-	if q.Filter != "" {
-		if !json.Valid([]byte(q.Filter)) {
-			return nil, strata.Invalid("query.filter", "must be a JSON object")
-		}
-		f.Metadata = json.RawMessage(q.Filter)
-	}
-	if q.Cursor != "" {
-		var c jobs.LangGraphCursor
-		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-		if err != nil || json.Unmarshal(raw, &c) != nil || c.CheckpointID == "" {
-			return nil, strata.Invalid("query.cursor", "must be a next_cursor this endpoint returned")
-		}
-		f.After = &c
+	f := jobs.LangGraphListFilter{ThreadID: thread, CheckpointID: q.CheckpointID, Before: q.Before, Filter: q.Filter,
+		Cursor: q.Cursor, Limit: limit + 1}
+	if q.nsSet { // present and empty is the root graph; absent is every namespace
+		f.CheckpointNS = &q.CheckpointNS
 	}
 	items, err := s.jobs.LangGraphList(ctx, r.Tx, r.Org, f)
 	if err != nil {
 		return nil, err
 	}
-	out := &listLangGraphOutput{Body: page(items, limit, func(t jobs.LangGraphTuple) string {
-		b, _ := json.Marshal(jobs.LangGraphCursor{CheckpointID: t.CheckpointID, ThreadID: t.ThreadID, CheckpointNS: t.CheckpointNS})
-		return base64.RawURLEncoding.EncodeToString(b)
-	})}
-	return out, nil
+	return &listLangGraphOutput{Body: page(items, limit, jobs.LangGraphTuple.Cursor)}, nil
 }
 
 // Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go): a thread is a job.

@@ -81,9 +81,13 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	return huma.NewError(http.StatusInternalServerError, internalDetail)
 }
 
-// fieldStatus is the status of each kind of field error.
-var fieldStatus = map[strata.FieldKind]int{strata.FieldInvalid: http.StatusUnprocessableEntity,
-	strata.FieldMalformed: http.StatusBadRequest, strata.FieldTooLarge: http.StatusRequestEntityTooLarge}
+// fieldStatus answers a tier's field error by its kind.
+var fieldStatus = map[strata.FieldKind]int{
+	strata.FieldInvalid:   http.StatusUnprocessableEntity,
+	strata.FieldMalformed: http.StatusBadRequest,
+	strata.FieldTooLarge:  http.StatusRequestEntityTooLarge,
+	strata.FieldNotFound:  http.StatusNotFound,
+}
 
 // writeProblem writes a problem outside huma (middleware), in the same shape.
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string, hdr http.Header, details ...*huma.ErrorDetail) {

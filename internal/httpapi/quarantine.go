@@ -34,12 +34,6 @@ func (pf *provenanceFilterBody) filter() *semantic.ProvenanceFilter {
 		ExcludeKeyIDs: pf.ExcludeKeyIDs, ExcludeAgentIDs: pf.ExcludeAgentIDs}
 }
 
-// trustProvenanceFilters validates the trust and provenance filters of context (the same
-// as search's) into q.
-func trustProvenanceFilters(_ context.Context, trust []string, pf *provenanceFilterBody, q *semantic.Query) error {
-	return semantic.SetFilters(q, trust, pf.filter())
-}
-
 // quarantineAdminOnly answers a non-admin's include_quarantined with its own 403.
 func quarantineAdminOnly(err error) error {
 	if errors.Is(err, semantic.ErrIncludeQuarantined) {

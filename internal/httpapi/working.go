@@ -9,7 +9,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -119,14 +118,6 @@ type messagesOutput struct {
 	Body    messagesBody
 }
 
-func parseIfMatch(h string) (*int64, error) {
-	v, ok, err := ifMatch(h)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return &v, nil
-}
-
 func stateStatus(created bool) int {
 	if created {
 		return http.StatusCreated
@@ -142,7 +133,7 @@ var opPutSessionState = huma.Operation{
 }
 
 func (s *Server) putSessionState(ctx context.Context, r *Request, in *putStateInput) (*stateOutput, error) {
-	im, err := parseIfMatch(in.IfMatch)
+	im, err := ifMatchPtr(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +153,7 @@ var opPatchSessionState = huma.Operation{
 }
 
 func (s *Server) patchSessionState(ctx context.Context, r *Request, in *patchStateInput) (*stateOutput, error) {
-	im, err := parseIfMatch(in.IfMatch)
+	im, err := ifMatchPtr(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +188,7 @@ var opDeleteSession = huma.Operation{
 }
 
 func (s *Server) deleteSession(ctx context.Context, r *Request, in *deleteStateInput) (*struct{}, error) {
-	im, err := parseIfMatch(in.IfMatch)
+	im, err := ifMatchPtr(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
@@ -220,13 +211,11 @@ func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *postMes
 	if err != nil {
 		return nil, err
 	}
-	if sess := pg.SessionFrom(ctx); sess != nil {
-		sess.AfterCommit(func() {
-			if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
-				s.log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
-			}
-		})
-	}
+	r.AfterCommit(func() {
+		if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
+			s.log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
+		}
+	})
 	return &messageOutput{Status: http.StatusCreated, Body: messageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,6 +88,29 @@ func scanCheckpoint(row pgx.Row, jobID string) (Checkpoint, error) {
 const inLineage = `FROM lineage l JOIN job_checkpoints c ON c.org_id = $1 AND c.job_id = l.job_id
 		AND c.version > l.lo AND (l.hi IS NULL OR c.version <= l.hi)`
 
+// Check refuses text and JSON Postgres cannot store (NUL characters, \u0000) and a state
+// that is not a JSON object. PutCheckpoint runs it first; a caller that reads another store
+// before PutCheckpoint runs it before that read, so bad input costs no round trip.
+func (in CheckpointInput) Check() error {
+	for _, f := range []struct{ name, v string }{{"goal", in.Goal}, {"current_step", in.CurrentStep}, {"next_action", in.NextAction}} {
+		if err := strata.CheckText(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"done", in.Done}, {"pending", in.Pending}, {"state", in.State}, {"working_state", in.WorkingState}} {
+		if err := strata.CheckJSON(f.name, f.raw); err != nil {
+			return err
+		}
+	}
+	if len(in.State) > 0 && in.State[0] != '{' {
+		return strata.Invalid("state", "must be a JSON object")
+	}
+	return nil
+}
+
 func checkArray(field string, raw json.RawMessage) (json.RawMessage, error) {
 	raw = orEmpty(raw, "[]")
 	var a []json.RawMessage
@@ -101,11 +125,14 @@ func checkArray(field string, raw json.RawMessage) (json.RawMessage, error) {
 // written and the conflict names the current version. Concurrent writers with the same
 // ifMatch: exactly one wins (the job row lock serialises them).
 func (s *Store) PutCheckpoint(ctx context.Context, db pg.DBTX, org, jobID string, in CheckpointInput, ifMatch *int64) (Checkpoint, error) {
-	done, err := checkArray("body.done", in.Done)
+	if err := in.Check(); err != nil {
+		return Checkpoint{}, err
+	}
+	done, err := checkArray("done", in.Done)
 	if err != nil {
 		return Checkpoint{}, err
 	}
-	pending, err := checkArray("body.pending", in.Pending)
+	pending, err := checkArray("pending", in.Pending)
 	if err != nil {
 		return Checkpoint{}, err
 	}
@@ -148,9 +175,17 @@ func (s *Store) GetCheckpoint(ctx context.Context, db pg.DBTX, org, jobID string
 	return scanCheckpoint(db.QueryRow(ctx, q+`$3`, org, jobID, version), jobID)
 }
 
-// ListCheckpoints lists a job's checkpoint versions after afterVersion (ascending), or
-// before beforeVersion (descending) when desc is set; limit rows at most.
-func (s *Store) ListCheckpoints(ctx context.Context, db pg.DBTX, org, jobID string, cursor int64, desc bool, limit int) ([]CheckpointSummary, error) {
+// ListCheckpoints lists a job's checkpoint versions after the cursor version (ascending), or
+// before it (descending) when desc is set; limit rows at most. The cursor is a next_cursor
+// of the previous page ("": from the start); another one is a FieldError for "cursor".
+func (s *Store) ListCheckpoints(ctx context.Context, db pg.DBTX, org, jobID, after string, desc bool, limit int) ([]CheckpointSummary, error) {
+	var cursor int64
+	if after != "" {
+		var err error
+		if cursor, err = strconv.ParseInt(after, 10, 64); err != nil || cursor < 0 {
+			return nil, strata.Invalid("cursor", "must be a next_cursor this endpoint returned")
+		}
+	}
 	if _, err := s.GetJob(ctx, db, org, jobID); err != nil {
 		return nil, err
 	}
@@ -190,7 +225,7 @@ type ForkInput struct {
 // and nothing else. The caller forks the episodic log at the returned job's ParentEventSeq.
 func (s *Store) Fork(ctx context.Context, db pg.DBTX, org, jobID string, version int64, in ForkInput) (Job, Checkpoint, error) {
 	if version < 1 {
-		return Job{}, Checkpoint{}, strata.Invalid("path.version", "must be a checkpoint version (1 or more)")
+		return Job{}, Checkpoint{}, strata.Invalid("version", "must be a checkpoint version (1 or more)")
 	}
 	parent, err := s.GetJob(ctx, db, org, jobID)
 	if err != nil {
@@ -198,8 +233,8 @@ func (s *Store) Fork(ctx context.Context, db pg.DBTX, org, jobID string, version
 	}
 	cp, err := s.GetCheckpoint(ctx, db, org, jobID, version)
 	if errors.Is(err, strata.ErrNotFound) {
-		return Job{}, Checkpoint{}, &strata.FieldError{Field: "path.version", Status: 404,
-			Msg: "job " + jobID + " has no checkpoint version " + itoa(version) + " (latest is " + itoa(parent.CheckpointVersion) + ")"}
+		return Job{}, Checkpoint{}, strata.NoSuch("version", "job %s has no checkpoint version %d (latest is %d)",
+			jobID, version, parent.CheckpointVersion)
 	}
 	if err != nil {
 		return Job{}, Checkpoint{}, err

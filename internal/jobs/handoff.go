@@ -64,8 +64,11 @@ func scanHandoff(row pgx.Row) (Handoff, error) {
 // false. Another handoff while one is pending is a conflict naming the pending one. When
 // the job has an owner, From must be it.
 func (s *Store) CreateHandoff(ctx context.Context, db pg.DBTX, org, jobID string, in HandoffInput) (Handoff, bool, error) {
+	if err := strata.CheckJSON("context", in.Context); err != nil {
+		return Handoff{}, false, err
+	}
 	if in.From == in.To {
-		return Handoff{}, false, strata.Invalid("body.to", "must differ from body.from")
+		return Handoff{}, false, strata.Invalid("to", "must differ from body.from")
 	}
 	j, err := s.lockRunningJob(ctx, db, org, jobID)
 	if err != nil {
@@ -114,7 +117,7 @@ func (s *Store) CreateHandoff(ctx context.Context, db pg.DBTX, org, jobID string
 	}
 	ctxJSON := orEmpty(in.Context, "{}")
 	if !bytes.HasPrefix(bytes.TrimSpace(ctxJSON), []byte("{")) {
-		return Handoff{}, false, strata.Invalid("body.context", "must be a JSON object")
+		return Handoff{}, false, strata.Invalid("context", "must be a JSON object")
 	}
 	h, err := scanHandoff(db.QueryRow(ctx, `INSERT INTO job_handoffs (org_id, job_id, handoff_id, from_agent, to_agent, context,
 			status, created_at, last_sent_at)
@@ -179,6 +182,9 @@ func (s *Store) AckHandoff(ctx context.Context, db pg.DBTX, org, jobID, id, agen
 // ListHandoffs lists a job's handoffs by id (server-assigned ids are UUIDv7, so time order), after the cursor;
 // status "" means any.
 func (s *Store) ListHandoffs(ctx context.Context, db pg.DBTX, org, jobID, status string, after string, limit int) ([]Handoff, error) {
+	if err := strata.CheckID("cursor", after, true); err != nil {
+		return nil, err
+	}
 	if _, err := s.GetJob(ctx, db, org, jobID); err != nil {
 		return nil, err
 	}

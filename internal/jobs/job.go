@@ -79,8 +79,9 @@ type Store struct {
 	StalledAfter time.Duration
 }
 
-// NewStore returns a store on the given clock (time.Now in production).
-func NewStore(now func() time.Time, stalledAfter time.Duration) *Store {
+// NewStore returns a store that counts a running job as stalled after stalledAfter without
+// progress (0: 15 minutes), on the given clock (nil: time.Now).
+func NewStore(stalledAfter time.Duration, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
@@ -165,13 +166,36 @@ func notRunning(j Job) error {
 		map[string]any{"job_id": j.JobID, "status": j.Status})
 }
 
+// Check refuses a spec the jobs table cannot hold: a goal with NUL characters, metadata or
+// outcome JSON with \u0000, metadata that is not an object, an unknown status. PutJob runs it
+// first; a caller that reads another store before PutJob runs it before that read, so bad
+// input costs no round trip.
+func (spec JobSpec) Check() error {
+	if err := strata.CheckText("goal", spec.Goal); err != nil {
+		return err
+	}
+	if err := strata.CheckJSON("metadata", spec.Metadata); err != nil {
+		return err
+	}
+	if err := strata.CheckJSON("outcome", spec.Outcome); err != nil {
+		return err
+	}
+	if len(spec.Metadata) > 0 && spec.Metadata[0] != '{' {
+		return strata.Invalid("metadata", "must be a JSON object")
+	}
+	if spec.Status != "" && !ValidStatus(spec.Status) {
+		return strata.Invalid("status", "must be running, completed, failed or cancelled")
+	}
+	return nil
+}
+
 // PutJob creates or updates a job. ifMatch (when set) must equal the current record
 // version (0 means "must not exist yet"). created reports an insert. An update that
 // changes nothing keeps the version. Moving a running job to a terminal status finishes it
 // as CompleteJob does (outbox row included); a finished job's status cannot change again.
 func (s *Store) PutJob(ctx context.Context, db pg.DBTX, org, jobID string, spec JobSpec, ifMatch *int64) (Job, bool, error) {
-	if spec.Status != "" && !ValidStatus(spec.Status) {
-		return Job{}, false, strata.Invalid("body.status", "must be running, completed, failed or cancelled")
+	if err := spec.Check(); err != nil {
+		return Job{}, false, err
 	}
 	now := s.Now()
 	cur, err := s.lockJob(ctx, db, org, jobID)
@@ -260,15 +284,29 @@ func (s *Store) PutJob(ctx context.Context, db pg.DBTX, org, jobID string, spec 
 	return j, false, nil
 }
 
+// CheckCompletion refuses a completion CompleteJob would refuse without reading the job:
+// outcome JSON with \u0000, a status that is not terminal ("" is completed). CompleteJob
+// runs it first; a caller that reads another store before CompleteJob runs it before that
+// read.
+func CheckCompletion(status string, outcome json.RawMessage) error {
+	if err := strata.CheckJSON("outcome", outcome); err != nil {
+		return err
+	}
+	if status != "" && !Terminal(status) {
+		return strata.Invalid("status", "must be completed, failed or cancelled")
+	}
+	return nil
+}
+
 // CompleteJob finishes a running job with status (completed, failed or cancelled) and
 // outcome, and in the same transaction enqueues its consolidation in job_outbox. Finishing
 // it again with the same status answers the job as it is (no second outbox row).
 func (s *Store) CompleteJob(ctx context.Context, db pg.DBTX, org, jobID, status string, outcome json.RawMessage, eventSeq int64) (Job, error) {
+	if err := CheckCompletion(status, outcome); err != nil {
+		return Job{}, err
+	}
 	if status == "" {
 		status = StatusCompleted
-	}
-	if !Terminal(status) {
-		return Job{}, strata.Invalid("body.status", "must be completed, failed or cancelled")
 	}
 	cur, err := s.lockJob(ctx, db, org, jobID)
 	if err != nil {
@@ -346,7 +384,7 @@ func (s *Store) Outbox(ctx context.Context, db pg.DBTX, org, jobID string) ([]Ou
 type ListFilter struct {
 	Status  string // "" any
 	Stalled bool   // only running jobs whose in-flight lease expired or that made no progress for StalledAfter
-	After   string // job_id cursor
+	After   string // job_id cursor (a next_cursor of the previous page)
 	Limit   int    // rows to return (callers ask limit+1 to detect a next page)
 }
 
@@ -370,8 +408,11 @@ type JobListItem struct {
 	Stalled *StalledStep `json:"stalled,omitempty"`
 }
 
-// ListJobs lists jobs by job_id.
+// ListJobs lists jobs by job_id. A cursor that is not a job id is a FieldError for "cursor".
 func (s *Store) ListJobs(ctx context.Context, db pg.DBTX, org string, f ListFilter) ([]JobListItem, error) {
+	if err := strata.CheckID("cursor", f.After, true); err != nil {
+		return nil, err
+	}
 	if f.Limit <= 0 {
 		f.Limit = 101
 	}

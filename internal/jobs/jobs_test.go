@@ -43,7 +43,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	pool, _ := testenv.Pool(t)
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	return &env{t: t, pool: pool, store: jobs.NewStore(clk.now, 15*time.Minute), clk: clk}
+	return &env{t: t, pool: pool, store: jobs.NewStore(15*time.Minute, clk.now), clk: clk}
 }
 
 // tx runs fn in a transaction of org; fn's error rolls back and is returned.
@@ -216,7 +216,7 @@ func TestStepFailureDispositions(t *testing.T) {
 	_, err = e.fail("acme", "j1", "s", c3.FencingToken, "shrug")
 	var fe *strata.FieldError
 	require.ErrorAs(t, err, &fe)
-	require.Equal(t, "body.disposition", fe.Field)
+	require.Equal(t, "disposition", fe.Field)
 	var got jobs.Step
 	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
 		got, err = e.store.GetStep(context.Background(), tx, "acme", "j1", "s")
@@ -359,7 +359,7 @@ func TestForkIsolationAndLineage(t *testing.T) {
 	require.Equal(t, "p", get("f", 1).StoredIn, "shared, not copied")
 	var list []jobs.CheckpointSummary
 	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
-		list, err = e.store.ListCheckpoints(ctx, tx, "acme", "f", 0, false, 100)
+		list, err = e.store.ListCheckpoints(ctx, tx, "acme", "f", "", false, 100)
 		return err
 	}))
 	var where []string
@@ -368,7 +368,7 @@ func TestForkIsolationAndLineage(t *testing.T) {
 	}
 	require.Equal(t, []string{"1p", "2p", "3f", "4f"}, where)
 	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
-		list, err = e.store.ListCheckpoints(ctx, tx, "acme", "p", 0, true, 100)
+		list, err = e.store.ListCheckpoints(ctx, tx, "acme", "p", "", true, 100)
 		return err
 	}))
 	require.Len(t, list, 3, "the fork's writes never show in the parent")
@@ -381,7 +381,7 @@ func TestForkIsolationAndLineage(t *testing.T) {
 	}))
 	require.Equal(t, "v1", get("g", 0).NextAction)
 	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
-		list, err = e.store.ListCheckpoints(ctx, tx, "acme", "g", 0, false, 100)
+		list, err = e.store.ListCheckpoints(ctx, tx, "acme", "g", "", false, 100)
 		return err
 	}))
 	require.Len(t, list, 1)
@@ -410,7 +410,8 @@ func TestForkIsolationAndLineage(t *testing.T) {
 	})
 	var fe *strata.FieldError
 	require.ErrorAs(t, err, &fe)
-	require.Equal(t, 404, fe.Status)
+	require.Equal(t, "version", fe.Field)
+	require.Equal(t, strata.FieldNotFound, fe.Kind)
 	err = e.tx("acme", func(tx pgx.Tx) error {
 		_, _, err := e.store.Fork(ctx, tx, "acme", "p", 1, jobs.ForkInput{NewJobID: "f"})
 		return err

@@ -3,6 +3,7 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -114,22 +115,42 @@ type LangGraphTuple struct {
 	CreatedAt          time.Time               `json:"created_at"`
 }
 
-// LangGraphCursor is where a list page ends (its last tuple).
-type LangGraphCursor struct {
+// langGraphCursor is where a list page ends (its last tuple); the next_cursor is its JSON,
+// base64url-encoded.
+type langGraphCursor struct {
 	CheckpointID string `json:"c"`
 	ThreadID     string `json:"t"`
 	CheckpointNS string `json:"n"`
 }
 
+// Cursor is the next_cursor of a list page that ends with t.
+func (t LangGraphTuple) Cursor() string {
+	b, _ := json.Marshal(langGraphCursor{CheckpointID: t.CheckpointID, ThreadID: t.ThreadID, CheckpointNS: t.CheckpointNS})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
 // LangGraphListFilter selects checkpoints for list(), newest (greatest checkpoint id) first.
 type LangGraphListFilter struct {
-	ThreadID     string          // "": every thread of the org
-	CheckpointNS *string         // nil: every namespace
-	CheckpointID string          // "": any
-	Before       string          // "": no bound; else checkpoint_id < Before
-	Metadata     json.RawMessage // a JSON object the metadata must contain (@>); nil: any
-	After        *LangGraphCursor
+	ThreadID     string  // "": every thread of the org
+	CheckpointNS *string // nil: every namespace
+	CheckpointID string  // "": any
+	Before       string  // "": no bound; else checkpoint_id < Before
+	Filter       string  // a JSON object the metadata must contain (@>); "": any
+	Cursor       string  // the Cursor of the previous page's last tuple; "": from the newest
 	Limit        int
+}
+
+// Check refuses text Postgres cannot store (NUL characters) in the put's ids. LangGraphPut
+// runs it first; a caller that reads another store before LangGraphPut runs it before that
+// read, so bad input costs no round trip.
+func (in LangGraphPut) Check() error {
+	for _, f := range []struct{ name, v string }{{"checkpoint_ns", in.CheckpointNS}, {"checkpoint_id", in.CheckpointID},
+		{"parent_checkpoint_id", in.ParentCheckpointID}} {
+		if err := strata.CheckText(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func checkObject(field string, raw json.RawMessage, required bool) error {
@@ -205,13 +226,16 @@ func (s *Store) threadNotRunning(ctx context.Context, db pg.DBTX, org, jobID str
 // stored for a (channel, version) are kept. The job's row is locked first (created when
 // new), so puts to one thread are serialised; the statements go in one round trip.
 func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphPut) (LangGraphPutResult, error) {
-	if in.CheckpointID == "" {
-		return LangGraphPutResult{}, strata.Invalid("body.checkpoint_id", "is required")
-	}
-	if err := checkObject("body.checkpoint", in.Checkpoint, true); err != nil {
+	if err := in.Check(); err != nil {
 		return LangGraphPutResult{}, err
 	}
-	if err := checkObject("body.metadata", in.Metadata, false); err != nil {
+	if in.CheckpointID == "" {
+		return LangGraphPutResult{}, strata.Invalid("checkpoint_id", "is required")
+	}
+	if err := checkObject("checkpoint", in.Checkpoint, true); err != nil {
+		return LangGraphPutResult{}, err
+	}
+	if err := checkObject("metadata", in.Metadata, false); err != nil {
 		return LangGraphPutResult{}, err
 	}
 	channels := make([]string, len(in.Blobs))
@@ -220,7 +244,7 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 	data := make([][]byte, len(in.Blobs))
 	for i, b := range in.Blobs {
 		if b.Type == "empty" && len(b.Data) > 0 {
-			return LangGraphPutResult{}, strata.Invalid("body.blobs["+strconv.Itoa(i)+"].data", "must be absent for type empty")
+			return LangGraphPutResult{}, strata.Invalid("blobs["+strconv.Itoa(i)+"].data", "must be absent for type empty")
 		}
 		if b.Type != "empty" && b.Data == nil {
 			b.Data = []byte{}
@@ -318,11 +342,17 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 // PostgresSaver does. The checkpoint need not exist yet (durability "async"); the job is
 // created when it does not.
 func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphWrites) (int, bool, error) {
+	for _, f := range []struct{ name, v string }{{"checkpoint_ns", in.CheckpointNS}, {"checkpoint_id", in.CheckpointID},
+		{"task_id", in.TaskID}, {"task_path", in.TaskPath}} {
+		if err := strata.CheckText(f.name, f.v); err != nil {
+			return 0, false, err
+		}
+	}
 	if in.CheckpointID == "" {
-		return 0, false, strata.Invalid("body.checkpoint_id", "is required")
+		return 0, false, strata.Invalid("checkpoint_id", "is required")
 	}
 	if in.TaskID == "" {
-		return 0, false, strata.Invalid("body.task_id", "is required")
+		return 0, false, strata.Invalid("task_id", "is required")
 	}
 	idx := make([]int32, len(in.Writes))
 	channels := make([]string, len(in.Writes))
@@ -455,8 +485,26 @@ func (s *Store) LangGraphGet(ctx context.Context, db pg.DBTX, org, jobID, ns, ch
 
 // LangGraphList lists checkpoints, newest (greatest checkpoint id) first; ties across
 // threads and namespaces break by thread then namespace, descending, so the cursor is exact.
+// A filter that is not a JSON object and a cursor this list did not make are FieldErrors
+// for "filter" and "cursor".
 func (s *Store) LangGraphList(ctx context.Context, db pg.DBTX, org string, f LangGraphListFilter) ([]LangGraphTuple, error) {
-	if err := checkObject("query.filter", f.Metadata, false); err != nil {
+	var metadata json.RawMessage
+	if f.Filter != "" {
+		if !json.Valid([]byte(f.Filter)) {
+			return nil, strata.Invalid("filter", "must be a JSON object")
+		}
+		metadata = json.RawMessage(f.Filter)
+	}
+	var after *langGraphCursor
+	if f.Cursor != "" {
+		var c langGraphCursor
+		raw, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		if err != nil || json.Unmarshal(raw, &c) != nil || c.CheckpointID == "" {
+			return nil, strata.Invalid("cursor", "must be a next_cursor this endpoint returned")
+		}
+		after = &c
+	}
+	if err := checkObject("filter", metadata, false); err != nil {
 		return nil, err
 	}
 	args := []any{org}
@@ -480,11 +528,11 @@ func (s *Store) LangGraphList(ctx context.Context, db pg.DBTX, org string, f Lan
 	if f.Before != "" {
 		add(`cp.checkpoint_id < $?`, f.Before)
 	}
-	if len(bytes.TrimSpace(f.Metadata)) > 0 && string(bytes.TrimSpace(f.Metadata)) != "{}" {
-		add(`cp.metadata @> $?::jsonb`, string(f.Metadata))
+	if len(bytes.TrimSpace(metadata)) > 0 && string(bytes.TrimSpace(metadata)) != "{}" {
+		add(`cp.metadata @> $?::jsonb`, string(metadata))
 	}
-	if f.After != nil {
-		add(`(cp.checkpoint_id, cp.job_id, cp.checkpoint_ns) < ($?, $?, $?)`, f.After.CheckpointID, f.After.ThreadID, f.After.CheckpointNS)
+	if after != nil {
+		add(`(cp.checkpoint_id, cp.job_id, cp.checkpoint_ns) < ($?, $?, $?)`, after.CheckpointID, after.ThreadID, after.CheckpointNS)
 	}
 	args = append(args, f.Limit)
 	rows, err := db.Query(ctx, `SELECT `+tupleCols+` FROM langgraph_checkpoints cp WHERE `+where+`

@@ -173,13 +173,21 @@ func (s *Store) touch(ctx context.Context, db pg.DBTX, org, jobID string, now ti
 //
 // When the job has an owner, only that owner may claim its steps.
 func (s *Store) Start(ctx context.Context, db pg.DBTX, org, jobID, stepID string, in StartInput) (Claim, error) {
-	secs, err := checkLease("body.lease_seconds", in.LeaseSeconds)
+	if err := strata.CheckJSON("input.params", in.Input.Params); err != nil {
+		return Claim{}, err
+	}
+	for _, f := range []struct{ name, v string }{{"input.tool", in.Input.Tool}, {"input.model", in.Input.Model}} {
+		if err := strata.CheckText(f.name, f.v); err != nil {
+			return Claim{}, err
+		}
+	}
+	secs, err := checkLease("lease_seconds", in.LeaseSeconds)
 	if err != nil {
 		return Claim{}, err
 	}
 	input, err := json.Marshal(in.Input)
 	if err != nil {
-		return Claim{}, strata.Invalid("body.input", "is not valid JSON")
+		return Claim{}, strata.Invalid("input", "is not valid JSON")
 	}
 	j, err := s.lockRunningJob(ctx, db, org, jobID)
 	if err != nil {
@@ -244,7 +252,7 @@ func (s *Store) Start(ctx context.Context, db pg.DBTX, org, jobID, stepID string
 // what counts.
 func (s *Store) Heartbeat(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, leaseSeconds int) (Step, error) {
 	if leaseSeconds != 0 {
-		if _, err := checkLease("body.lease_seconds", leaseSeconds); err != nil {
+		if _, err := checkLease("lease_seconds", leaseSeconds); err != nil {
 			return Step{}, err
 		}
 	}
@@ -274,6 +282,9 @@ func (s *Store) Heartbeat(ctx context.Context, db pg.DBTX, org, jobID, stepID st
 // Complete stores the step's result under the current token. Completing again with the same
 // token answers the step as stored (a retry after a lost response).
 func (s *Store) Complete(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, result json.RawMessage) (Step, error) {
+	if err := strata.CheckJSON("result", result); err != nil {
+		return Step{}, err
+	}
 	if _, err := s.lockRunningJob(ctx, db, org, jobID); err != nil {
 		return Step{}, err
 	}
@@ -302,8 +313,11 @@ func (s *Store) Complete(ctx context.Context, db pg.DBTX, org, jobID, stepID str
 // claims it again) or manual_review (Start refuses until ClearStep). Failing again with the
 // same token and disposition answers the step as stored.
 func (s *Store) Fail(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, msg, disposition string) (Step, error) {
+	if err := strata.CheckText("error", msg); err != nil {
+		return Step{}, err
+	}
 	if disposition != DispositionRetryable && disposition != DispositionManualReview {
-		return Step{}, strata.Invalid("body.disposition", "must be retryable or manual_review")
+		return Step{}, strata.Invalid("disposition", "must be retryable or manual_review")
 	}
 	if _, err := s.lockRunningJob(ctx, db, org, jobID); err != nil {
 		return Step{}, err
@@ -358,6 +372,19 @@ func (s *Store) GetStep(ctx context.Context, db pg.DBTX, org, jobID, stepID stri
 	now := s.Now()
 	return s.scanStep(db.QueryRow(ctx, `SELECT `+stepCols+` FROM job_steps
 		WHERE org_id = $1 AND job_id = $2 AND step_id = $3`, org, jobID, stepID), now)
+}
+
+// PageSteps is a client's page of a job's steps: after is a next_cursor of the previous page
+// (a step id; another value is a FieldError for "cursor"), and a job that does not exist is
+// ErrNotFound (ListSteps answers it an empty list).
+func (s *Store) PageSteps(ctx context.Context, db pg.DBTX, org, jobID, after string, limit int) ([]Step, error) {
+	if err := strata.CheckID("cursor", after, true); err != nil {
+		return nil, err
+	}
+	if _, err := s.GetJob(ctx, db, org, jobID); err != nil {
+		return nil, err
+	}
+	return s.ListSteps(ctx, db, org, jobID, after, limit)
 }
 
 // ListSteps lists a job's steps by step_id after the cursor.

@@ -21,35 +21,44 @@ var (
 )
 
 // FieldError is bad input in one named field. Tiers name the field bare ("text",
-// "params[3].op"); the HTTP layer adds where it travelled. Kind says how it is wrong
-// (default: invalid); Status, when set, overrides the kind's status (HTTP layer only).
+// "params[3].op", "session") and say what is wrong with it by Kind; the transport adds where
+// the field travelled and picks its answer (httpapi: body./path./query., 422/400/413/404).
 type FieldError struct {
-	Field  string // bare ("text", "kinds[2]") or located ("body.text", "query.limit")
-	Msg    string
+	Field string // bare ("text", "[3].op") or, from the transport itself, located ("header.If-Match")
+	Msg   string
+	// Status is an HTTP status set by the transport for its own errors (0: from Kind). Tiers
+	// leave it alone and set Kind.
 	Status int
 	Kind   FieldKind
 }
 
-// FieldKind is how a field is wrong.
+// FieldKind is what is wrong with a field.
 type FieldKind int
 
 const (
-	// FieldInvalid: well-formed but not acceptable (the default).
+	// FieldInvalid: the value is well-formed but not acceptable (the default).
 	FieldInvalid FieldKind = iota
-	// FieldMalformed: not in a form that can be read at all (e.g. a precondition header).
+	// FieldMalformed: the value could not be parsed at all.
 	FieldMalformed
-	// FieldTooLarge: over a size limit.
+	// FieldTooLarge: the value is larger than a configured limit.
 	FieldTooLarge
+	// FieldNotFound: the value names something that does not exist.
+	FieldNotFound
 )
+
+// TooLarge returns a FieldError of kind FieldTooLarge for field.
+func TooLarge(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Kind: FieldTooLarge}
+}
 
 // Malformed returns a FieldError of kind FieldMalformed for field.
 func Malformed(field, format string, args ...any) error {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Kind: FieldMalformed}
 }
 
-// TooLarge returns a FieldError of kind FieldTooLarge for field.
-func TooLarge(field, format string, args ...any) error {
-	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Kind: FieldTooLarge}
+// NoSuch returns a FieldError of kind FieldNotFound for field.
+func NoSuch(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Kind: FieldNotFound}
 }
 
 func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Msg) }

@@ -240,33 +240,6 @@ func intOr(p *int, d int) int {
 	return *p
 }
 
-// checkFilters validates the trust and provenance filters (the same as memory search's)
-// into q.
-func checkFilters(trust []string, pf *semantic.ProvenanceFilter, q *semantic.Query) error {
-	for i, t := range trust {
-		if !semantic.ValidTrust(t) {
-			return strata.Invalid("trust["+strconv.Itoa(i)+"]", "must be one of %s", strings.Join(semantic.Trusts, ", "))
-		}
-	}
-	q.Trust = trust
-	if pf == nil {
-		return nil
-	}
-	for _, f := range []struct {
-		name string
-		ids  []string
-	}{{"key_ids", pf.KeyIDs}, {"agent_ids", pf.AgentIDs}, {"job_ids", pf.JobIDs},
-		{"exclude_key_ids", pf.ExcludeKeyIDs}, {"exclude_agent_ids", pf.ExcludeAgentIDs}} {
-		for i, id := range f.ids {
-			if !strata.ValidID(id) {
-				return strata.Invalid("provenance."+f.name+"["+strconv.Itoa(i)+"]", "must be 1-200 characters of A-Z a-z 0-9 . _ : -")
-			}
-		}
-	}
-	q.Provenance = *pf
-	return nil
-}
-
 // Assemble assembles req's context in sess, the request's unit of work: everything read by
 // key in one round trip (with the transaction's BEGIN) while the query is embedded, then
 // the searches on the transaction while the working state is read from Redis. The
@@ -298,7 +271,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	}
 	similar, turns, events := intOr(req.SimilarJobs, defaultSimilarJobs), intOr(req.RecentTurns, defaultRecentTurns), intOr(req.RecentEvents, defaultRecentEvents)
 	var filters semantic.Query
-	if err := checkFilters(req.Trust, req.Provenance, &filters); err != nil {
+	if err := semantic.SetFilters(&filters, req.Trust, req.Provenance); err != nil {
 		return nil, err
 	}
 	scope := req.Scope

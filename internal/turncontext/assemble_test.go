@@ -61,8 +61,8 @@ func newEnv(t *testing.T) *env {
 	pool, dsn := testenv.Pool(t)
 	rdb, prefix := testenv.Redis(t)
 	e := &env{t: t, ctx: ctx, pool: pool, dsn: dsn, rdb: rdb, prefix: prefix,
-		jobs: jobs.NewStore(nil, time.Hour), events: episodic.NewStore(episodic.Options{}),
-		ws:  working.New(rdb, pool, working.Options{Prefix: prefix}),
+		jobs: jobs.NewStore(time.Hour, nil), events: episodic.NewStore(episodic.Options{}),
+		ws:  working.New(pool, rdb, working.Options{Prefix: prefix}),
 		kv:  keyvalue.New(pool, rdb, keyvalue.Options{Prefix: prefix, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}),
 		sem: semantic.NewStore(semantic.Options{}, nil), emb: embed.NewLexical(384)}
 	e.deps = tc.Deps{Jobs: e.jobs, Events: e.events, Working: e.ws, KV: e.kv, Memories: e.sem, Embedder: e.emb,
@@ -134,7 +134,9 @@ func (e *env) seed() {
 		{"brand", "palette", `"teal"`, strata.Scope{OrgID: org}},
 	} {
 		s := pg.NewSession(e.pool, org)
-		_, _, err := e.kv.Put(pg.WithSession(ctx, s), keyvalue.WriteInput{Namespace: kv.ns, Key: kv.key, Scope: kv.scope,
+		tx, err := s.Tx(ctx)
+		require.NoError(t, err)
+		_, _, err = e.kv.Put(ctx, tx, s.AfterCommit, keyvalue.WriteInput{Namespace: kv.ns, Key: kv.key, Scope: kv.scope,
 			Value: json.RawMessage(kv.value)})
 		require.NoError(t, err)
 		require.NoError(t, s.Commit(ctx))

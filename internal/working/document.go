@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -68,8 +67,7 @@ func (s *Store) checkDoc(field string, raw []byte) ([]byte, error) {
 // checkSize refuses a document larger than the configured cap with 413, naming the field.
 func (s *Store) checkSize(field string, doc []byte) error {
 	if len(doc) > s.opt.MaxStateBytes {
-		return &strata.FieldError{Field: field, Status: http.StatusRequestEntityTooLarge,
-			Msg: fmt.Sprintf("the state document would be %d bytes; the limit is %d (STRATA_MAX_STATE_BYTES)", len(doc), s.opt.MaxStateBytes)}
+		return strata.TooLarge(field, "the state document would be %d bytes; the limit is %d (STRATA_MAX_STATE_BYTES)", len(doc), s.opt.MaxStateBytes)
 	}
 	return nil
 }
@@ -106,7 +104,7 @@ func applyPatch(doc, patch []byte) ([]byte, error) {
 			return nil, fmt.Errorf("stored state is not an object: %w", err)
 		}
 	}
-	p, err := parseObject("body.state", patch)
+	p, err := parseObject("state", patch)
 	if err != nil {
 		return nil, err
 	}

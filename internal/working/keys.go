@@ -8,7 +8,7 @@ func checkIDs(org, session string) error {
 	if err := strata.CheckID("org_id", org, false); err != nil {
 		return err
 	}
-	return strata.CheckID("path.session", session, false)
+	return strata.CheckID("session", session, false)
 }
 
 // Key layout. Every key starts with the configured prefix. The two keys of one session

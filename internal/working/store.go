@@ -41,9 +41,9 @@ type Store struct {
 	beforeConfirm   func() error // after the commit, before the buffer is trimmed
 }
 
-// New returns a store over rdb (live copy) and pool (durable copy; used directly only for
-// the occasional expiry bump on reads — request writes go through the caller's transaction).
-func New(rdb redis.UniversalClient, pool *pgxpool.Pool, o Options) *Store {
+// New returns a store over pool (durable copy; used directly only for the occasional expiry
+// bump on reads — request writes go through the caller's transaction) and rdb (live copy).
+func New(pool *pgxpool.Pool, rdb redis.UniversalClient, o Options) *Store {
 	if o.TTL <= 0 {
 		o.TTL = 24 * time.Hour
 	}
@@ -463,7 +463,7 @@ func versionConflict(current int64) error {
 
 func (s *Store) checkTTL(d time.Duration) error {
 	if d < 0 || d > MaxTTL {
-		return strata.Invalid("body.ttl_seconds", "must be between 1 and %d", int64(MaxTTL/time.Second))
+		return strata.Invalid("ttl_seconds", "must be between 1 and %d", int64(MaxTTL/time.Second))
 	}
 	return nil
 }
@@ -474,11 +474,11 @@ func (s *Store) Put(ctx context.Context, tx pg.DBTX, org, session string, w Writ
 	if err := checkIDs(org, session); err != nil {
 		return State{}, false, err
 	}
-	doc, err := s.checkDoc("body.state", w.State)
+	doc, err := s.checkDoc("state", w.State)
 	if err != nil {
 		return State{}, false, err
 	}
-	if err := s.checkSize("body.state", doc); err != nil {
+	if err := s.checkSize("state", doc); err != nil {
 		return State{}, false, err
 	}
 	return s.write(ctx, tx, org, session, w, func(meta) ([]byte, error) { return doc, nil }, false)
@@ -495,7 +495,7 @@ func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 	if len(patch) == 0 {
 		patch = []byte("{}")
 	}
-	patch, err := s.checkDoc("body.state", patch)
+	patch, err := s.checkDoc("state", patch)
 	if err != nil {
 		return State{}, false, err
 	}
@@ -505,9 +505,9 @@ func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 			return nil, err
 		}
 		if d := strata.JSONDepth(doc); d > s.opt.MaxDepth {
-			return nil, strata.Invalid("body.state", "the patched document would be nested %d levels deep; the limit is %d", d, s.opt.MaxDepth)
+			return nil, strata.Invalid("state", "the patched document would be nested %d levels deep; the limit is %d", d, s.opt.MaxDepth)
 		}
-		return doc, s.checkSize("body.state", doc)
+		return doc, s.checkSize("state", doc)
 	}, true)
 }
 

@@ -46,7 +46,7 @@ func setup(t *testing.T, o Options) *bundle {
 	rdb, prefix := testenv.Redis(t)
 	c := &clock{t: time.Now()}
 	o.Prefix, o.Now = prefix, c.Now
-	return &bundle{store: New(rdb, pool, o), pool: pool, dsn: dsn, rdb: rdb, prefix: prefix, clock: c, ctx: context.Background()}
+	return &bundle{store: New(pool, rdb, o), pool: pool, dsn: dsn, rdb: rdb, prefix: prefix, clock: c, ctx: context.Background()}
 }
 
 // inTx runs fn in a transaction for org and commits when it returns nil. A panic in fn
@@ -286,7 +286,7 @@ func TestRedisDownServesDurableCopy(t *testing.T) {
 
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { dead.Close() })
-	down := New(dead, b.pool, Options{Prefix: b.prefix, BufferSize: 2, Now: b.clock.Now})
+	down := New(b.pool, dead, Options{Prefix: b.prefix, BufferSize: 2, Now: b.clock.Now})
 	require.NoError(t, b.inTx("o", func(tx pgx.Tx) error {
 		st, err := down.Get(b.ctx, tx, "o", "s")
 		require.NoError(t, err)

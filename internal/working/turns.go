@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,17 +96,16 @@ func (s *Store) checkTurn(t NewTurn) error {
 		ok = ok || t.Role == r
 	}
 	if !ok {
-		return strata.Invalid("body.role", "must be one of %s", strings.Join(Roles, ", "))
+		return strata.Invalid("role", "must be one of %s", strings.Join(Roles, ", "))
 	}
-	if err := strata.CheckText("body.content", t.Content); err != nil {
+	if err := strata.CheckText("content", t.Content); err != nil {
 		return err
 	}
 	if len(t.Content) > s.opt.MaxStateBytes {
-		return &strata.FieldError{Field: "body.content", Status: http.StatusRequestEntityTooLarge,
-			Msg: fmt.Sprintf("is %d bytes; the limit is %d", len(t.Content), s.opt.MaxStateBytes)}
+		return strata.TooLarge("content", "is %d bytes; the limit is %d", len(t.Content), s.opt.MaxStateBytes)
 	}
 	if len(bytes.TrimSpace(t.Metadata)) > 0 && string(bytes.TrimSpace(t.Metadata)) != "null" {
-		if _, err := s.checkDoc("body.metadata", t.Metadata); err != nil {
+		if _, err := s.checkDoc("metadata", t.Metadata); err != nil {
 			return err
 		}
 	}
@@ -126,7 +124,7 @@ func (s *Store) Append(ctx context.Context, tx pg.DBTX, org, session string, in 
 	}
 	var md json.RawMessage
 	if m := bytes.TrimSpace(in.Metadata); len(m) > 0 && string(m) != "null" {
-		md, _ = s.checkDoc("body.metadata", m)
+		md, _ = s.checkDoc("metadata", m)
 	}
 	for range 3 {
 		now := s.opt.Now()
