@@ -6,15 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/jobs"
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -260,29 +257,6 @@ func (s *Server) eventHead(ctx context.Context, r *Request, job string, check er
 		return 0, nil
 	}
 	return h.LastSeq, err
-}
-
-// stalledCollector exports the number of stalled jobs (all orgs) at scrape time.
-type stalledCollector struct {
-	store   *jobs.Store
-	pool    pg.DBTX
-	timeout time.Duration
-}
-
-var stalledDesc = prometheus.NewDesc("strata_jobs_stalled", "Running jobs that are stalled, by reason (lease_expired: an in-flight lease ran out; no_progress: nothing happened for STRATA_STALLED_AFTER).", []string{"reason"}, nil)
-
-func (c *stalledCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stalledDesc }
-
-func (c *stalledCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	le, np, err := c.store.StalledCounts(ctx, c.pool)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(stalledDesc, err)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(stalledDesc, prometheus.GaugeValue, float64(le), "lease_expired")
-	ch <- prometheus.MustNewConstMetric(stalledDesc, prometheus.GaugeValue, float64(np), "no_progress")
 }
 
 var opPutJob = huma.Operation{

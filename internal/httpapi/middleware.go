@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -234,7 +235,8 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				&huma.ErrorDetail{Location: "body", Message: depthMessage(s.opts.MaxJSONDepth)})
 			return
 		}
-		if f := nulField(body); f != "" {
+		if p, ok := strata.NULPath(body); ok {
+			f := "body" + p
 			writeProblem(w, r, http.StatusUnprocessableEntity, "invalid "+f, nil,
 				&huma.ErrorDetail{Location: f, Message: "must not contain NUL (\\u0000) characters"})
 			return
@@ -380,43 +382,15 @@ func (s *Server) auditWrite(ctx context.Context, r *http.Request, p auth.Princip
 // auditEntry is the audit record of a successful write: ids from the route and the body,
 // never the body itself.
 func (s *Server) auditEntry(ctx context.Context, r *http.Request, p auth.Principal, status int, body []byte) (audit.Entry, error) {
-	route := chi.RouteContext(ctx).RoutePattern()
-	params := chi.RouteContext(ctx).URLParams
-	values := append([]string(nil), params.Values...)
+	rc := chi.RouteContext(ctx)
+	route := rc.RoutePattern()
 	ids := topFields(r, body, "agent_id", "user_id") // one parse of the body for both
-	subject := ids[1]
-	for i, k := range params.Keys {
-		if k == "user" && i < len(values) { // a data subject in the path (/v1/gdpr/restrictions/{user}): pseudonymised
-			if subject == "" {
-				subject = values[i]
-			}
-			values[i] = "subject:" + s.pseudo.Subject(p.OrgID, values[i])
-		}
-	}
-	etype, eid := entityOf(route, values)
 	if status == 0 {
 		status = http.StatusOK
 	}
-	return audit.Entry{
-		OrgID: p.OrgID, ActorKeyID: p.KeyID, ActorRole: string(p.Role), AgentID: ids[0],
-		Action: s.operationID(r.Method, route), EntityType: etype, EntityID: eid, RequestID: requestID(ctx),
-		Subject: s.pseudo.Subject(p.OrgID, subject), Status: status,
-		Details: map[string]any{"method": r.Method, "route": route},
-	}, nil
-}
-
-// entityOf names the entity a route acts on: the first path segment after /v1 and the
-// route's path parameters (joined by "/").
-func entityOf(route string, params []string) (string, string) {
-	rest := strings.TrimPrefix(route, "/v1/")
-	etype, _, _ := strings.Cut(rest, "/")
-	if etype == "admin" {
-		parts := strings.Split(rest, "/")
-		if len(parts) > 1 {
-			etype = "admin." + parts[1]
-		}
-	}
-	return etype, strings.Join(params, "/")
+	return s.pseudo.RequestEntry(audit.Request{OrgID: p.OrgID, KeyID: p.KeyID, Role: string(p.Role),
+		AgentID: ids[0], UserID: ids[1], Action: s.operationID(r.Method, route), Method: r.Method, Route: route,
+		ParamKeys: rc.URLParams.Keys, ParamValues: rc.URLParams.Values, RequestID: requestID(ctx), Status: status}), nil
 }
 
 // operationID maps a method and route pattern to its OpenAPI operation id.
@@ -512,4 +486,8 @@ func (s *Server) writeErrFresh(w http.ResponseWriter, r *http.Request, err error
 		w.Header().Del(h)
 	}
 	s.writeErr(w, r, err)
+}
+
+func depthMessage(max int) string {
+	return fmt.Sprintf("JSON is nested deeper than %d levels", max)
 }

@@ -132,7 +132,7 @@ func NewServer(d Deps) *Server {
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}
-	s.metrics.reg.MustRegister(&stalledCollector{store: s.jobs, pool: s.pool, timeout: s.opts.StoreTimeout})
+	s.metrics.reg.MustRegister(jobs.StalledCollector(s.jobs, s.pool, s.opts.StoreTimeout))
 	s.router = chi.NewRouter()
 	s.routes()
 	return s

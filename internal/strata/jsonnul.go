@@ -1,20 +1,19 @@
-package httpapi
+package strata
 
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"strconv"
 	"strings"
 )
 
-// nulField returns the location (body.a.b[2]) of the first string or key that holds a NUL
-// character, which Postgres cannot store; "" when there is none or the JSON is malformed
-// (huma reports malformed JSON itself).
-func nulField(b []byte) string {
+// NULPath finds the first string or key of a JSON text that holds a NUL character, which
+// Postgres cannot store, and returns its path below the document (".a.b[2]", "[1].op", ""
+// for the document itself) with ok true; ok is false when there is none or the JSON is
+// malformed (the decoder reports malformed JSON itself).
+func NULPath(b []byte) (path string, ok bool) {
 	if bytes.IndexByte(b, 0) < 0 && !bytes.Contains(b, []byte(`\u0000`)) {
-		return ""
+		return "", false
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	type frame struct {
@@ -24,9 +23,8 @@ func nulField(b []byte) string {
 		expect bool // object: expecting a key next
 	}
 	var stack []frame
-	path := func() string {
+	at := func() (string, bool) {
 		var sb strings.Builder
-		sb.WriteString("body")
 		for _, f := range stack {
 			if f.obj {
 				sb.WriteString("." + f.key)
@@ -34,7 +32,7 @@ func nulField(b []byte) string {
 				sb.WriteString("[" + strconv.Itoa(f.idx) + "]")
 			}
 		}
-		return sb.String()
+		return sb.String(), true
 	}
 	afterValue := func() {
 		if n := len(stack); n > 0 {
@@ -47,8 +45,8 @@ func nulField(b []byte) string {
 	}
 	for {
 		tok, err := dec.Token()
-		if err == io.EOF || err != nil {
-			return ""
+		if err != nil { // io.EOF included
+			return "", false
 		}
 		switch v := tok.(type) {
 		case json.Delim:
@@ -66,20 +64,16 @@ func nulField(b []byte) string {
 			if n > 0 && stack[n-1].obj && stack[n-1].expect {
 				stack[n-1].key, stack[n-1].expect = v, false
 				if strings.IndexByte(v, 0) >= 0 {
-					return path()
+					return at()
 				}
 				continue
 			}
 			if strings.IndexByte(v, 0) >= 0 {
-				return path()
+				return at()
 			}
 			afterValue()
 		default:
 			afterValue()
 		}
 	}
-}
-
-func depthMessage(max int) string {
-	return fmt.Sprintf("JSON is nested deeper than %d levels", max)
 }
