@@ -4,9 +4,6 @@ import (
 	"strconv"
 	"strings"
 
-	"context"
-
-	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -26,27 +23,11 @@ type ScopeBody struct {
 	SessionID string `json:"session_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Session id."`
 }
 
-// scopeOf builds the full scope of a request: the caller's org plus the given levels.
-func scopeOf(ctx context.Context, user, agent, session string) strata.Scope {
-	p, _ := auth.FromContext(ctx)
-	return strata.Scope{OrgID: p.OrgID, UserID: user, AgentID: agent, SessionID: session}
-}
-
 // Scope returns the query's scope for the caller's org.
-func (q ScopeQuery) Scope(ctx context.Context) strata.Scope {
-	return scopeOf(ctx, q.UserID, q.AgentID, q.SessionID)
-}
+func (q ScopeQuery) Scope(r *Request) strata.Scope { return r.Scope(q.UserID, q.AgentID, q.SessionID) }
 
 // Scope returns the body's scope for the caller's org.
-func (b ScopeBody) Scope(ctx context.Context) strata.Scope {
-	return scopeOf(ctx, b.UserID, b.AgentID, b.SessionID)
-}
-
-// orgOf is the caller's org.
-func orgOf(ctx context.Context) string {
-	p, _ := auth.FromContext(ctx)
-	return p.OrgID
-}
+func (b ScopeBody) Scope(r *Request) strata.Scope { return r.Scope(b.UserID, b.AgentID, b.SessionID) }
 
 // etag renders a version as a strong ETag: "7".
 func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/keyvalue"
 )
 
@@ -111,11 +110,6 @@ func entryOut(e keyvalue.KVEntry, created bool) *kvEntryOutput {
 	return &kvEntryOutput{Status: status, ETag: etag(e.Version), Body: e}
 }
 
-func actorOf(ctx context.Context) string {
-	p, _ := auth.FromContext(ctx)
-	return p.KeyID
-}
-
 var opPutKv = huma.Operation{
 	OperationID: "put-kv", Method: http.MethodPut, Path: "/v1/kv/{namespace}/{key}", Tags: []string{"key-value"},
 	Summary: "Write a key at one scope",
@@ -135,8 +129,8 @@ func (s *Server) putKv(ctx context.Context, r *Request, in *kvPutInput) (*kvEntr
 		return nil, err
 	}
 	e, created, err := s.kv.Put(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
-		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), Value: in.Body.Value,
-		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, IfNoneMatch: inm, Actor: actorOf(ctx),
+		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(r), Value: in.Body.Value,
+		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, IfNoneMatch: inm, Actor: r.Caller.KeyID,
 	})
 	if err != nil {
 		return nil, err
@@ -153,7 +147,7 @@ var opGetKv = huma.Operation{
 }
 
 func (s *Server) getKv(ctx context.Context, r *Request, in *kvGetInput) (*kvEntryOutput, error) {
-	e, err := s.kv.Get(ctx, in.Namespace, in.Key, in.Scope(ctx), in.Exact)
+	e, err := s.kv.Get(ctx, in.Namespace, in.Key, in.Scope(r), in.Exact)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +166,7 @@ func (s *Server) deleteKv(ctx context.Context, r *Request, in *kvDeleteInput) (*
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.kv.Delete(ctx, r.Tx, r.AfterCommit, in.Namespace, in.Key, in.Scope(ctx), im, actorOf(ctx))
+	e, err := s.kv.Delete(ctx, r.Tx, r.AfterCommit, in.Namespace, in.Key, in.Scope(r), im, r.Caller.KeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +185,7 @@ func (s *Server) kvHistory(ctx context.Context, r *Request, in *kvHistoryInput) 
 	if err != nil {
 		return nil, err
 	}
-	vs, err := s.kv.History(ctx, in.Namespace, in.Key, in.Scope(ctx), in.Cursor, limit+1)
+	vs, err := s.kv.History(ctx, in.Namespace, in.Key, in.Scope(r), in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +205,8 @@ func (s *Server) restoreKv(ctx context.Context, r *Request, in *kvRestoreInput) 
 		return nil, err
 	}
 	e, created, err := s.kv.Restore(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
-		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(ctx), RestoreVersion: in.Body.Version,
-		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, Actor: actorOf(ctx),
+		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(r), RestoreVersion: in.Body.Version,
+		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, Actor: r.Caller.KeyID,
 	})
 	if err != nil {
 		return nil, err
@@ -232,7 +226,7 @@ func (s *Server) listKv(ctx context.Context, r *Request, in *kvListInput) (*kvLi
 	if err != nil {
 		return nil, err
 	}
-	es, err := s.kv.List(ctx, in.Namespace, in.Scope(ctx), in.Resolve, in.Cursor, limit+1)
+	es, err := s.kv.List(ctx, in.Namespace, in.Scope(r), in.Resolve, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +241,7 @@ var opBatchGetKv = huma.Operation{
 }
 
 func (s *Server) batchGetKv(ctx context.Context, r *Request, in *kvBatchGetInput) (*kvBatchGetOutput, error) {
-	es, err := s.kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(ctx), in.Body.Exact)
+	es, err := s.kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(r), in.Body.Exact)
 	if err != nil {
 		return nil, err
 	}

@@ -163,7 +163,7 @@ var opCreateMemory = huma.Operation{
 
 func (s *Server) createMemory(ctx context.Context, r *Request, in *createMemoryInput) (*memoryOutput, error) {
 	b := in.Body
-	n := semantic.NewMemory{Scope: b.Scope(ctx), Kind: cmp.Or(b.Kind, semantic.KindFact), Text: b.Text,
+	n := semantic.NewMemory{Scope: b.Scope(r), Kind: cmp.Or(b.Kind, semantic.KindFact), Text: b.Text,
 		Metadata: b.Metadata, Importance: 0.5, Pinned: b.Pinned, Trust: b.Trust,
 		Provenance: b.Provenance.provenance(ctx), Space: s.space}
 	if b.Importance != nil {
