@@ -18,7 +18,7 @@
 // naming its parent version (optimistic concurrency: a stale parent is a conflict) and the
 // job event that produced it.
 //
-// Stores take a pg.DBTX: in a request, the request's transaction (pg.TxFrom). Appends and
+// Stores take a pg.DBTX: in a request, the request's transaction (the handler's r.Tx). Appends and
 // asset writes must run inside a transaction, since their locks are what make them safe.
 // docs/episodic.md documents the schema, the canonicalisation rule and the partitioning
 // choice.

@@ -3,7 +3,7 @@
 // acknowledged handoffs between agents, the one-call resume view, the stalled-job scan, and
 // the completion outbox the workers tier consumes.
 //
-// Every method takes a pg.DBTX: in a request, the request's own transaction (pg.TxFrom), so
+// Every method takes a pg.DBTX: in a request, the request's own transaction (the handler's r.Tx), so
 // one API call is one transaction. Writes lock the job row (SELECT … FOR NO KEY UPDATE)
 // first, which serialises the operations of one job: a checkpoint's If-Match, a step's
 // claim and a handoff's ack each see the state the previous one committed.
