@@ -141,15 +141,6 @@ func SessionFrom(ctx context.Context) *Session {
 	return s
 }
 
-// TxFrom returns the transaction of the session in ctx, beginning it if needed.
-func TxFrom(ctx context.Context) (pgx.Tx, error) {
-	s := SessionFrom(ctx)
-	if s == nil {
-		return nil, errors.New("pg: no session in context (route not behind the session middleware)")
-	}
-	return s.Tx(ctx)
-}
-
 // InOrgTx runs fn in its own transaction for org and commits when fn returns nil. Workers
 // and tools use it; requests use their Session. BEGIN and the org setting travel with fn's
 // first statement, so a one-statement fn costs two round trips (statement, COMMIT).
