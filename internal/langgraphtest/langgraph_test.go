@@ -4,16 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,101 +16,35 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/apptest"
+	"github.com/strata-mem/strata/internal/testenv"
 )
-
-var installOnce sync.Once
-
-// clientDir is clients/langgraph-js with its npm dependencies installed.
-func clientDir(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "clients", "langgraph-js")
-	for _, bin := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is not on PATH: the LangGraph tests need Node 20+ and npm (clients/langgraph-js)", bin)
-		}
-	}
-	out, err := exec.Command("node", "-e", "process.stdout.write(process.versions.node)").Output()
-	require.NoError(t, err)
-	var major int
-	_, _ = fmt.Sscanf(string(out), "%d", &major)
-	if major < 20 {
-		t.Fatalf("node %s is too old: the LangGraph tests need Node 20+", out)
-	}
-	var installErr error
-	installOnce.Do(func() {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "vitest")); err == nil {
-			return
-		}
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = dir
-		if b, err := cmd.CombinedOutput(); err != nil {
-			installErr = fmt.Errorf("npm ci in %s: %v\n%s", dir, err, b)
-		}
-	})
-	require.NoError(t, installErr)
-	return dir
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
 func TestLangGraphConformance(t *testing.T) {
 	t.Parallel()
-	dir := clientDir(t)
+	dir := testenv.NodeProject(t, "clients/langgraph-js")
 	s := apptest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	report := filepath.Join(t.TempDir(), "vitest.json")
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", ".bin", "vitest"), "run",
-		"--reporter=default", "--reporter=json", "--outputFile.json="+report)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "STRATA_URL="+s.URL, "STRATA_ADMIN_KEY="+s.AdminKey, "NO_COLOR=1", "CI=true")
-	out, err := cmd.CombinedOutput()
-	clean := ansi.ReplaceAllString(string(out), "")
-	if err != nil {
-		t.Fatalf("LangGraph conformance suite failed (%v):\n%s", err, tail([]byte(clean), 20000))
-	}
+	results, clean := testenv.Vitest(t, dir, 5*time.Minute, "STRATA_URL="+s.URL, "STRATA_ADMIN_KEY="+s.AdminKey)
 	// Count per suite: validate() registers under "StrataSaver", the opt-in delta-channel
 	// checks under "StrataSaver (opt-in)".
-	var rep struct {
-		TestResults []struct {
-			AssertionResults []struct {
-				AncestorTitles []string `json:"ancestorTitles"`
-				Status         string   `json:"status"`
-			} `json:"assertionResults"`
-		} `json:"testResults"`
-	}
-	b, err := os.ReadFile(report)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &rep))
 	type tally struct{ passed, total int }
 	by := map[string]*tally{}
-	for _, f := range rep.TestResults {
-		for _, a := range f.AssertionResults {
-			suite := "?"
-			if len(a.AncestorTitles) > 0 {
-				suite = a.AncestorTitles[0]
-			}
-			if by[suite] == nil {
-				by[suite] = &tally{}
-			}
-			by[suite].total++
-			if a.Status == "passed" {
-				by[suite].passed++
-			}
+	for _, r := range results {
+		suite := r.Suite
+		if suite == "" {
+			suite = "?"
+		}
+		if by[suite] == nil {
+			by[suite] = &tally{}
+		}
+		by[suite].total++
+		if r.Status == "passed" {
+			by[suite].passed++
 		}
 	}
 	v, opt := by["StrataSaver"], by["StrataSaver (opt-in)"]
-	require.NotNil(t, v, "no validate() results in:\n%s", tail([]byte(clean), 4000))
+	require.NotNil(t, v, "no validate() results in:\n%s", testenv.Tail(clean, 4000))
 	require.NotNil(t, opt)
-	require.Equal(t, v.total, v.passed, "not every conformance check passed:\n%s", tail([]byte(clean), 4000))
+	require.Equal(t, v.total, v.passed, "not every conformance check passed:\n%s", testenv.Tail(clean, 4000))
 	require.Equal(t, opt.total, opt.passed)
 	require.GreaterOrEqual(t, v.total, 718, "the suite ran fewer checks than PostgresSaver passes (718)")
 	t.Logf("LangGraph conformance: validate() %d/%d passed; deltaChannelHistory (opt-in) %d/%d passed",
@@ -166,7 +95,7 @@ func runGraph(t *testing.T, dir string, env []string, hangIn string, args ...str
 			return r
 		}
 	}
-	require.NoError(t, err, "graph run failed:\n%s\n%s", r.out, tail(stderr.Bytes(), 4000))
+	require.NoError(t, err, "graph run failed:\n%s\n%s", r.out, testenv.Tail(stderr.String(), 4000))
 	return r
 }
 
@@ -191,7 +120,7 @@ const final = `FINAL ["n1","n2","n3","n4","n5"]`
 
 func TestLangGraphCrashResume(t *testing.T) {
 	t.Parallel()
-	dir := clientDir(t)
+	dir := testenv.NodeProject(t, "clients/langgraph-js")
 	s := apptest.Start(t)
 	key := s.NewKey("lg-crash", "agent")
 	env := append(os.Environ(), "STRATA_URL="+s.URL, "STRATA_API_KEY="+key)

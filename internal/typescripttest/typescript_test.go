@@ -5,14 +5,6 @@
 package typescripttest
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,43 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/apptest"
+	"github.com/strata-mem/strata/internal/testenv"
 )
-
-// clientDir is clients/typescript with its npm dependencies installed.
-func clientDir(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "clients", "typescript")
-	for _, bin := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is not on PATH: the TypeScript client tests need Node 20+ and npm (clients/typescript)", bin)
-		}
-	}
-	out, err := exec.Command("node", "-e", "process.stdout.write(process.versions.node)").Output()
-	require.NoError(t, err)
-	var major int
-	_, _ = fmt.Sscanf(string(out), "%d", &major)
-	if major < 20 {
-		t.Fatalf("node %s is too old: the TypeScript client needs Node 20+", out)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "vitest")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = dir
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, b)
-		}
-	}
-	return dir
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		s = s[len(s)-n:]
-	}
-	return s
-}
-
-var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
 // The tests the suite must have run and passed (a renamed or skipped test fails here).
 var want = []string{
@@ -75,43 +32,19 @@ var want = []string{
 
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	dir := clientDir(t)
+	dir := testenv.NodeProject(t, "clients/typescript")
 	s := apptest.Start(t)
 	agent := s.NewKey("ts-client", "agent")
 	admin := s.NewKey("ts-client", "admin") // clears a manual-review step
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	report := filepath.Join(t.TempDir(), "vitest.json")
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "node_modules", ".bin", "vitest"), "run",
-		"--reporter=default", "--reporter=json", "--outputFile.json="+report)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "STRATA_URL="+s.URL, "STRATA_API_KEY="+agent, "STRATA_ADMIN_KEY="+admin,
-		"NO_COLOR=1", "CI=true")
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	clean := ansi.ReplaceAllString(string(out), "")
-	if err != nil {
-		t.Fatalf("TypeScript client suite failed (%v):\n%s", err, tail(clean, 20000))
-	}
-	var rep struct {
-		TestResults []struct {
-			AssertionResults []struct {
-				Title  string `json:"title"`
-				Status string `json:"status"`
-			} `json:"assertionResults"`
-		} `json:"testResults"`
-	}
-	b, err := os.ReadFile(report)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &rep))
+	results, clean := testenv.Vitest(t, dir, 3*time.Minute,
+		"STRATA_URL="+s.URL, "STRATA_API_KEY="+agent, "STRATA_ADMIN_KEY="+admin)
 	status := map[string]string{}
-	for _, f := range rep.TestResults {
-		for _, a := range f.AssertionResults {
-			status[a.Title] = a.Status
-		}
+	for _, r := range results {
+		status[r.Title] = r.Status
 	}
 	for _, name := range want {
-		require.Equal(t, "passed", status[name], "%q did not pass:\n%s", name, tail(clean, 4000))
+		require.Equal(t, "passed", status[name], "%q did not pass:\n%s", name, testenv.Tail(clean, 4000))
 	}
 	for line := range strings.SplitSeq(clean, "\n") {
 		if strings.Contains(line, "crash test:") {
