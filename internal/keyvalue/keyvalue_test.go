@@ -446,7 +446,7 @@ func startRedis(t *testing.T, port int) *exec.Cmd {
 			return cmd
 		}
 		require.Less(t, i, 200, "redis-server did not start")
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // kept: waits for a real redis-server child process to accept connections
 	}
 }
 
