@@ -521,7 +521,7 @@ func TestRunStepHeartbeatsKeepALongStepAlive(t *testing.T) {
 		done <- err
 	}()
 	b := e.client("agent-b")
-	time.Sleep(1500 * time.Millisecond) // past the first lease
+	time.Sleep(1500 * time.Millisecond) // kept: real lease expiry in the server process (the renewal is what is tested)
 	_, err = client.RunStep(ctx, b, "j", "render", func(context.Context) (string, error) { return "b", nil })
 	var held *client.LeaseHeldError
 	require.ErrorAs(t, err, &held, "the lease was renewed")

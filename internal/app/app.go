@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/redisconn"
+	"github.com/strata-mem/strata/internal/service"
 	"github.com/strata-mem/strata/migrations"
 )
 
@@ -120,28 +121,29 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		fmt.Fprintf(stdout, "STRATA_ADMIN_KEY was not set; generated an admin key for this run:\n  %s\n", adminKey)
 	}
 	keys := auth.NewStore(pool, adminKey, cfg.AdminOrg)
-	lctx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
-	listening := make(chan struct{})
 	restrictions := gdpr.NewRestrictionCache()
 	// One connection LISTENs for both caches' invalidations: key revocations and changes
 	// to restrictions of processing.
 	kl, rl := keys.Listener(), restrictions.Listener()
-	go func() {
-		pg.Listen(lctx, cfg.DatabaseURL, []string{auth.RevocationChannel, gdpr.RestrictionChannel}, log,
-			"cache invalidation (API key revocations, GDPR restrictions)", pg.Listener{
-				Up: func(on bool) { kl.Up(on); rl.Up(on) },
-				Notify: func(channel, payload string) {
-					switch channel {
-					case auth.RevocationChannel:
-						kl.Notify(channel, payload)
-					case gdpr.RestrictionChannel:
-						rl.Notify(channel, payload)
-					}
-				},
-			}, nil)
-		close(listening)
-	}()
-	defer func() { stopListening(); <-listening }()
+	listen := &pg.ListenLoop{
+		DSN: cfg.DatabaseURL, Channels: []string{auth.RevocationChannel, gdpr.RestrictionChannel}, Log: log,
+		What: "cache invalidation (API key revocations, GDPR restrictions)",
+		Listener: pg.Listener{
+			Up: func(on bool) { kl.Up(on); rl.Up(on) },
+			Notify: func(channel, payload string) {
+				switch channel {
+				case auth.RevocationChannel:
+					kl.Notify(channel, payload)
+				case gdpr.RestrictionChannel:
+					rl.Notify(channel, payload)
+				}
+			},
+		},
+	}
+	if err := listen.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("starting the cache invalidation listener: %w", err)
+	}
+	defer listen.Stop()
 	pseudo, err := audit.LoadPseudonymizer(ctx, pool)
 	if err != nil {
 		return err
@@ -152,20 +154,25 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	srv := p.server()
 	if p.access != nil {
-		p.access.Start(context.WithoutCancel(ctx))
-		defer func() { // after the HTTP server has drained, before the pools close
+		defer func() { // after its loop has stopped, before the pools close
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 			defer cancel()
-			if err := p.access.Stop(sctx); err != nil {
+			if err := p.access.Shutdown(sctx); err != nil {
 				log.Warn("memory access counts not written at shutdown", "err", err)
 			}
 		}()
 	}
 
-	// Background workers; stopped after the HTTP server has drained (defers run in reverse).
-	chainer := audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)
-	chainer.Start(context.WithoutCancel(ctx))
-	defer chainer.Stop()
+	// Background services; stopped after the HTTP server has drained (defers run in
+	// reverse, StopAll stops the last started first).
+	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)}
+	if p.access != nil {
+		services = append([]service.Service{p.access}, services...)
+	}
+	if err := service.StartAll(context.WithoutCancel(ctx), services...); err != nil {
+		return fmt.Errorf("starting background services: %w", err)
+	}
+	defer service.StopAll(services...)
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})

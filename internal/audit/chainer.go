@@ -3,13 +3,13 @@ package audit
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/service"
 )
 
 // Chainer links new audit rows onto their org's chain in the background. Any number of
@@ -20,9 +20,14 @@ type Chainer struct {
 	interval time.Duration
 	extraOrg string
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	service.StartStop
+	// TestSignals fire at points tests wait for; they do nothing unless a test Inits them.
+	TestSignals ChainerTestSignals
+}
+
+// ChainerTestSignals are the chainer's points of interest for tests.
+type ChainerTestSignals struct {
+	Chained service.TestSignal[int] // a pass of RunOnce ended; the value is rows chained
 }
 
 // NewChainer makes a chainer that runs every interval. extraOrg is an org to chain even if
@@ -73,17 +78,15 @@ func (c *Chainer) RunOnce(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// Start runs the chainer until Stop.
-func (c *Chainer) Start(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return
+// Start runs the chainer every interval until Stop.
+func (c *Chainer) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := c.StartInit(ctx)
+	if !shouldStart {
+		return nil
 	}
-	ctx, c.cancel = context.WithCancel(ctx)
-	c.done = make(chan struct{})
 	go func() {
-		defer close(c.done)
+		started()
+		defer stopped()
 		t := time.NewTicker(c.interval)
 		defer t.Stop()
 		for {
@@ -91,22 +94,13 @@ func (c *Chainer) Start(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				n, err := c.RunOnce(ctx)
+				if err != nil && ctx.Err() == nil {
 					c.log.Warn("audit chaining failed; will retry", "err", err)
 				}
+				c.TestSignals.Chained.Signal(n)
 			}
 		}
 	}()
-}
-
-// Stop stops the chainer and waits for it.
-func (c *Chainer) Stop() {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.cancel = nil
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	return nil
 }

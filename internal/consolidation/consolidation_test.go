@@ -34,25 +34,13 @@ import (
 const org = "acme"
 const day = 24 * time.Hour
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type env struct {
 	t     *testing.T
 	ctx   context.Context
 	pool  *pgxpool.Pool
 	dsn   string
 	cfg   config.Config
-	clock *clock
+	clock *testenv.Clock
 	c     *consolidation.Consolidator
 	emb   embed.Embedder
 }
@@ -62,7 +50,7 @@ func newEnv(t *testing.T) *env {
 	pool, dsn := testenv.Pool(t)
 	cfg, err := config.Load(func(string) string { return "" })
 	require.NoError(t, err)
-	clk := &clock{t: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 	emb := embed.NewLexical(384)
 	c := newConsolidator(cfg, pool, emb, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.Now)
 	return &env{t: t, ctx: context.Background(), pool: pool, dsn: dsn, cfg: cfg, clock: clk, c: c, emb: emb}

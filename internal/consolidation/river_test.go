@@ -61,6 +61,20 @@ func TestTwoWorkerProcessesSummarizeEachJobOnce(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
+	// River reports each job it completed: wait on those events, not on a sleep.
+	completed := make(chan *river.Event, 64)
+	for _, c := range clients {
+		sub, cancel := c.Subscribe(river.EventKindJobCompleted)
+		t.Cleanup(cancel)
+		go func() {
+			for ev := range sub {
+				select {
+				case completed <- ev:
+				default: // the test only needs to know that something completed
+				}
+			}
+		}()
+	}
 	for _, c := range clients {
 		require.NoError(t, c.Start(e.ctx))
 	}
@@ -74,7 +88,7 @@ func TestTwoWorkerProcessesSummarizeEachJobOnce(t *testing.T) {
 	_, err := clients[1].Insert(e.ctx, consolidation.DispatchArgs{}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
 	require.NoError(t, err)
 
-	deadline := time.Now().Add(45 * time.Second)
+	timeout := time.After(45 * time.Second)
 	for {
 		done := 0
 		for i := range n {
@@ -85,8 +99,11 @@ func TestTwoWorkerProcessesSummarizeEachJobOnce(t *testing.T) {
 		if done == n {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "only %d of %d outbox rows processed", done, n)
-		time.Sleep(100 * time.Millisecond) // waiting for the workers, not for correctness
+		select {
+		case <-completed:
+		case <-timeout:
+			t.Fatalf("only %d of %d outbox rows processed", done, n)
+		}
 	}
 
 	ms := e.jobMemories()

@@ -87,7 +87,7 @@ func (s *server) startLocked() {
 	require.NoError(s.t, cmd.Start())
 	s.cmd = cmd
 	hc := &http.Client{Timeout: time.Second}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) { // kept: polls a real child server process (kill -9 harness)
 		resp, err := hc.Get(s.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -190,7 +190,7 @@ func (c *client) do(method, path string, body any, hdr ...string) (*response, er
 // retry repeats a call until a live server answers it (the server is being restarted).
 // Only for calls that are safe to repeat: reads, and writes with an idempotency key.
 func (c *client) retry(method, path string, body any, hdr ...string) *response {
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(15 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(15 * time.Millisecond) { // kept: polls a real child server process (kill -9 harness)
 		if r, err := c.do(method, path, body, hdr...); err == nil {
 			return r
 		}
@@ -321,7 +321,7 @@ func (a *agent) runStep(i int, done []string) error {
 		r.decode(t, &p)
 		require.NotEmpty(t, p.Errors, string(r.body))
 		require.NotEqual(t, a.owner, p.Errors[0].Value.Holder)
-		time.Sleep(time.Until(p.Errors[0].Value.Until) + 20*time.Millisecond)
+		time.Sleep(time.Until(p.Errors[0].Value.Until) + 20*time.Millisecond) // kept: real lease expiry in the server
 		a.takeovers++
 		return errInterrupted
 	}

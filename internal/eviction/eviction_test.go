@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,18 +31,6 @@ import (
 
 const org = "acme"
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 const day = 24 * time.Hour
 
 type env struct {
@@ -52,7 +39,7 @@ type env struct {
 	pool  *pgxpool.Pool
 	dsn   string
 	rdb   redis.UniversalClient
-	clock *clock
+	clock *testenv.Clock
 	ev    *eviction.Evictor
 	sem   *semantic.Store
 	epi   *episodic.Store
@@ -68,7 +55,7 @@ func newEnv(t *testing.T) *env {
 	cfg, err := config.Load(func(string) string { return "" })
 	require.NoError(t, err)
 	cfg.RedisPrefix = prefix
-	c := &clock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+	c := testenv.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	ev := newEvictor(cfg, pool, rdb, slog.New(slog.NewTextHandler(io.Discard, nil)), c.Now)
 	return &env{t: t, ctx: context.Background(), pool: pool, dsn: dsn, rdb: rdb, clock: c, ev: ev, sem: ev.Semantic,
 		epi: ev.Episodic, jobs: ev.Jobs, ws: ev.Working, emb: embed.NewLexical(384)}

@@ -65,6 +65,20 @@ func TestEvictionTwoWorkerProcessesRunEachOrgOnce(t *testing.T) {
 		_, err := c.Insert(e.ctx, eviction.OrgArgs{Org: org}, opts)
 		require.NoError(t, err)
 	}
+	// River reports each job it completed: wait on those events, not on a sleep.
+	completed := make(chan *river.Event, 16)
+	for _, c := range clients {
+		sub, cancel := c.Subscribe(river.EventKindJobCompleted)
+		t.Cleanup(cancel)
+		go func() {
+			for ev := range sub {
+				select {
+				case completed <- ev:
+				default: // the test only needs to know that something completed
+				}
+			}
+		}()
+	}
 	for _, c := range clients {
 		require.NoError(t, c.Start(e.ctx))
 	}
@@ -73,15 +87,18 @@ func TestEvictionTwoWorkerProcessesRunEachOrgOnce(t *testing.T) {
 			_ = queue.Stop(e.ctx, c)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	timeout := time.After(30 * time.Second)
 	for {
 		var left int
 		require.NoError(t, e.pool.QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = 'evict_org' AND state <> 'completed'`).Scan(&left))
 		if left == 0 {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "evict_org never completed")
-		time.Sleep(100 * time.Millisecond) // waiting for the workers, not for correctness
+		select {
+		case <-completed:
+		case <-timeout:
+			t.Fatal("evict_org never completed")
+		}
 	}
 	require.EqualValues(t, 1, runs.Load())
 	var jobsN, audits int

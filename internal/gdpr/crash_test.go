@@ -52,7 +52,7 @@ func TestGDPRErasureSurvivesSIGKILL(t *testing.T) {
 		cmd = exec.Command(bin)
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
 		require.NoError(t, cmd.Start())
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) { // kept: polls a real child server process (kill -9 harness)
 			if resp, err := http.Get(base + "/readyz"); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {

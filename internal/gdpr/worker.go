@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +13,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/service"
 )
 
 // ErasureArgs is the River job that works one erasure. It names the erasure, never the
@@ -78,9 +78,14 @@ type Sweeper struct {
 	Log      *slog.Logger
 	Now      func() time.Time
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	service.StartStop
+	// TestSignals fire at points tests wait for; they do nothing unless a test Inits them.
+	TestSignals SweeperTestSignals
+}
+
+// SweeperTestSignals are the sweeper's points of interest for tests.
+type SweeperTestSignals struct {
+	Swept service.TestSignal[int] // a pass of RunOnce ended; the value is erasures enqueued
 }
 
 func (s *Sweeper) now() time.Time {
@@ -135,16 +140,14 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 }
 
 // Start runs RunOnce now and then every Lease until Stop.
-func (s *Sweeper) Start(ctx context.Context) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancel != nil {
-		return
+func (s *Sweeper) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := s.StartInit(ctx)
+	if !shouldStart {
+		return nil
 	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
 	go func() {
-		defer close(s.done)
+		started()
+		defer stopped()
 		t := time.NewTicker(s.Lease)
 		defer t.Stop()
 		for {
@@ -153,6 +156,7 @@ func (s *Sweeper) Start(ctx context.Context) {
 			} else if n > 0 {
 				s.Log.Info("gdpr: resumed stranded erasures", "count", n)
 			}
+			s.TestSignals.Swept.Signal(0)
 			select {
 			case <-ctx.Done():
 				return
@@ -160,16 +164,5 @@ func (s *Sweeper) Start(ctx context.Context) {
 			}
 		}
 	}()
-}
-
-// Stop stops the sweeper and waits for it.
-func (s *Sweeper) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.cancel = nil
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	return nil
 }

@@ -240,7 +240,7 @@ func TestGroupCommitFallsBackWhole(t *testing.T) {
 	require.NoError(t, err)
 	released := make(chan struct{})
 	go func() {
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // kept: the row lock must outlast the server's real group lock timeout
 		_ = tx.Commit(ctx)
 		close(released)
 	}()

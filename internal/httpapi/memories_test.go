@@ -229,9 +229,8 @@ func TestMemoriesSearchFilters(t *testing.T) {
 	key := s.NewKey("acme", "agent")
 	_, f1 := create(t, s, key, map[string]any{"text": "export preset is ProRes 422 HQ", "kind": "preference",
 		"metadata": map[string]any{"project": "p1", "tags": []string{"export"}}, "trust": "user_stated", "importance": 0.9})
-	time.Sleep(20 * time.Millisecond) // distinct valid_from for the time-range filter
-	mid := time.Now().UTC()
-	time.Sleep(20 * time.Millisecond)
+	// Just after f1's valid_from (Postgres keeps microseconds); f2 is written a round trip later.
+	mid := f1.ValidFrom.UTC().Add(time.Microsecond)
 	_, f2 := create(t, s, key, map[string]any{"text": "export preset for the trailer is H.264", "kind": "fact",
 		"metadata": map[string]any{"project": "p2"}, "trust": "tool_output"})
 	_, f3 := create(t, s, key, map[string]any{"text": "export bitrate settled at 40 Mbps", "kind": "case_study.v2",
@@ -286,9 +285,8 @@ func TestMemoriesSupersessionHistoryAsOf(t *testing.T) {
 	s := apptest.Start(t)
 	key := s.NewKey("acme", "agent")
 	_, v1 := create(t, s, key, map[string]any{"text": "the delivery deadline is March 3", "user_id": "u1"})
-	time.Sleep(20 * time.Millisecond)
-	between := time.Now().UTC()
-	time.Sleep(20 * time.Millisecond)
+	// Just after v1's valid_from; the PATCH below supersedes it a round trip later.
+	between := v1.ValidFrom.UTC().Add(time.Microsecond)
 
 	// Stale If-Match → 409, nothing written.
 	r := s.Do("PATCH", "/v1/memories/"+v1.ID, key, map[string]any{"text": "x"}, "If-Match", `"7"`)

@@ -450,17 +450,17 @@ func TestWorkingTTLExpiry(t *testing.T) {
 	written := time.Now()
 
 	// A read slides the TTL: at 1 s it pushes expiry to ~3 s, so the session is alive at 2.4 s.
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // kept: real Redis TTL sliding is what is tested
 	r = s.Do("GET", path, key, nil)
 	require.Equal(t, 200, r.Status)
 	st = decodeState(t, r)
 	require.WithinDuration(t, time.Now().Add(2*time.Second), st.ExpiresAt, 500*time.Millisecond)
-	time.Sleep(time.Until(written.Add(2400 * time.Millisecond)))
+	time.Sleep(time.Until(written.Add(2400 * time.Millisecond))) // kept: real Redis TTL expiry
 	require.Equal(t, 200, s.Do("GET", path, key, nil).Status, "the read slid the TTL")
 
 	// Left alone, Redis expires the keys; the durable copy has expired too, so nothing is
 	// restored.
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // kept: real Redis TTL expiry
 	r = s.Do("GET", path, key, nil)
 	require.Equal(t, 404, r.Status, string(r.Body))
 	// A new incarnation continues the version numbering.

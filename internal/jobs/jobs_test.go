@@ -19,31 +19,18 @@ import (
 	"github.com/strata-mem/strata/internal/testenv"
 )
 
-// clock is a settable clock for leases and stalled detection.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type env struct {
 	t     *testing.T
 	pool  *pgxpool.Pool
 	store *jobs.Store
-	clk   *clock
+	clk   *testenv.Clock
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	pool, _ := testenv.Pool(t)
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	return &env{t: t, pool: pool, store: jobs.NewStore(15*time.Minute, clk.now), clk: clk}
+	clk := testenv.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	return &env{t: t, pool: pool, store: jobs.NewStore(15*time.Minute, clk.Now), clk: clk}
 }
 
 // tx runs fn in a transaction of org; fn's error rolls back and is returned.
@@ -120,7 +107,7 @@ func TestStepLeaseExpiryAndTakeover(t *testing.T) {
 	require.Equal(t, jobs.ClaimClaimed, c1.Status)
 	require.EqualValues(t, 1, c1.FencingToken)
 	require.Equal(t, 1, c1.Attempt)
-	require.Equal(t, e.clk.now().Add(30*time.Second), *c1.LeaseExpiresAt)
+	require.Equal(t, e.clk.Now().Add(30*time.Second), *c1.LeaseExpiresAt)
 
 	// The holder asking again gets the same claim (idempotent), not a new token.
 	again, err := e.start("acme", "j1", "cut", "agent-a", 30)
@@ -132,19 +119,19 @@ func TestStepLeaseExpiryAndTakeover(t *testing.T) {
 	_, err = e.start("acme", "j1", "cut", "agent-b", 30)
 	ce := requireConflict(t, err)
 	require.Equal(t, "agent-a", ce.Details["holder"])
-	require.Equal(t, e.clk.now().Add(30*time.Second), ce.Details["until"])
+	require.Equal(t, e.clk.Now().Add(30*time.Second), ce.Details["until"])
 
 	// Heartbeat extends the lease.
-	e.clk.advance(20 * time.Second)
+	e.clk.Advance(20 * time.Second)
 	hb, err := e.heartbeat("acme", "j1", "cut", c1.FencingToken)
 	require.NoError(t, err)
-	require.Equal(t, e.clk.now().Add(30*time.Second), hb.LeaseExpiresAt)
-	e.clk.advance(20 * time.Second)
+	require.Equal(t, e.clk.Now().Add(30*time.Second), hb.LeaseExpiresAt)
+	e.clk.Advance(20 * time.Second)
 	_, err = e.start("acme", "j1", "cut", "agent-b", 30)
 	requireConflict(t, err) // still live thanks to the heartbeat
 
 	// Expired: agent-b takes over with a greater token and a new attempt.
-	e.clk.advance(11 * time.Second)
+	e.clk.Advance(11 * time.Second)
 	c2, err := e.start("acme", "j1", "cut", "agent-b", 30)
 	require.NoError(t, err)
 	require.Equal(t, jobs.ClaimClaimed, c2.Status)
@@ -255,7 +242,7 @@ func TestFencingTokensStrictlyIncreaseUnderContention(t *testing.T) {
 		require.Len(t, got, 1, "exactly one owner wins each round")
 		require.Greater(t, got[0], last)
 		last = got[0]
-		e.clk.advance(6 * time.Second)
+		e.clk.Advance(6 * time.Second)
 	}
 }
 
@@ -314,15 +301,15 @@ func TestForkIsolationAndLineage(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.complete("acme", "p", "s1", c.FencingToken, `"one"`)
 	require.NoError(t, err)
-	e.clk.advance(time.Second)
+	e.clk.Advance(time.Second)
 	put("p", "v1")
 	put("p", "v2..")
-	e.clk.advance(time.Second)
+	e.clk.Advance(time.Second)
 	c, err = e.start("acme", "p", "s2", "a", 30)
 	require.NoError(t, err)
 	_, err = e.complete("acme", "p", "s2", c.FencingToken, `"two"`)
 	require.NoError(t, err)
-	e.clk.advance(time.Second)
+	e.clk.Advance(time.Second)
 	put("p", "v3")
 
 	var fork jobs.Job
@@ -515,7 +502,7 @@ func TestResumeAndStalled(t *testing.T) {
 		require.NoError(t, err)
 		_, err = e.complete("acme", "j", fmt.Sprint("s", i), c.FencingToken, fmt.Sprint(i))
 		require.NoError(t, err)
-		e.clk.advance(time.Second)
+		e.clk.Advance(time.Second)
 	}
 	c, err := e.start("acme", "j", "s4", "a", 60)
 	require.NoError(t, err)
@@ -556,7 +543,7 @@ func TestResumeAndStalled(t *testing.T) {
 		return items
 	}
 	require.Empty(t, stalled())
-	e.clk.advance(61 * time.Second)
+	e.clk.Advance(61 * time.Second)
 	items := stalled()
 	require.Len(t, items, 1)
 	require.Equal(t, "j", items[0].JobID)
@@ -570,7 +557,7 @@ func TestResumeAndStalled(t *testing.T) {
 	}))
 	require.Equal(t, "expired", r.InFlight[0].Lease)
 
-	e.clk.advance(15 * time.Minute)
+	e.clk.Advance(15 * time.Minute)
 	items = stalled()
 	require.Len(t, items, 2)
 	require.Equal(t, "quiet", items[1].JobID)

@@ -23,24 +23,12 @@ import (
 	"github.com/strata-mem/strata/internal/testenv"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type env struct {
 	s     *Store
 	pool  *pgxpool.Pool
 	dsn   string
 	rdb   redis.UniversalClient
-	clk   *clock
+	clk   *testenv.Clock
 	loads atomic.Int64
 }
 
@@ -50,7 +38,7 @@ func newEnv(t *testing.T, rdb redis.UniversalClient, prefix string) *env {
 	if rdb == nil {
 		rdb, prefix = testenv.Redis(t)
 	}
-	e := &env{pool: pool, dsn: dsn, rdb: rdb, clk: &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}}
+	e := &env{pool: pool, dsn: dsn, rdb: rdb, clk: testenv.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
 	e.s = New(pool, rdb, Options{Prefix: prefix, Now: e.clk.Now, MaxValueBytes: 1024, CacheTimeout: 2 * time.Second})
 	e.s.hooks.load = func() { e.loads.Add(1) }
 	return e
@@ -285,11 +273,11 @@ func TestKVTTL(t *testing.T) {
 	got, err := e.get(t, scope("acme", "u1", "", ""), "ns", "k", false)
 	require.NoError(t, err)
 	require.JSONEq(t, `"user"`, string(got.Value))
-	e.clk.Add(6 * time.Second) // the user entry expired: the org entry answers (even from the cache)
+	e.clk.Advance(6 * time.Second) // the user entry expired: the org entry answers (even from the cache)
 	got, err = e.get(t, scope("acme", "u1", "", ""), "ns", "k", false)
 	require.NoError(t, err)
 	require.Equal(t, LevelOrg, got.Level)
-	e.clk.Add(5 * time.Second)
+	e.clk.Advance(5 * time.Second)
 	_, err = e.get(t, scope("acme", "u1", "", ""), "ns", "k", false)
 	require.ErrorIs(t, err, strata.ErrNotFound)
 	list, err := e.s.List(context.Background(), "ns", sc, false, "", 10)
@@ -458,7 +446,7 @@ func startRedis(t *testing.T, port int) *exec.Cmd {
 			return cmd
 		}
 		require.Less(t, i, 200, "redis-server did not start")
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // kept: waits for a real redis-server child process to accept connections
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/strata-mem/strata/internal/service"
 )
 
 // Listener is what Listen reports to: up(true) once LISTEN is in place on a connection (and
@@ -57,4 +59,45 @@ func Listen(ctx context.Context, dsn string, channels []string, log *slog.Logger
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// ListenLoop is Listen as a background service (service.StartStop): Start launches the
+// loop, Stop ends it and waits for its connection to close. Listening fires each time
+// LISTEN is in place (first connect and every reconnect).
+type ListenLoop struct {
+	DSN      string
+	Channels []string
+	Log      *slog.Logger
+	What     string // names the listener in the warning logged when it disconnects
+	Listener Listener
+
+	service.StartStop
+	// TestSignals fire at points tests wait for; they do nothing unless a test Inits them.
+	TestSignals ListenLoopTestSignals
+}
+
+// ListenLoopTestSignals are the LISTEN loop's points of interest for tests.
+type ListenLoopTestSignals struct {
+	Listening service.TestSignal[struct{}] // LISTEN is in place; notifications now arrive
+}
+
+// Start runs the loop until Stop.
+func (l *ListenLoop) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := l.StartInit(ctx)
+	if !shouldStart {
+		return nil
+	}
+	up := l.Listener.Up
+	lst := Listener{Notify: l.Listener.Notify, Up: func(on bool) {
+		up(on)
+		if on {
+			l.TestSignals.Listening.Signal(struct{}{})
+		}
+	}}
+	go func() {
+		started()
+		defer stopped()
+		Listen(ctx, l.DSN, l.Channels, l.Log, l.What, lst, nil)
+	}()
+	return nil
 }

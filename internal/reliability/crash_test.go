@@ -109,7 +109,7 @@ func TestTwoReplicas(t *testing.T) {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "replica 2 still accepts a revoked key: %d", r.status)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // kept: polls a replica in another process; the propagation time is measured
 	}
 	t.Logf("revocation seen by the other replica in %s", time.Since(deadline.Add(-2*time.Second)).Round(time.Millisecond))
 
@@ -123,9 +123,9 @@ func TestTwoReplicas(t *testing.T) {
 	var killed atomic.Bool
 	w.more = func() bool { return !killed.Load() } // the kill lands mid-run however fast the machine is
 	go func() {
-		time.Sleep(time.Duration(300+newRand(s, 7).IntN(400)) * time.Millisecond)
+		time.Sleep(time.Duration(300+newRand(s, 7).IntN(400)) * time.Millisecond) // kept: kill -9 harness pacing
 		r1.kill()
-		time.Sleep(200 * time.Millisecond) // and the survivor carries on for a while after it
+		time.Sleep(200 * time.Millisecond) // kept (kill -9 harness pacing): and the survivor carries on for a while after it
 		killed.Store(true)
 	}()
 	w.run()
@@ -155,7 +155,7 @@ func TestTwoReplicas(t *testing.T) {
 		if sweeps > 0 || running > 0 && time.Since(runningSince) > 5*time.Second || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // kept: polls the killed replica's sweep in real time (kill -9 harness)
 	}
 	if sweeps+running == 0 {
 		rows, err := db.Query(ctx, `SELECT state::text, attempt, coalesce(array_to_string(attempted_by, ','), '') FROM river_job WHERE kind = 'sweep_idempotency'`)

@@ -140,7 +140,7 @@ func (p *proc) start() {
 	require.NoError(p.t, cmd.Start())
 	p.cmd = cmd
 	hc := &http.Client{Timeout: time.Second}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) { // kept: polls a real child server process (kill -9 harness)
 		if resp, err := hc.Get(p.url + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -235,7 +235,7 @@ func (c *client) do(method, path string, body any, hdr ...string) (*reply, error
 // must retries a request until a live server answers it below 500 (for setup calls).
 func (c *client) must(t *testing.T, method, path string, body any, hdr ...string) *reply {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) { // kept: polls a real child server process (kill -9 harness)
 		if r, err := c.do(method, path, body, hdr...); err == nil && r.status < 500 {
 			return r
 		}

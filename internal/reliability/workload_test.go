@@ -93,7 +93,7 @@ func (w *workload) call(c *client, rng interface{ Float64() float64 }, mayAbando
 		if mayAbandon && rng.Float64() < w.abandon {
 			return nil
 		}
-		time.Sleep(25 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond) // kept: the workload client's retry backoff against a faulted server
 	}
 	w.t.Errorf("%s %s: unanswered for 90s", method, path)
 	return nil

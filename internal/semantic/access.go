@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/service"
 )
 
 // AccessLog counts memory accesses (access_count, last_accessed_at: ranking and eviction
@@ -44,10 +44,14 @@ type AccessLog struct {
 	flushes, failures, dropped prometheus.Counter
 	written                    prometheus.Counter
 
-	started atomic.Bool
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	service.StartStop
+	// TestSignals fire at points tests wait for; they do nothing unless a test Inits them.
+	TestSignals AccessLogTestSignals
+}
+
+// AccessLogTestSignals are the access log's points of interest for tests.
+type AccessLogTestSignals struct {
+	Flushed service.TestSignal[error] // the loop's periodic flush ended (with its error)
 }
 
 type access struct {
@@ -66,7 +70,7 @@ func NewAccessLog(pool *pgxpool.Pool, log *slog.Logger, interval time.Duration, 
 		log = slog.Default()
 	}
 	a := &AccessLog{pool: pool, log: log, interval: interval, max: DefaultAccessLogMax,
-		pending: map[string]map[uuid.UUID]access{}, stop: make(chan struct{}), done: make(chan struct{}),
+		pending: map[string]map[uuid.UUID]access{},
 		flushes: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_memory_access_flushes_total",
 			Help: "Batched memory access-count flushes (one per org with accesses per interval)."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_memory_access_flush_failures_total",
@@ -128,37 +132,36 @@ func (a *AccessLog) Pending() int {
 }
 
 // Start flushes every interval until Stop.
-func (a *AccessLog) Start(ctx context.Context) {
-	if !a.started.CompareAndSwap(false, true) {
-		return
+func (a *AccessLog) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := a.StartInit(ctx)
+	if !shouldStart {
+		return nil
 	}
 	go func() {
-		defer close(a.done)
+		started()
+		defer stopped()
 		t := time.NewTicker(a.interval)
 		defer t.Stop()
 		for {
 			select {
-			case <-a.stop:
+			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := a.Flush(ctx); err != nil {
+				err := a.Flush(context.WithoutCancel(ctx))
+				if err != nil {
 					a.log.Warn("memory access counts not written yet; kept for the next flush", "err", err)
 				}
+				a.TestSignals.Flushed.Signal(err)
 			}
 		}
 	}()
+	return nil
 }
 
-// Stop ends the loop and writes what is pending (bounded by ctx). Safe to call more than
-// once, and without Start.
-func (a *AccessLog) Stop(ctx context.Context) error {
-	a.once.Do(func() { close(a.stop) })
-	if a.started.Load() {
-		select {
-		case <-a.done:
-		case <-ctx.Done():
-		}
-	}
+// Shutdown stops the loop and writes what is pending (bounded by ctx). Safe to call more
+// than once, and without Start.
+func (a *AccessLog) Shutdown(ctx context.Context) error {
+	a.Stop()
 	return a.Flush(ctx)
 }
 

@@ -64,7 +64,7 @@ func TestAccessLogCountsEveryAccess(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.NoError(t, a.Stop(ctx))
+	require.NoError(t, a.Shutdown(ctx))
 	require.Zero(t, a.Pending())
 
 	type counted struct {
@@ -142,7 +142,7 @@ func TestAccessLogKeepsCountsWhenAFlushFails(t *testing.T) {
 	require.Equal(t, now.Add(time.Second), at.UTC())
 }
 
-// TestAccessLogStartStop: the loop flushes on its own, and Stop writes what is left.
+// TestAccessLogStartStop: the loop flushes on its own, and Shutdown writes what is left.
 func TestAccessLogStartStop(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Pool(t)
@@ -155,13 +155,16 @@ func TestAccessLogStartStop(t *testing.T) {
 		return n
 	}
 	a := semantic.NewAccessLog(pool, nil, 20*time.Millisecond, nil)
-	a.Start(ctx)
+	a.TestSignals.Flushed.Init(t)
+	require.NoError(t, a.Start(ctx))
 	a.Add("acme", []uuid.UUID{id}, time.Now())
-	require.Eventually(t, func() bool { return count() == 1 }, 10*time.Second, 10*time.Millisecond)
+	for count() != 1 { // the flush that ran before Add wrote nothing; the next one writes it
+		require.NoError(t, a.TestSignals.Flushed.WaitOrTimeout(t))
+	}
 	a.Add("acme", []uuid.UUID{id}, time.Now())
-	require.NoError(t, a.Stop(ctx))
+	require.NoError(t, a.Shutdown(ctx))
 	require.EqualValues(t, 2, count())
-	require.NoError(t, a.Stop(ctx), "Stop twice")
+	require.NoError(t, a.Shutdown(ctx), "Shutdown twice")
 }
 
 // createMemory writes one memory of user ("": org-level) and returns its id.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +17,13 @@ import (
 	"github.com/strata-mem/strata/internal/testenv"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type bundle struct {
 	store  *Store
 	pool   *pgxpool.Pool
 	dsn    string
 	rdb    redis.UniversalClient
 	prefix string
-	clock  *clock
+	clock  *testenv.Clock
 	ctx    context.Context
 }
 
@@ -44,7 +31,7 @@ func setup(t *testing.T, o Options) *bundle {
 	t.Helper()
 	pool, dsn := testenv.Pool(t)
 	rdb, prefix := testenv.Redis(t)
-	c := &clock{t: time.Now()}
+	c := testenv.NewClock(time.Now())
 	o.Prefix, o.Now = prefix, c.Now
 	return &bundle{store: New(pool, rdb, o), pool: pool, dsn: dsn, rdb: rdb, prefix: prefix, clock: c, ctx: context.Background()}
 }
