@@ -20,6 +20,7 @@ import (
 	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/turncontext"
 	"github.com/strata-mem/strata/internal/working"
@@ -48,8 +49,8 @@ type parts struct {
 	evictor      *eviction.Evictor
 	consolidator *consolidation.Consolidator
 	erasures     *gdpr.Inserter
-	policy       eviction.LifecyclePolicy // the defaults an org runs on until it stores its own
-	assembler    *turncontext.Assembler   // per-turn context (POST /v1/context)
+	policy       policy.LifecyclePolicy // the defaults an org runs on until it stores its own
+	assembler    *turncontext.Assembler // per-turn context (POST /v1/context)
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -64,7 +65,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		pseudo = audit.NewPseudonymizer(cfg.AdminKey + "/audit")
 	}
 	p := &parts{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), pool: pool, rdb: rdb, keys: keys, pseudo: pseudo,
-		restrictions: gdpr.NewRestrictions(pool, restricted), emb: emb, policy: eviction.DefaultPolicy(cfg.VerifyAge)}
+		restrictions: gdpr.NewRestrictions(pool, restricted), emb: emb, policy: policy.DefaultPolicy(cfg.VerifyAge)}
 	p.jobs = jobs.NewStore(cfg.StalledAfter, nil)
 	p.events = episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth})
 	p.working = working.New(pool, rdb, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL,
@@ -81,7 +82,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	p.consolidator = &consolidation.Consolidator{Pool: pool, Semantic: p.memories, Episodic: p.events, Jobs: p.jobs,
 		Embedder: emb, Defaults: p.policy, Log: log}
 	p.assembler = turncontext.NewAssembler(turncontext.Deps{Jobs: p.jobs, Events: p.events, Working: p.working,
-		KV: p.kv, Memories: p.memories, Embedder: emb, Access: p.access, QueuePolicy: eviction.QueueLoadEffective,
+		KV: p.kv, Memories: p.memories, Embedder: emb, Access: p.access, QueuePolicy: policy.QueueLoadEffective,
 		PolicyDefaults: p.policy, QueueRestrictionCheck: gdpr.QueueContextCheck, Pool: pool})
 	if cfg.LLMModel != "" {
 		llm, err := consolidation.NewLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel})

@@ -25,6 +25,7 @@ import (
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -52,7 +53,7 @@ type Consolidator struct {
 	Jobs       *jobs.Store
 	Embedder   embed.Embedder
 	Summarizer Summarizer // nil: extractive
-	Defaults   eviction.LifecyclePolicy
+	Defaults   policy.LifecyclePolicy
 	Now        func() time.Time
 	Log        *slog.Logger
 	// BatchLimit bounds the jobs (summaries, compaction) one run handles per org [200];
@@ -430,7 +431,7 @@ func (c *Consolidator) summarizeTx(ctx context.Context, tx pgx.Tx, org string, r
 // RunTx runs tasks for org in tx (the on-demand path: the request's transaction) and
 // returns the report. Metrics are counted by the returned function, to call after commit.
 func (c *Consolidator) RunTx(ctx context.Context, tx pgx.Tx, org string, tasks []string) (ConsolidationReport, func(), error) {
-	pol, err := eviction.LoadEffective(ctx, tx, org, c.Defaults)
+	pol, err := policy.LoadEffective(ctx, tx, org, c.Defaults)
 	if err != nil {
 		return ConsolidationReport{}, func() {}, err
 	}
@@ -467,7 +468,7 @@ func (c *Consolidator) RunOrg(ctx context.Context, org string) (ConsolidationRep
 	rep := newReport(org, c.now(), []string{TaskCompaction, TaskMerge, TaskPromotion})
 	for _, t := range rep.Tasks {
 		err := pg.InOrgTx(ctx, c.Pool, org, func(tx pgx.Tx) error {
-			pol, err := eviction.LoadEffective(ctx, tx, org, c.Defaults)
+			pol, err := policy.LoadEffective(ctx, tx, org, c.Defaults)
 			if err != nil {
 				return err
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/turncontext"
@@ -63,7 +64,7 @@ type Deps struct {
 	Consolidator *consolidation.Consolidator
 	Erasures     *gdpr.Inserter
 	// PolicyDefaults is the lifecycle policy an org runs on until it stores its own.
-	PolicyDefaults eviction.LifecyclePolicy
+	PolicyDefaults policy.LifecyclePolicy
 	// Context assembles each turn's context (POST /v1/context) from the stores above.
 	Context *turncontext.Assembler
 
@@ -103,7 +104,7 @@ type Server struct {
 	evictor        *eviction.Evictor
 	consolidator   *consolidation.Consolidator
 	erasures       *gdpr.Inserter
-	policyDefaults eviction.LifecyclePolicy
+	policyDefaults policy.LifecyclePolicy
 	// access counts the memories searches and context serve, written in batches; nil
 	// when STRATA_ACCESS_FLUSH=0 (counted in each request's transaction).
 	access *semantic.AccessLog
