@@ -47,6 +47,7 @@ type parts struct {
 	emb          embed.Embedder
 	access       *semantic.AccessLog // nil when STRATA_ACCESS_FLUSH=0
 	evictor      *eviction.Evictor
+	jobMetrics   *jobMetrics // background jobs' run and queue-wait times (workers_lifecycle.go)
 	consolidator *consolidation.Consolidator
 	erasures     *gdpr.Inserter
 	policy       policy.LifecyclePolicy // the defaults an org runs on until it stores its own
@@ -78,9 +79,10 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		p.access = semantic.NewAccessLog(pool, log, cfg.AccessFlush, p.metrics)
 	}
 	p.evictor = &eviction.Evictor{Semantic: p.memories, Episodic: p.events, Jobs: p.jobs, Working: p.working, KV: p.kv,
-		Defaults: p.policy, Log: log}
+		Defaults: p.policy, Log: log, Metrics: eviction.NewMetrics(p.metrics, pool)}
 	p.consolidator = &consolidation.Consolidator{Pool: pool, Semantic: p.memories, Episodic: p.events, Jobs: p.jobs,
-		Embedder: emb, Defaults: p.policy, Log: log}
+		Embedder: emb, Defaults: p.policy, Log: log, Metrics: consolidation.NewMetrics(p.metrics)}
+	p.jobMetrics = newJobMetrics(p.metrics)
 	p.assembler = turncontext.NewAssembler(turncontext.Deps{Jobs: p.jobs, Events: p.events, Working: p.working,
 		KV: p.kv, Memories: p.memories, Embedder: emb, Access: p.access, QueuePolicy: policy.QueueLoadEffective,
 		PolicyDefaults: p.policy, QueueRestrictionCheck: gdpr.QueueContextCheck, Pool: pool})
@@ -94,7 +96,6 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	if p.erasures, err = gdpr.NewInserter(pool); err != nil {
 		return nil, fmt.Errorf("gdpr: River inserter: %w", err)
 	}
-	p.metrics.MustRegister(eviction.Collectors(pool)...)
 	return p, nil
 }
 

@@ -93,6 +93,7 @@ type Evictor struct {
 	Defaults policy.LifecyclePolicy // policy.DefaultPolicy(cfg.VerifyAge)
 	Now      func() time.Time       // clock (default time.Now)
 	Log      *slog.Logger
+	Metrics  *Metrics // nil: not counted
 	// BatchLimit bounds what one rule takes per run [5000]; SampleSize the ids a report
 	// shows per item [10].
 	BatchLimit int
@@ -345,7 +346,7 @@ func (e *Evictor) Run(ctx context.Context, tx pgx.Tx, org string, apply bool, ac
 	}
 	after := func(ctx context.Context) {
 		for _, it := range p.rep.Items {
-			Evicted.WithLabelValues(it.Tier, it.Reason).Add(float64(it.Count))
+			e.Metrics.evicted(it.Tier, it.Reason, it.Count)
 		}
 		if e.Working != nil && len(purged) > 0 {
 			if err := e.Working.DropLive(ctx, org, purged); err != nil && e.Log != nil {
