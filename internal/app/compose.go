@@ -121,7 +121,7 @@ func (p *parts) server() *httpapi.Server {
 		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, Working: p.working, KV: p.kv,
 		Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
 		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
-		Context: p.assembler,
+		Context: p.assembler, Now: time.Now,
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,

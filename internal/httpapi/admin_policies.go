@@ -95,7 +95,7 @@ func (s *Server) putPolicies(ctx context.Context, r *Request, in *putPolicyInput
 		im = &v
 	}
 	p := r.Caller
-	_, st, err := policy.Save(ctx, r.Tx, p.OrgID, in.Body, s.policyDefaults, im, p.KeyID, time.Now())
+	_, st, err := policy.Save(ctx, r.Tx, p.OrgID, in.Body, s.policyDefaults, im, p.KeyID, s.now())
 	if err != nil {
 		return nil, err
 	}

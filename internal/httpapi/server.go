@@ -67,6 +67,9 @@ type Deps struct {
 	PolicyDefaults policy.LifecyclePolicy
 	// Context assembles each turn's context (POST /v1/context) from the stores above.
 	Context *turncontext.Assembler
+	// Now is the clock of what handlers stamp (erasures, restrictions, exports, policies);
+	// nil: time.Now.
+	Now func() time.Time
 
 	Options Options
 }
@@ -110,6 +113,7 @@ type Server struct {
 	access *semantic.AccessLog
 	// assembler assembles POST /v1/context (internal/turncontext).
 	assembler *turncontext.Assembler
+	now       func() time.Time // clock of what handlers stamp (Deps.Now)
 
 	metrics *metrics
 	limiter *keyLimiter
@@ -130,6 +134,9 @@ func NewServer(d Deps) *Server {
 		metrics: newMetrics(d.Metrics, d.Pool, d.Redis), limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst)}
 	s.space = semantic.Space{Embedder: s.emb.Name(), Model: s.emb.Model(), Dims: s.emb.Dims()}
 	s.assembler = d.Context
+	if s.now = d.Now; s.now == nil {
+		s.now = time.Now
+	}
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}
