@@ -189,7 +189,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	defer subscribeJobMetrics(jobs)()
+	defer p.subscribeJobMetrics(jobs)()
 	if err := jobs.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("starting background workers: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/turncontext"
 	"github.com/strata-mem/strata/internal/working"
@@ -46,10 +47,11 @@ type parts struct {
 	emb          embed.Embedder
 	access       *semantic.AccessLog // nil when STRATA_ACCESS_FLUSH=0
 	evictor      *eviction.Evictor
+	jobMetrics   *jobMetrics // background jobs' run and queue-wait times (workers_lifecycle.go)
 	consolidator *consolidation.Consolidator
 	erasures     *gdpr.Inserter
-	policy       eviction.LifecyclePolicy // the defaults an org runs on until it stores its own
-	assembler    *turncontext.Assembler   // per-turn context (POST /v1/context)
+	policy       policy.LifecyclePolicy // the defaults an org runs on until it stores its own
+	assembler    *turncontext.Assembler // per-turn context (POST /v1/context)
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -64,7 +66,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		pseudo = audit.NewPseudonymizer(cfg.AdminKey + "/audit")
 	}
 	p := &parts{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), pool: pool, rdb: rdb, keys: keys, pseudo: pseudo,
-		restrictions: gdpr.NewRestrictions(pool, restricted), emb: emb, policy: eviction.DefaultPolicy(cfg.VerifyAge)}
+		restrictions: gdpr.NewRestrictions(pool, restricted), emb: emb, policy: policy.DefaultPolicy(cfg.VerifyAge)}
 	p.jobs = jobs.NewStore(cfg.StalledAfter, nil)
 	p.events = episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth})
 	p.working = working.New(pool, rdb, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL,
@@ -77,11 +79,12 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		p.access = semantic.NewAccessLog(pool, log, cfg.AccessFlush, p.metrics)
 	}
 	p.evictor = &eviction.Evictor{Semantic: p.memories, Episodic: p.events, Jobs: p.jobs, Working: p.working, KV: p.kv,
-		Defaults: p.policy, Log: log}
+		Defaults: p.policy, Log: log, Metrics: eviction.NewMetrics(p.metrics, pool)}
 	p.consolidator = &consolidation.Consolidator{Pool: pool, Semantic: p.memories, Episodic: p.events, Jobs: p.jobs,
-		Embedder: emb, Defaults: p.policy, Log: log}
+		Embedder: emb, Defaults: p.policy, Log: log, Metrics: consolidation.NewMetrics(p.metrics)}
+	p.jobMetrics = newJobMetrics(p.metrics)
 	p.assembler = turncontext.NewAssembler(turncontext.Deps{Jobs: p.jobs, Events: p.events, Working: p.working,
-		KV: p.kv, Memories: p.memories, Embedder: emb, Access: p.access, QueuePolicy: eviction.QueueLoadEffective,
+		KV: p.kv, Memories: p.memories, Embedder: emb, Access: p.access, QueuePolicy: policy.QueueLoadEffective,
 		PolicyDefaults: p.policy, QueueRestrictionCheck: gdpr.QueueContextCheck, Pool: pool})
 	if cfg.LLMModel != "" {
 		llm, err := consolidation.NewLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel})
@@ -93,7 +96,6 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	if p.erasures, err = gdpr.NewInserter(pool); err != nil {
 		return nil, fmt.Errorf("gdpr: River inserter: %w", err)
 	}
-	p.metrics.MustRegister(eviction.Collectors(pool)...)
 	return p, nil
 }
 
@@ -119,7 +121,7 @@ func (p *parts) server() *httpapi.Server {
 		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, Working: p.working, KV: p.kv,
 		Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
 		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
-		Context: p.assembler,
+		Context: p.assembler, Now: time.Now,
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
 	"github.com/strata-mem/strata/internal/consolidation"
@@ -39,9 +40,34 @@ func (p *parts) lifecycleWorkers(workers *river.Workers) []*river.PeriodicJob {
 	return periodic
 }
 
+// jobMetrics are the background jobs' run and queue-wait times, fed from River's events.
+type jobMetrics struct {
+	// run is the run time of background jobs, by kind and outcome.
+	run *prometheus.HistogramVec
+	// wait is how long background jobs waited in the queue before running.
+	wait *prometheus.HistogramVec
+}
+
+// newJobMetrics builds the job metrics and registers them on reg.
+func newJobMetrics(reg prometheus.Registerer) *jobMetrics {
+	m := &jobMetrics{
+		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "strata_worker_job_duration_seconds", Help: "Background job run time, by kind and outcome (completed, failed, cancelled).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"kind", "outcome"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "strata_worker_job_queue_wait_seconds", Help: "Time background jobs waited in the queue before running, by kind.",
+			Buckets: []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900},
+		}, []string{"kind"}),
+	}
+	reg.MustRegister(m.run, m.wait)
+	return m
+}
+
 // subscribeJobMetrics feeds strata_worker_job_duration_seconds and
 // strata_worker_job_queue_wait_seconds from River's job events, until the returned stop.
-func subscribeJobMetrics(c *queue.Client) func() {
+func (p *parts) subscribeJobMetrics(c *queue.Client) func() {
+	m := p.jobMetrics
 	events, cancel := c.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -65,8 +91,8 @@ func subscribeJobMetrics(c *queue.Client) func() {
 				case river.EventKindJobCancelled:
 					outcome = "cancelled"
 				}
-				eviction.JobRun.WithLabelValues(e.Job.Kind, outcome).Observe(e.JobStats.RunDuration.Seconds())
-				eviction.JobWait.WithLabelValues(e.Job.Kind).Observe(e.JobStats.QueueWaitDuration.Seconds())
+				m.run.WithLabelValues(e.Job.Kind, outcome).Observe(e.JobStats.RunDuration.Seconds())
+				m.wait.WithLabelValues(e.Job.Kind).Observe(e.JobStats.QueueWaitDuration.Seconds())
 			}
 		}
 	}()

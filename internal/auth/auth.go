@@ -155,6 +155,21 @@ func (s *Store) List(ctx context.Context, q pg.DBTX, org, after string, limit in
 	return keys, pg.Interpret(err)
 }
 
+// OrgOf is the org that key id belongs to (the root key may revoke any org's key and finds
+// its org first). An unknown id is ErrNotFound.
+func (s *Store) OrgOf(ctx context.Context, q pg.DBTX, id string) (string, error) {
+	var org string
+	err := q.QueryRow(ctx, `SELECT org_id FROM api_keys WHERE id = $1`, id).Scan(&org)
+	return org, pg.Interpret(err)
+}
+
+// Exists reports whether org has a key with this id (revoked or not).
+func (s *Store) Exists(ctx context.Context, q pg.DBTX, org, id string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE org_id = $1 AND id = $2)`, org, id).Scan(&ok)
+	return ok, pg.Interpret(err)
+}
+
 // Revoke revokes org's key id and, in the same transaction, notifies every replica to drop
 // its cached lookups. Revoking twice is fine; an unknown id is ErrNotFound.
 func (s *Store) Revoke(ctx context.Context, q pg.DBTX, org, id string) (Key, error) {

@@ -67,3 +67,35 @@ func TestRevocationReachesEveryReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestOrgOfAndExists: the lookups the root key's revocation and quarantines make.
+func TestOrgOfAndExists(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testenv.Pool(t)
+	s := auth.NewStore(pool, "", "root")
+	org := "orgof-" + time.Now().Format("150405.000000000")
+	var id string
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		k, _, err := s.Create(ctx, tx, org, strata.RoleAgent, "", "test")
+		id = k.ID
+		return err
+	}))
+	got, err := s.OrgOf(ctx, pool, id)
+	require.NoError(t, err)
+	require.Equal(t, org, got)
+	_, err = s.OrgOf(ctx, pool, "00000000-0000-0000-0000-000000000000")
+	require.ErrorIs(t, err, strata.ErrNotFound)
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		ok, err := s.Exists(ctx, tx, org, id)
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = s.Exists(ctx, tx, org, "00000000-0000-0000-0000-000000000000")
+		require.NoError(t, err)
+		require.False(t, ok)
+		return nil
+	}))
+	ok, err := s.Exists(ctx, pool, "another-"+org, id)
+	require.NoError(t, err)
+	require.False(t, ok)
+}

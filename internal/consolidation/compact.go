@@ -11,8 +11,8 @@ import (
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/episodic"
-	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 )
 
 // Run is a run of consecutive superseded events of one job.
@@ -105,7 +105,7 @@ func describeRun(r Run) string {
 // examined yet: each run of superseded edits long enough gets a summary event (op
 // strata.compaction), and the default read view of the job shows that event instead of
 // the run. Raw events stay until retention removes the log.
-func (c *Consolidator) compact(ctx context.Context, tx pgx.Tx, org string, pol eviction.Effective, rep *ConsolidationReport) error {
+func (c *Consolidator) compact(ctx context.Context, tx pgx.Tx, org string, pol policy.Effective, rep *ConsolidationReport) error {
 	if pol.CompactAfter <= 0 {
 		return nil
 	}

@@ -22,9 +22,9 @@ import (
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
-	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -52,9 +52,10 @@ type Consolidator struct {
 	Jobs       *jobs.Store
 	Embedder   embed.Embedder
 	Summarizer Summarizer // nil: extractive
-	Defaults   eviction.LifecyclePolicy
+	Defaults   policy.LifecyclePolicy
 	Now        func() time.Time
 	Log        *slog.Logger
+	Metrics    *Metrics // nil: not counted
 	// BatchLimit bounds the jobs (summaries, compaction) one run handles per org [200];
 	// merge and promotion look at up to 50× that many memories.
 	BatchLimit int
@@ -215,7 +216,7 @@ func (c *Consolidator) compose(ctx context.Context, f Facts) (composed, error) {
 	text, err := s.Summarize(ctx, f)
 	name := s.Name()
 	if err != nil {
-		eviction.SummarizerFailures.Inc()
+		c.Metrics.summarizerFailed()
 		if c.Log != nil {
 			c.Log.Warn("consolidation: LLM summary failed; writing the extractive summary", "job", f.JobID, "err", err)
 		}
@@ -329,7 +330,7 @@ func (c *Consolidator) SummarizeJob(ctx context.Context, org, job string) (Conso
 		return c.failed(ctx, org, job, res, err)
 	}
 	if res.Status == "written" {
-		eviction.Consolidated.WithLabelValues("job_summary").Inc()
+		c.Metrics.consolidated("job_summary", 1)
 	}
 	return res, nil
 }
@@ -430,7 +431,7 @@ func (c *Consolidator) summarizeTx(ctx context.Context, tx pgx.Tx, org string, r
 // RunTx runs tasks for org in tx (the on-demand path: the request's transaction) and
 // returns the report. Metrics are counted by the returned function, to call after commit.
 func (c *Consolidator) RunTx(ctx context.Context, tx pgx.Tx, org string, tasks []string) (ConsolidationReport, func(), error) {
-	pol, err := eviction.LoadEffective(ctx, tx, org, c.Defaults)
+	pol, err := policy.LoadEffective(ctx, tx, org, c.Defaults)
 	if err != nil {
 		return ConsolidationReport{}, func() {}, err
 	}
@@ -451,14 +452,14 @@ func (c *Consolidator) RunTx(ctx context.Context, tx pgx.Tx, org string, tasks [
 			return ConsolidationReport{}, func() {}, fmt.Errorf("consolidation %s: %w", t, err)
 		}
 	}
-	return rep, func() { countReport(rep) }, nil
+	return rep, func() { c.countReport(rep) }, nil
 }
 
-func countReport(rep ConsolidationReport) {
-	eviction.Consolidated.WithLabelValues("job_summary").Add(float64(rep.JobSummaries.Written))
-	eviction.Consolidated.WithLabelValues("compacted_events").Add(float64(rep.Compaction.Events))
-	eviction.Consolidated.WithLabelValues("merged").Add(float64(rep.Merge.Superseded))
-	eviction.Consolidated.WithLabelValues("promoted").Add(float64(rep.Promotion.Promoted))
+func (c *Consolidator) countReport(rep ConsolidationReport) {
+	c.Metrics.consolidated("job_summary", rep.JobSummaries.Written)
+	c.Metrics.consolidated("compacted_events", rep.Compaction.Events)
+	c.Metrics.consolidated("merged", rep.Merge.Superseded)
+	c.Metrics.consolidated("promoted", rep.Promotion.Promoted)
 }
 
 // RunOrg is the periodic path: compaction, merge and promotion for org, each in its own
@@ -467,7 +468,7 @@ func (c *Consolidator) RunOrg(ctx context.Context, org string) (ConsolidationRep
 	rep := newReport(org, c.now(), []string{TaskCompaction, TaskMerge, TaskPromotion})
 	for _, t := range rep.Tasks {
 		err := pg.InOrgTx(ctx, c.Pool, org, func(tx pgx.Tx) error {
-			pol, err := eviction.LoadEffective(ctx, tx, org, c.Defaults)
+			pol, err := policy.LoadEffective(ctx, tx, org, c.Defaults)
 			if err != nil {
 				return err
 			}
@@ -490,6 +491,6 @@ func (c *Consolidator) RunOrg(ctx context.Context, org string) (ConsolidationRep
 			return rep, fmt.Errorf("consolidation %s for %s: %w", t, org, err)
 		}
 	}
-	countReport(rep)
+	c.countReport(rep)
 	return rep, nil
 }

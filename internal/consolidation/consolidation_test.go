@@ -23,9 +23,9 @@ import (
 	"github.com/strata-mem/strata/internal/consolidation"
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
-	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/testenv"
@@ -61,10 +61,10 @@ func (e *env) tx(fn func(tx pgx.Tx) error) {
 	require.NoError(e.t, pg.InOrgTx(e.ctx, e.pool, org, fn))
 }
 
-func (e *env) setPolicy(p eviction.LifecyclePolicy) {
+func (e *env) setPolicy(p policy.LifecyclePolicy) {
 	e.t.Helper()
 	e.tx(func(tx pgx.Tx) error {
-		_, _, err := eviction.Save(e.ctx, tx, org, p, e.c.Defaults, nil, "test", e.clock.Now())
+		_, _, err := policy.Save(e.ctx, tx, org, p, e.c.Defaults, nil, "test", e.clock.Now())
 		return err
 	})
 }
@@ -518,7 +518,7 @@ func TestPromotionThreshold(t *testing.T) {
 
 	// Lowering the threshold promotes the cold fact too; re-running changes nothing more.
 	thr := 2.2
-	e.setPolicy(eviction.LifecyclePolicy{Consolidation: eviction.ConsolidationRules{Promotion: eviction.PromotionRules{Threshold: &thr}}})
+	e.setPolicy(policy.LifecyclePolicy{Consolidation: policy.ConsolidationRules{Promotion: policy.PromotionRules{Threshold: &thr}}})
 	rep = e.run(consolidation.TaskPromotion)
 	require.Equal(t, 1, rep.Promotion.Promoted)
 	require.NotNil(t, e.get(cold1.ID).ValidTo)
@@ -537,7 +537,7 @@ func newConsolidator(cfg config.Config, pool *pgxpool.Pool, emb embed.Embedder, 
 		Episodic: episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth}),
 		Jobs:     jobs.NewStore(cfg.StalledAfter, now),
 		Embedder: emb,
-		Defaults: eviction.DefaultPolicy(cfg.VerifyAge),
+		Defaults: policy.DefaultPolicy(cfg.VerifyAge),
 		Now:      now,
 		Log:      log,
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/audit"
-	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 )
 
@@ -134,7 +134,7 @@ func setLastRun(ctx context.Context, tx pgx.Tx, org, task string, t time.Time) e
 // superseded_by), never deleted: history and as_of searches still show them, and
 // eviction's delete_superseded_after removes them later. Pinned memories are never
 // absorbed (they can survive).
-func (c *Consolidator) merge(ctx context.Context, tx pgx.Tx, org string, pol eviction.Effective, rep *ConsolidationReport) error {
+func (c *Consolidator) merge(ctx context.Context, tx pgx.Tx, org string, pol policy.Effective, rep *ConsolidationReport) error {
 	if pol.MergeThreshold >= 1 {
 		return nil
 	}

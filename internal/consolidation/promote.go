@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/audit"
-	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -27,7 +27,7 @@ import (
 // 0.5 = 3.19 for 3 reads, the last a week ago), a fact seen in 3 sessions and read once
 // today passes (3 + 0.35 + 1), and one that was never read again stays a session fact
 // (2 + 0 + ~0).
-func Heat(p eviction.Promotion, sessions, reads int, sinceLastRead time.Duration) (score, recency float64) {
+func Heat(p policy.Promotion, sessions, reads int, sinceLastRead time.Duration) (score, recency float64) {
 	recency = math.Pow(0.5, sinceLastRead.Hours()/p.RecencyHalfLife.Hours())
 	score = p.WeightSessions*float64(sessions) + p.WeightReads*math.Log1p(float64(reads)) + p.WeightRecency*recency
 	return score, recency
@@ -39,7 +39,7 @@ func Heat(p eviction.Promotion, sessions, reads int, sinceLastRead time.Duration
 // representative's text, kind, trust and vector, the highest importance, and
 // metadata.promoted_from (every session memory's provenance) and metadata.promotion (the
 // score and its parts); the session memories are superseded by it.
-func (c *Consolidator) promote(ctx context.Context, tx pgx.Tx, org string, pol eviction.Effective, rep *ConsolidationReport) error {
+func (c *Consolidator) promote(ctx context.Context, tx pgx.Tx, org string, pol policy.Effective, rep *ConsolidationReport) error {
 	pr := pol.Promotion
 	if !pr.Enabled || len(pr.Kinds) == 0 {
 		return nil

@@ -1,3 +1,14 @@
+// Package eviction applies each org's forgetting policy: memories past their maximum age
+// or inactivity, memories beyond a scope's cap (lowest retention score first), superseded
+// memory versions, idle working sessions, episodic logs of long-finished jobs, surplus
+// checkpoint versions and old key-value history. A run first plans (which rows, for which
+// reason) and then, unless it is a preview, deletes exactly what it planned and writes one
+// audit record per reason (ids, policy, reason, counts; never content). Pinned memories
+// are exempt from every rule.
+//
+// The policy itself (internal/policy) also carries the org's consolidation settings
+// (internal/consolidation reads them), so GET/PUT /v1/admin/policies is the one place an
+// operator tunes the memory lifecycle. docs/workers.md explains every field.
 package eviction
 
 import (
@@ -15,6 +26,7 @@ import (
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/working"
 )
@@ -76,11 +88,12 @@ type Evictor struct {
 	Semantic *semantic.Store
 	Episodic *episodic.Store
 	Jobs     *jobs.Store
-	Working  *working.Store   // nil: session purges skip Redis (the live copies expire by their TTL)
-	KV       *keyvalue.Store  // history pruning only uses its SQL
-	Defaults LifecyclePolicy  // DefaultPolicy(cfg.VerifyAge)
-	Now      func() time.Time // clock (default time.Now)
+	Working  *working.Store         // nil: session purges skip Redis (the live copies expire by their TTL)
+	KV       *keyvalue.Store        // history pruning only uses its SQL
+	Defaults policy.LifecyclePolicy // policy.DefaultPolicy(cfg.VerifyAge)
+	Now      func() time.Time       // clock (default time.Now)
 	Log      *slog.Logger
+	Metrics  *Metrics // nil: not counted
 	// BatchLimit bounds what one rule takes per run [5000]; SampleSize the ids a report
 	// shows per item [10].
 	BatchLimit int
@@ -116,7 +129,7 @@ func cutoff(now time.Time, d time.Duration) time.Time {
 }
 
 // kindCutoffs builds per-kind cutoffs for one duration rule.
-func kindCutoffs(pol Effective, now time.Time, rule func(Rules) time.Duration) semantic.KindCutoffs {
+func kindCutoffs(pol policy.Effective, now time.Time, rule func(policy.Rules) time.Duration) semantic.KindCutoffs {
 	c := semantic.KindCutoffs{Default: cutoff(now, rule(pol.Default))}
 	for _, k := range sortedKinds(pol) {
 		c.Kinds = append(c.Kinds, k)
@@ -125,7 +138,7 @@ func kindCutoffs(pol Effective, now time.Time, rule func(Rules) time.Duration) s
 	return c
 }
 
-func sortedKinds(pol Effective) []string {
+func sortedKinds(pol policy.Effective) []string {
 	ks := make([]string, 0, len(pol.Kinds))
 	for k := range pol.Kinds {
 		ks = append(ks, k)
@@ -134,10 +147,10 @@ func sortedKinds(pol Effective) []string {
 	return ks
 }
 
-func policyString(d time.Duration) string { return durString(d) }
+func policyString(d time.Duration) string { return policy.DurString(d) }
 
 // addMemoryItems groups refs by kind into items of one reason.
-func (e *Evictor) addMemoryItems(rep *EvictionReport, reason string, refs []semantic.Ref, more bool, pol Effective, val func(Rules) string) {
+func (e *Evictor) addMemoryItems(rep *EvictionReport, reason string, refs []semantic.Ref, more bool, pol policy.Effective, val func(policy.Rules) string) {
 	byKind := map[string][]semantic.Ref{}
 	var kinds []string
 	for _, r := range refs {
@@ -181,7 +194,7 @@ func (e *Evictor) Plan(ctx context.Context, tx pgx.Tx, org string) (EvictionRepo
 }
 
 func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error) {
-	pol, err := LoadEffective(ctx, tx, org, e.Defaults)
+	pol, err := policy.LoadEffective(ctx, tx, org, e.Defaults)
 	if err != nil {
 		return nil, err
 	}
@@ -192,31 +205,31 @@ func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error
 
 	// Memories: superseded versions, then current memories by age, inactivity and cap. A
 	// memory matched by one rule is not counted again by the next.
-	sup, err := e.Semantic.SupersededBefore(ctx, tx, org, kindCutoffs(pol, now, func(r Rules) time.Duration { return r.DeleteSupersededAfter }), lim+1)
+	sup, err := e.Semantic.SupersededBefore(ctx, tx, org, kindCutoffs(pol, now, func(r policy.Rules) time.Duration { return r.DeleteSupersededAfter }), lim+1)
 	if err != nil {
 		return nil, err
 	}
 	more := len(sup) > lim
-	e.addMemoryItems(rep, ReasonSuperseded, sup[:min(len(sup), lim)], more, pol, func(r Rules) string { return policyString(r.DeleteSupersededAfter) })
+	e.addMemoryItems(rep, ReasonSuperseded, sup[:min(len(sup), lim)], more, pol, func(r policy.Rules) string { return policyString(r.DeleteSupersededAfter) })
 
 	var exclude []uuid.UUID
-	aged, err := e.Semantic.CurrentWrittenBefore(ctx, tx, org, kindCutoffs(pol, now, func(r Rules) time.Duration { return r.MaxAge }), exclude, lim+1)
+	aged, err := e.Semantic.CurrentWrittenBefore(ctx, tx, org, kindCutoffs(pol, now, func(r policy.Rules) time.Duration { return r.MaxAge }), exclude, lim+1)
 	if err != nil {
 		return nil, err
 	}
 	more = len(aged) > lim
 	aged = aged[:min(len(aged), lim)]
-	e.addMemoryItems(rep, ReasonMaxAge, aged, more, pol, func(r Rules) string { return policyString(r.MaxAge) })
+	e.addMemoryItems(rep, ReasonMaxAge, aged, more, pol, func(r policy.Rules) string { return policyString(r.MaxAge) })
 	for _, r := range aged {
 		exclude = append(exclude, r.ID)
 	}
-	idle, err := e.Semantic.CurrentInactiveBefore(ctx, tx, org, kindCutoffs(pol, now, func(r Rules) time.Duration { return r.MaxInactivity }), exclude, lim+1)
+	idle, err := e.Semantic.CurrentInactiveBefore(ctx, tx, org, kindCutoffs(pol, now, func(r policy.Rules) time.Duration { return r.MaxInactivity }), exclude, lim+1)
 	if err != nil {
 		return nil, err
 	}
 	more = len(idle) > lim
 	idle = idle[:min(len(idle), lim)]
-	e.addMemoryItems(rep, ReasonMaxInactivity, idle, more, pol, func(r Rules) string { return policyString(r.MaxInactivity) })
+	e.addMemoryItems(rep, ReasonMaxInactivity, idle, more, pol, func(r policy.Rules) string { return policyString(r.MaxInactivity) })
 	for _, r := range idle {
 		exclude = append(exclude, r.ID)
 	}
@@ -230,7 +243,7 @@ func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error
 		return nil, err
 	}
 	more = len(over) > lim
-	e.addMemoryItems(rep, ReasonMaxItems, over[:min(len(over), lim)], more, pol, func(r Rules) string { return strconv.Itoa(r.MaxItemsPerScope) })
+	e.addMemoryItems(rep, ReasonMaxItems, over[:min(len(over), lim)], more, pol, func(r policy.Rules) string { return strconv.Itoa(r.MaxItemsPerScope) })
 
 	if verify := pol.ForKind(semantic.KindFact).VerifyAge; verify > 0 {
 		if rep.NeedsVerification, err = e.Semantic.CountStaleFacts(ctx, tx, org, now.Add(-verify)); err != nil {
@@ -333,7 +346,7 @@ func (e *Evictor) Run(ctx context.Context, tx pgx.Tx, org string, apply bool, ac
 	}
 	after := func(ctx context.Context) {
 		for _, it := range p.rep.Items {
-			Evicted.WithLabelValues(it.Tier, it.Reason).Add(float64(it.Count))
+			e.Metrics.evicted(it.Tier, it.Reason, it.Count)
 		}
 		if e.Working != nil && len(purged) > 0 {
 			if err := e.Working.DropLive(ctx, org, purged); err != nil && e.Log != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/testenv"
@@ -66,10 +67,10 @@ func (e *env) tx(fn func(tx pgx.Tx) error) {
 	require.NoError(e.t, pg.InOrgTx(e.ctx, e.pool, org, fn))
 }
 
-func (e *env) setPolicy(p eviction.LifecyclePolicy) {
+func (e *env) setPolicy(p policy.LifecyclePolicy) {
 	e.t.Helper()
 	e.tx(func(tx pgx.Tx) error {
-		_, _, err := eviction.Save(e.ctx, tx, org, p, e.ev.Defaults, nil, "test", e.clock.Now())
+		_, _, err := policy.Save(e.ctx, tx, org, p, e.ev.Defaults, nil, "test", e.clock.Now())
 		return err
 	})
 }
@@ -146,15 +147,15 @@ func ids(ms ...semantic.Memory) []string {
 }
 
 // off is a policy with every eviction rule off, to switch on one at a time.
-func off() eviction.LifecyclePolicy {
+func off() policy.LifecyclePolicy {
 	z, zero := "0", 0
-	return eviction.LifecyclePolicy{
-		Memories: eviction.MemoryLifecyclePolicy{Default: eviction.MemoryRules{MaxAge: &z, MaxInactivity: &z, MaxItemsPerScope: &zero,
+	return policy.LifecyclePolicy{
+		Memories: policy.MemoryLifecyclePolicy{Default: policy.MemoryRules{MaxAge: &z, MaxInactivity: &z, MaxItemsPerScope: &zero,
 			DeleteSupersededAfter: &z}},
-		Working:     eviction.WorkingRules{SessionTTL: &z},
-		Episodic:    eviction.EpisodicRules{CompletedJobRetention: &z},
-		Checkpoints: eviction.CheckpointRules{KeepVersions: &zero},
-		KeyValue:    eviction.KeyValueRules{HistoryRetention: &z},
+		Working:     policy.WorkingRules{SessionTTL: &z},
+		Episodic:    policy.EpisodicRules{CompletedJobRetention: &z},
+		Checkpoints: policy.CheckpointRules{KeepVersions: &zero},
+		KeyValue:    policy.KeyValueRules{HistoryRetention: &z},
 	}
 }
 
@@ -165,7 +166,7 @@ func TestEvictionMaxAgePerKind(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := off()
-	p.Memories.Kinds = map[string]eviction.MemoryRules{"job": {MaxAge: sp("10d")}}
+	p.Memories.Kinds = map[string]policy.MemoryRules{"job": {MaxAge: sp("10d")}}
 	e.setPolicy(p)
 	job := e.memory("job summary: graded the teaser warm", memOpt{kind: "job"})
 	pinnedJob := e.memory("job summary: pinned reference grade", memOpt{kind: "job", pinned: true})
@@ -239,7 +240,7 @@ func TestEvictionMaxItemsPerScopeByRetentionScore(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := off()
-	p.Memories.Kinds = map[string]eviction.MemoryRules{"fact": {MaxItemsPerScope: ip(2)}}
+	p.Memories.Kinds = map[string]policy.MemoryRules{"fact": {MaxItemsPerScope: ip(2)}}
 	e.setPolicy(p)
 	low := e.memory("u1 fact low importance", memOpt{user: "u1", importance: 0.1})
 	high := e.memory("u1 fact high importance", memOpt{user: "u1", importance: 0.9})
@@ -530,7 +531,7 @@ func newEvictor(cfg config.Config, pool *pgxpool.Pool, rdb redis.UniversalClient
 		Jobs:     jobs.NewStore(cfg.StalledAfter, now),
 		Working:  working.New(pool, rdb, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL, Now: now}),
 		KV:       keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, Log: log}),
-		Defaults: eviction.DefaultPolicy(cfg.VerifyAge),
+		Defaults: policy.DefaultPolicy(cfg.VerifyAge),
 		Now:      now,
 		Log:      log,
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/strata-mem/strata/internal/auth"
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -114,8 +113,9 @@ func (s *Server) revokeKey(ctx context.Context, r *Request, in *keyIDInput) (*ke
 	org := p.OrgID
 	if p.Root {
 		// The root key may revoke any org's key: find its org first.
-		if err := r.Tx.QueryRow(ctx, `SELECT org_id FROM api_keys WHERE id = $1`, in.ID).Scan(&org); err != nil {
-			return nil, pg.Interpret(err)
+		var err error
+		if org, err = s.keys.OrgOf(ctx, r.Tx, in.ID); err != nil {
+			return nil, err
 		}
 	}
 	k, err := s.keys.Revoke(ctx, r.Tx, org, in.ID)

@@ -8,19 +8,19 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 )
 
 // PolicyDoc is an org's lifecycle policy as GET/PUT /v1/admin/policies answer it.
 type PolicyDoc struct {
-	OrgID     string                   `json:"org_id"`
-	Version   int64                    `json:"version" doc:"0 while the org runs on the defaults; also the ETag."`
-	UpdatedAt *time.Time               `json:"updated_at,omitempty"`
-	UpdatedBy string                   `json:"updated_by,omitempty" doc:"The API key that wrote it."`
-	Policy    eviction.LifecyclePolicy `json:"policy" doc:"The effective policy: what the org set, every absent field filled from the defaults."`
-	Stored    eviction.LifecyclePolicy `json:"stored" doc:"What the org set (absent fields follow the defaults, also when the defaults change)."`
-	Defaults  eviction.LifecyclePolicy `json:"defaults" doc:"The server's defaults."`
+	OrgID     string                 `json:"org_id"`
+	Version   int64                  `json:"version" doc:"0 while the org runs on the defaults; also the ETag."`
+	UpdatedAt *time.Time             `json:"updated_at,omitempty"`
+	UpdatedBy string                 `json:"updated_by,omitempty" doc:"The API key that wrote it."`
+	Policy    policy.LifecyclePolicy `json:"policy" doc:"The effective policy: what the org set, every absent field filled from the defaults."`
+	Stored    policy.LifecyclePolicy `json:"stored" doc:"What the org set (absent fields follow the defaults, also when the defaults change)."`
+	Defaults  policy.LifecyclePolicy `json:"defaults" doc:"The server's defaults."`
 }
 
 type policyOutput struct {
@@ -31,15 +31,15 @@ type policyOutput struct {
 
 type putPolicyInput struct {
 	IfMatch string `header:"If-Match" doc:"The version you read (ETag; \"0\" when none was stored); a stale one gets 409."`
-	Body    eviction.LifecyclePolicy
+	Body    policy.LifecyclePolicy
 }
 
-func (s *Server) policyDoc(org string, st eviction.Stored) (*policyOutput, error) {
+func (s *Server) policyDoc(org string, st policy.Stored) (*policyOutput, error) {
 	def := s.policyDefaults
-	e, err := eviction.Compile(st.Policy, def)
+	e, err := policy.Compile(st.Policy, def)
 	if err != nil {
 		// Valid when stored; only a server default change can make it fail now.
-		e, _ = eviction.Compile(eviction.LifecyclePolicy{}, def)
+		e, _ = policy.Compile(policy.LifecyclePolicy{}, def)
 	}
 	return &policyOutput{Status: http.StatusOK, ETag: etag(st.Version), Body: PolicyDoc{OrgID: org, Version: st.Version,
 		UpdatedAt: st.UpdatedAt, UpdatedBy: st.UpdatedBy, Policy: e.Doc, Stored: st.Policy, Defaults: def}}, nil
@@ -52,7 +52,7 @@ func (s *Server) orgVerifyAge(ctx context.Context, tx pgx.Tx, q *semantic.Query)
 	if q.StaleAfter > 0 {
 		return nil
 	}
-	e, err := eviction.LoadEffective(ctx, tx, q.Scope.OrgID, s.policyDefaults)
+	e, err := policy.LoadEffective(ctx, tx, q.Scope.OrgID, s.policyDefaults)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ var opGetPolicies = huma.Operation{
 }
 
 func (s *Server) getPolicies(ctx context.Context, r *Request, in *struct{}) (*policyOutput, error) {
-	st, err := eviction.Load(ctx, r.Tx, r.Org)
+	st, err := policy.Load(ctx, r.Tx, r.Org)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (s *Server) putPolicies(ctx context.Context, r *Request, in *putPolicyInput
 		im = &v
 	}
 	p := r.Caller
-	_, st, err := eviction.Save(ctx, r.Tx, p.OrgID, in.Body, s.policyDefaults, im, p.KeyID, time.Now())
+	_, st, err := policy.Save(ctx, r.Tx, p.OrgID, in.Body, s.policyDefaults, im, p.KeyID, s.now())
 	if err != nil {
 		return nil, err
 	}

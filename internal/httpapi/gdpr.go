@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5"
@@ -109,7 +108,7 @@ func (s *Server) createErasure(ctx context.Context, r *Request, in *createErasur
 	p := r.Caller
 	e, err := gdpr.CreateErasure(ctx, r.Tx, s.erasures, gdpr.NewErasure{OrgID: p.OrgID, UserID: in.Body.UserID,
 		Subject: s.pseudo.Subject(p.OrgID, in.Body.UserID), RequestedBy: p.KeyID, RequestID: requestID(ctx),
-		Reason: in.Body.Reason, At: time.Now()})
+		Reason: in.Body.Reason, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +195,7 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *exportInput)
 		hc.SetStatus(http.StatusOK)
 		w := hc.BodyWriter()
 		sum, err := gdpr.Export(ectx, etx, s.working, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject,
-			GeneratedAt: time.Now().UTC(), Restricted: restriction.Restricted}, w)
+			GeneratedAt: s.now().UTC(), Restricted: restriction.Restricted}, w)
 		if err != nil {
 			// The status is sent; say so in the stream (no summary line follows).
 			s.log.ErrorContext(ctx, "export failed", "err", err, "request_id", requestID(ctx), "records", sum.Records)
@@ -221,7 +220,7 @@ func (s *Server) restrictSubject(ctx context.Context, r *Request, in *restrictIn
 		reason = in.Body.Reason
 	}
 	p := r.Caller
-	res, created, err := gdpr.Restrict(ctx, r.Tx, p.OrgID, in.User, p.KeyID, reason, time.Now())
+	res, created, err := gdpr.Restrict(ctx, r.Tx, p.OrgID, in.User, p.KeyID, reason, s.now())
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +273,7 @@ func (s *Server) rectify(ctx context.Context, r *Request, in *rectifyInput) (*re
 		return nil, strata.Invalid("body", "give exactly one of memory, kv")
 	}
 	req := gdpr.RectifyRequest{OrgID: r.Org, UserID: b.UserID, Reason: b.Reason, KeyID: r.Caller.KeyID,
-		Role: string(r.Caller.Role), RequestID: requestID(ctx), At: time.Now()}
+		Role: string(r.Caller.Role), RequestID: requestID(ctx), At: s.now()}
 	if m := b.Memory; m != nil {
 		req.Memory = &gdpr.MemoryCorrection{ID: m.ID, Text: m.Text, Metadata: m.Metadata}
 	} else {

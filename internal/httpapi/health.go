@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/strata-mem/strata/internal/pg"
 )
 
 type check struct {
@@ -33,8 +35,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	res := readiness{Checks: map[string]check{}}
 
 	start := time.Now()
-	var vecVersion string
-	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'vector'), '')`).Scan(&vecVersion)
+	vecVersion, err := pg.VectorVersion(ctx, s.pool)
 	pgc := check{OK: err == nil, LatencyMS: ms(time.Since(start))}
 	if err != nil {
 		pgc.Error = "unreachable"

@@ -8,7 +8,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -102,10 +101,9 @@ func (s *Server) createQuarantine(ctx context.Context, r *Request, in *createQua
 		return nil, err
 	}
 	if b.KeyID != "" && b.KeyID != "root" {
-		var ok bool
-		if err := r.Tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE org_id = $1 AND id = $2)`,
-			p.OrgID, b.KeyID).Scan(&ok); err != nil {
-			return nil, pg.Interpret(err)
+		ok, err := s.keys.Exists(ctx, r.Tx, p.OrgID, b.KeyID)
+		if err != nil {
+			return nil, err
 		}
 		if !ok {
 			return nil, strata.Invalid("key_id", "no API key with this id in your org")

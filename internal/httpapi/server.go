@@ -25,6 +25,7 @@ import (
 	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/turncontext"
@@ -63,9 +64,12 @@ type Deps struct {
 	Consolidator *consolidation.Consolidator
 	Erasures     *gdpr.Inserter
 	// PolicyDefaults is the lifecycle policy an org runs on until it stores its own.
-	PolicyDefaults eviction.LifecyclePolicy
+	PolicyDefaults policy.LifecyclePolicy
 	// Context assembles each turn's context (POST /v1/context) from the stores above.
 	Context *turncontext.Assembler
+	// Now is the clock of what handlers stamp (erasures, restrictions, exports, policies);
+	// nil: time.Now.
+	Now func() time.Time
 
 	Options Options
 }
@@ -103,12 +107,13 @@ type Server struct {
 	evictor        *eviction.Evictor
 	consolidator   *consolidation.Consolidator
 	erasures       *gdpr.Inserter
-	policyDefaults eviction.LifecyclePolicy
+	policyDefaults policy.LifecyclePolicy
 	// access counts the memories searches and context serve, written in batches; nil
 	// when STRATA_ACCESS_FLUSH=0 (counted in each request's transaction).
 	access *semantic.AccessLog
 	// assembler assembles POST /v1/context (internal/turncontext).
 	assembler *turncontext.Assembler
+	now       func() time.Time // clock of what handlers stamp (Deps.Now)
 
 	metrics *metrics
 	limiter *keyLimiter
@@ -129,6 +134,9 @@ func NewServer(d Deps) *Server {
 		metrics: newMetrics(d.Metrics, d.Pool, d.Redis), limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst)}
 	s.space = semantic.Space{Embedder: s.emb.Name(), Model: s.emb.Model(), Dims: s.emb.Dims()}
 	s.assembler = d.Context
+	if s.now = d.Now; s.now == nil {
+		s.now = time.Now
+	}
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-mem/strata/internal/episodic"
-	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/working"
@@ -79,8 +79,8 @@ type (
 		Dims() int
 	}
 	// PolicyLoader queues the read of an org's effective lifecycle policy, def until it
-	// stores its own (eviction.QueueLoadEffective).
-	PolicyLoader func(b *pgx.Batch, org string, def eviction.LifecyclePolicy, res *eviction.EffectiveResult)
+	// stores its own (policy.QueueLoadEffective).
+	PolicyLoader func(b *pgx.Batch, org string, def policy.LifecyclePolicy, res *policy.EffectiveResult)
 	// RestrictionCheck queues the GDPR Art. 18 check of the user named and the subjects of
 	// the job and session named (gdpr.QueueContextCheck).
 	RestrictionCheck func(b *pgx.Batch, org, userID, jobID, sessionID string, restricted *bool, err *error)
@@ -108,7 +108,7 @@ type Deps struct {
 	// QueuePolicy and PolicyDefaults read the org's lifecycle policy (its facts'
 	// verification age marks stale memories).
 	QueuePolicy    PolicyLoader
-	PolicyDefaults eviction.LifecyclePolicy
+	PolicyDefaults policy.LifecyclePolicy
 	// QueueRestrictionCheck is required: nothing is assembled for a restricted subject.
 	QueueRestrictionCheck RestrictionCheck
 	// Pool gives the similar-jobs search a connection beside the request's transaction
@@ -317,11 +317,11 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	var restrictErr error
 	prefs := make([]keyvalue.ListResult, len(nss))
 	var last episodic.LastResult
-	var policy eviction.EffectiveResult
+	var pol policy.EffectiveResult
 	queue := func(bt *pgx.Batch) {
 		a.d.QueueRestrictionCheck(bt, org, scope.UserID, req.JobID, scope.SessionID, &restricted, &restrictErr)
 		if hasQuery {
-			a.d.QueuePolicy(bt, org, a.d.PolicyDefaults, &policy)
+			a.d.QueuePolicy(bt, org, a.d.PolicyDefaults, &pol)
 		}
 		for i, ns := range nss {
 			a.d.KV.QueueList(bt, ns, scope, true, "", maxKVKeysPerNS+1, &prefs[i])
@@ -395,10 +395,10 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 		if embErr != nil {
 			return nil, embErr
 		}
-		if policy.Err != nil {
-			return nil, policy.Err
+		if pol.Err != nil {
+			return nil, pol.Err
 		}
-		filters.StaleAfter = policy.Effective.ForKind(semantic.KindFact).VerifyAge
+		filters.StaleAfter = pol.Effective.ForKind(semantic.KindFact).VerifyAge
 		memSec, jobsSec, memRes, jobRes, err = a.search(ctx, tx, scope, req.Query, qvec, req.JobID, topK, similar, filters)
 		if err != nil {
 			return nil, err

@@ -20,11 +20,11 @@ import (
 
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
-	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/testenv"
@@ -66,7 +66,7 @@ func newEnv(t *testing.T) *env {
 		kv:  keyvalue.New(pool, rdb, keyvalue.Options{Prefix: prefix, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}),
 		sem: semantic.NewStore(semantic.Options{}, nil), emb: embed.NewLexical(384)}
 	e.deps = tc.Deps{Jobs: e.jobs, Events: e.events, Working: e.ws, KV: e.kv, Memories: e.sem, Embedder: e.emb,
-		QueuePolicy: eviction.QueueLoadEffective, PolicyDefaults: eviction.DefaultPolicy(0),
+		QueuePolicy: policy.QueueLoadEffective, PolicyDefaults: policy.DefaultPolicy(0),
 		QueueRestrictionCheck: gdpr.QueueContextCheck, Pool: pool}
 	return e
 }

@@ -1,15 +1,9 @@
-// Package eviction applies each org's forgetting policy: memories past their maximum age
-// or inactivity, memories beyond a scope's cap (lowest retention score first), superseded
-// memory versions, idle working sessions, episodic logs of long-finished jobs, surplus
-// checkpoint versions and old key-value history. A run first plans (which rows, for which
-// reason) and then, unless it is a preview, deletes exactly what it planned and writes one
-// audit record per reason (ids, policy, reason, counts; never content). Pinned memories
-// are exempt from every rule.
-//
-// The policy document also carries the org's consolidation settings (internal/
-// consolidation reads them), so GET/PUT /v1/admin/policies is the one place an operator
-// tunes the memory lifecycle. docs/workers.md explains every field.
-package eviction
+// Package policy is each org's memory lifecycle policy: the document an operator sets with
+// GET/PUT /v1/admin/policies (stored in the eviction_policies table), the server's defaults,
+// and the compiled, effective rules that internal/eviction (forgetting) and
+// internal/consolidation (summaries, compaction, merges, promotion) run on. docs/workers.md
+// explains every field.
+package policy
 
 import (
 	"context"
@@ -101,7 +95,9 @@ func sp(s string) *string   { return &s }
 func ip(i int) *int         { return &i }
 func fp(f float64) *float64 { return &f }
 func bp(b bool) *bool       { return &b }
-func durString(d time.Duration) string {
+
+// DurString is a duration as a policy writes it (whole days as "90d", "0" for off).
+func DurString(d time.Duration) string {
 	if d <= 0 {
 		return "0"
 	}
@@ -123,7 +119,7 @@ func DefaultPolicy(verifyAge time.Duration) LifecyclePolicy {
 			MaxInactivity:         sp("365d"),
 			MaxItemsPerScope:      ip(10000),
 			DeleteSupersededAfter: sp("90d"),
-			VerifyAge:             sp(durString(verifyAge)),
+			VerifyAge:             sp(DurString(verifyAge)),
 		}, Kinds: map[string]MemoryRules{}},
 		Working:     WorkingRules{SessionTTL: sp("30d")},
 		Episodic:    EpisodicRules{CompletedJobRetention: sp("180d")},
