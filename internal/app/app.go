@@ -165,7 +165,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 
 	// Background services; stopped after the HTTP server has drained (defers run in
 	// reverse, StopAll stops the last started first).
-	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})
+	lifecycle := p.lifecycleWorkers(workers)
+	sweeper := p.gdprWorkers(workers)
+	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), sweeper}
 	if p.access != nil {
 		services = append([]service.Service{p.access}, services...)
 	}
@@ -174,10 +178,6 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}
 	defer service.StopAll(services...)
 
-	workers := river.NewWorkers()
-	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})
-	lifecycle := p.lifecycleWorkers(workers)
-	defer p.startGDPRWorkers(ctx, workers)()
 	jobs, err := queue.New(pool, log, queue.Config{
 		Workers: workers,
 		PeriodicJobs: append([]*river.PeriodicJob{

@@ -1,18 +1,16 @@
 package app
 
 import (
-	"context"
-
 	"github.com/riverqueue/river"
 
 	"github.com/strata-mem/strata/internal/gdpr"
 )
 
-// startGDPRWorkers registers the erasure worker (GDPR Art. 17, internal/gdpr) on workers and
-// starts the sweeper that re-enqueues erasures whose worker died (lease expired), at once
-// and then every STRATA_ERASURE_LEASE, on every replica. It returns the sweeper's stop
-// function (call it at shutdown). Call it before the River client is created.
-func (p *parts) startGDPRWorkers(ctx context.Context, workers *river.Workers) func() {
+// gdprWorkers registers the erasure worker (GDPR Art. 17, internal/gdpr) on workers and
+// returns the sweeper that re-enqueues erasures whose worker died (lease expired), at once and
+// then every STRATA_ERASURE_LEASE, on every replica; serve starts and stops it with the other
+// background services. Call it before the River client is created.
+func (p *parts) gdprWorkers(workers *river.Workers) *gdpr.Sweeper {
 	cfg, pool, log := p.cfg, p.pool, p.log
 	engine := &gdpr.Engine{
 		Pool: pool, Working: p.working, KV: p.kv,
@@ -20,7 +18,5 @@ func (p *parts) startGDPRWorkers(ctx context.Context, workers *river.Workers) fu
 		Batch: cfg.ErasureBatch, Pause: cfg.ErasurePause, Lease: cfg.ErasureLease,
 	}
 	river.AddWorker(workers, &gdpr.ErasureWorker{Engine: engine})
-	sw := &gdpr.Sweeper{Pool: pool, Inserter: p.erasures, Lease: cfg.ErasureLease, ExtraOrg: cfg.AdminOrg, Log: log.With("component", "gdpr")}
-	sw.Start(context.WithoutCancel(ctx))
-	return sw.Stop
+	return &gdpr.Sweeper{Pool: pool, Inserter: p.erasures, Lease: cfg.ErasureLease, ExtraOrg: cfg.AdminOrg, Log: log.With("component", "gdpr")}
 }

@@ -1,0 +1,108 @@
+// Package archtest checks the package floors of docs/architecture.md against the real
+// import graph: imports go down only, tiers never import each other, only internal/app reads
+// config.Config, and nothing below the transport speaks HTTP unless it is an HTTP client.
+package archtest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/strata-mem/strata/"
+
+// floors lists every server package by floor (docs/architecture.md). A package that is not
+// here must be outside the server (outside) or test support (support), or the test fails:
+// a new package has to be placed deliberately.
+var floors = map[string]int{
+	"internal/strata": 0, "internal/config": 0, "internal/service": 0,
+	"internal/pg": 10, "internal/redisconn": 10, "internal/embed": 10,
+	"internal/queue": 11, "migrations": 11, // both build on pg
+	"internal/working": 20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,
+	"internal/keyvalue": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
+	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
+	"internal/consolidation": 30,
+	"internal/mcp": 40, "internal/httpapi": 41, // httpapi mounts the MCP server
+	"internal/app": 50, "cmd/server": 60,
+}
+
+// outside speak HTTP to a server and import nothing of it.
+var outside = []string{"client", "internal/cli", "internal/demo", "internal/loadtest", "internal/benchreport",
+	"cmd/strata", "cmd/benchreport"}
+
+// support packages exist for tests and tools and may import anything.
+var support = []string{"internal/testenv", "internal/apptest", "internal/archtest", "internal/crashtest",
+	"internal/reliability", "internal/readme", "internal/langgraphtest", "internal/pythontest",
+	"internal/typescripttest", "internal/steptest", "internal/embed/internal/genmodel",
+	"internal/embed/internal/genmodel/gen"}
+
+// httpClients are the packages below the transport allowed net/http: they call HTTP APIs
+// (embedders, the LLM) or keep HTTP responses (idempotency replays them).
+var httpClients = []string{"internal/embed", "internal/consolidation", "internal/idempotency"}
+
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v (the test needs the go tool on PATH)", err)
+	}
+	graph := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imps, _ := strings.Cut(line, "|")
+		pkg = strings.TrimPrefix(pkg, module)
+		graph[pkg] = nil
+		for _, imp := range strings.Split(imps, ",") {
+			if imp != "" {
+				graph[pkg] = append(graph[pkg], imp)
+			}
+		}
+	}
+	return graph
+}
+
+func TestImportsFollowTheFloors(t *testing.T) {
+	t.Parallel()
+	for pkg, imps := range imports(t) {
+		if slices.Contains(support, pkg) {
+			continue
+		}
+		floor, server := floors[pkg]
+		if !server && !slices.Contains(outside, pkg) {
+			t.Errorf("%s is on no floor: place it in internal/archtest (and docs/architecture.md)", pkg)
+			continue
+		}
+		for _, imp := range imps {
+			ours, isOurs := strings.CutPrefix(imp, module)
+			if !isOurs {
+				if (imp == "net/http" || strings.HasPrefix(imp, "github.com/danielgtaylor/huma")) && server &&
+					floor < 40 && !slices.Contains(httpClients, pkg) {
+					t.Errorf("%s (floor %d) imports %s: only the transport speaks HTTP", pkg, floor, imp)
+				}
+				continue
+			}
+			if !server { // outside the server: only other outside packages
+				if _, isServer := floors[ours]; isServer {
+					t.Errorf("%s is outside the server but imports %s", pkg, ours)
+				}
+				continue
+			}
+			if ours == "internal/config" && pkg != "internal/app" {
+				t.Errorf("%s imports internal/config: only internal/app reads the configuration", pkg)
+			}
+			to, ok := floors[ours]
+			switch {
+			case !ok:
+				t.Errorf("%s imports %s, which is not a server package", pkg, ours)
+			case to >= floor && !(floor == 0 && to == 0 && ours == "internal/strata" && pkg == "internal/config"):
+				t.Errorf("%s (floor %d) imports %s (floor %d): imports go down only", pkg, floor, ours, to)
+			}
+		}
+	}
+}
