@@ -212,7 +212,7 @@ func newFixture(t *testing.T, s *apptest.Server, org string) *fixture {
 				break
 			}
 			require.True(t, time.Now().Before(deadline), "erasure still %v", st)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // kept: polls the public API for background work (end to end through app.Run; River's events are not reachable from here)
 		}
 	}
 	f.ids = map[string]string{"session": "sess-a", "job": "job-a", "step": "step-a", "asset": "asset-a",
