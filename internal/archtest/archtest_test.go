@@ -40,8 +40,8 @@ var support = []string{"internal/testenv", "internal/apptest", "internal/archtes
 	"internal/embed/internal/genmodel/gen"}
 
 // httpClients are the packages below the transport allowed net/http: they call HTTP APIs
-// (embedders, the LLM) or keep HTTP responses (idempotency replays them).
-var httpClients = []string{"internal/embed", "internal/consolidation", "internal/idempotency"}
+// (embedders, the LLM).
+var httpClients = []string{"internal/embed", "internal/consolidation"}
 
 func imports(t *testing.T) map[string][]string {
 	t.Helper()

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,7 +32,7 @@ var (
 // Response is a stored response.
 type Response struct {
 	Status  int
-	Header  http.Header
+	Header  map[string][]string // the kept response headers (canonical names)
 	Body    []byte
 	Created time.Time
 }
@@ -114,10 +113,10 @@ func resetLockTimeout(ctx context.Context, tx pgx.Tx) error {
 var replayedHeaders = []string{"Content-Type", "Etag", "Location", "Content-Location"}
 
 // keptHeaders is the JSON of the headers a replay repeats.
-func keptHeaders(header http.Header) ([]byte, error) {
-	keep := http.Header{}
-	for _, h := range replayedHeaders {
-		if v := header.Values(h); len(v) > 0 {
+func keptHeaders(header map[string][]string) ([]byte, error) {
+	keep := map[string][]string{}
+	for _, h := range replayedHeaders { // canonical names, as an http.Header keeps them
+		if v := header[h]; len(v) > 0 {
 			keep[h] = v
 		}
 	}
@@ -125,7 +124,7 @@ func keptHeaders(header http.Header) ([]byte, error) {
 }
 
 // Complete stores the response for key inside tx; it commits with the request's writes.
-func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, header http.Header, body []byte) error {
+func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, header map[string][]string, body []byte) error {
 	sql, args, err := CompleteStatement(org, key, status, header, body)
 	if err != nil {
 		return err
@@ -138,7 +137,7 @@ func Complete(ctx context.Context, tx pgx.Tx, org, key string, status int, heade
 // in a pipeline of their own (the request path queues it with COMMIT:
 // pg.Session.AtCommit). If the record vanished the statement itself fails (40001, a
 // conflict), so the COMMIT behind it does not run.
-func CompleteStatement(org, key string, status int, header http.Header, body []byte) (string, []any, error) {
+func CompleteStatement(org, key string, status int, header map[string][]string, body []byte) (string, []any, error) {
 	hdr, err := keptHeaders(header)
 	if err != nil {
 		return "", nil, err
@@ -187,7 +186,7 @@ func ClaimManyStatement(org string, cs []Claimant, ttl time.Duration) (string, [
 type Completion struct {
 	Key    string
 	Status int
-	Header http.Header
+	Header map[string][]string
 	Body   []byte
 }
 
