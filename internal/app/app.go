@@ -142,14 +142,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		close(listening)
 	}()
 	defer func() { stopListening(); <-listening }()
-	pseudo, err := audit.LoadPseudonymizer(ctx, pool)
+	ak, err := loadAuditKeys(ctx, cfg, pool, log, stdout)
 	if err != nil {
 		return err
 	}
-	p, err := compose(cfg, log, pool, rdb, keys, pseudo, restrictions)
+	p, err := compose(cfg, log, pool, rdb, keys, ak.pseudo, restrictions)
 	if err != nil {
 		return err
 	}
+	p.audit = ak
 	srv := p.server()
 	if p.access != nil {
 		p.access.Start(context.WithoutCancel(ctx))
@@ -166,6 +167,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	chainer := audit.NewChainer(pool, log, time.Second, cfg.AdminOrg)
 	chainer.Start(context.WithoutCancel(ctx))
 	defer chainer.Stop()
+	ak.anchorer.Start(context.WithoutCancel(ctx)) // signs grown chain heads (audit/anchor.go)
+	defer ak.anchorer.Stop()
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})

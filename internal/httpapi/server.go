@@ -66,6 +66,10 @@ type Deps struct {
 	PolicyDefaults eviction.LifecyclePolicy
 	// Context assembles each turn's context (POST /v1/context) from the stores above.
 	Context *turncontext.Assembler
+	// Anchorer signs audit chain heads (POST /v1/audit/anchors); AuditKeys are the public
+	// keys anchors verify with (GET /v1/audit/verify).
+	Anchorer  *audit.Anchorer
+	AuditKeys audit.Keyring
 
 	Options Options
 }
@@ -109,6 +113,9 @@ type Server struct {
 	access *semantic.AccessLog
 	// assembler assembles POST /v1/context (internal/turncontext).
 	assembler *turncontext.Assembler
+	// anchorer and auditKeys: audit anchors (audit.go).
+	anchorer  *audit.Anchorer
+	auditKeys audit.Keyring
 
 	metrics *metrics
 	limiter *keyLimiter
@@ -129,6 +136,7 @@ func NewServer(d Deps) *Server {
 		metrics: newMetrics(d.Metrics, d.Pool, d.Redis), limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst)}
 	s.space = semantic.Space{Embedder: s.emb.Name(), Model: s.emb.Model(), Dims: s.emb.Dims()}
 	s.assembler = d.Context
+	s.anchorer, s.auditKeys = d.Anchorer, d.AuditKeys
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}
