@@ -198,7 +198,9 @@ func VerifyExport(next func() (ChainRecord, error), anchors []Anchor, keys Keyri
 	if rep.OrgID == "" {
 		return rep, fmt.Errorf("the export holds no chained records: nothing to verify")
 	}
-	sort.Slice(mine, func(i, j int) bool { return mine[i].Seq < mine[j].Seq || mine[i].Seq == mine[j].Seq && mine[i].At.Before(mine[j].At) })
+	sort.Slice(mine, func(i, j int) bool {
+		return mine[i].Seq < mine[j].Seq || mine[i].Seq == mine[j].Seq && mine[i].At.Before(mine[j].At)
+	})
 	rep.Anchors = len(mine)
 	if len(mine) > 0 {
 		newest := mine[len(mine)-1]
