@@ -144,14 +144,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return fmt.Errorf("starting the cache invalidation listener: %w", err)
 	}
 	defer listen.Stop()
-	pseudo, err := audit.LoadPseudonymizer(ctx, pool)
+	ak, err := loadAuditKeys(ctx, cfg, pool, log, stdout)
 	if err != nil {
 		return err
 	}
-	p, err := compose(cfg, log, pool, rdb, keys, pseudo, restrictions)
+	p, err := compose(cfg, log, pool, rdb, keys, ak.pseudo, restrictions)
 	if err != nil {
 		return err
 	}
+	p.audit = ak
 	srv := p.server()
 	if p.access != nil {
 		defer func() { // after its loop has stopped, before the pools close
@@ -169,7 +170,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})
 	lifecycle := p.lifecycleWorkers(workers)
 	sweeper := p.gdprWorkers(workers)
-	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), sweeper}
+	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), ak.anchorer, sweeper}
 	if p.access != nil {
 		services = append([]service.Service{p.access}, services...)
 	}

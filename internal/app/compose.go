@@ -52,6 +52,7 @@ type parts struct {
 	erasures     *gdpr.Inserter
 	policy       policy.LifecyclePolicy // the defaults an org runs on until it stores its own
 	assembler    *turncontext.Assembler // per-turn context (POST /v1/context)
+	audit        *auditKeys             // anchor signing and verification; nil in NewServer
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -72,7 +73,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	p.working = working.New(pool, rdb, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL,
 		MaxStateBytes: cfg.MaxStateBytes, BufferSize: cfg.TurnBufferSize, MaxDepth: cfg.MaxJSONDepth})
 	p.kv = keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, MaxValueBytes: cfg.KVMaxValueBytes,
-		MaxJSONDepth: cfg.MaxJSONDepth, PendingTTL: cfg.RequestTimeout + 5*time.Second, Log: log})
+		MaxJSONDepth: cfg.MaxJSONDepth, PendingTTL: cfg.RequestTimeout + 5*time.Second, Log: log, NameHash: pseudo.Hash})
 	p.memories = semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge,
 		EfSearch: cfg.HNSWEfSearch, ExactBelow: cfg.SearchExactBelow}, nil)
 	if cfg.AccessFlush > 0 {
@@ -116,7 +117,13 @@ func newEmbedder(cfg config.Config) (embed.Embedder, error) {
 // server is the HTTP API on the parts.
 func (p *parts) server() *httpapi.Server {
 	cfg := p.cfg
+	var anchorer *audit.Anchorer
+	var auditKeys audit.Keyring
+	if p.audit != nil {
+		anchorer, auditKeys = p.audit.anchorer, p.audit.keyring
+	}
 	return httpapi.NewServer(httpapi.Deps{
+		Anchorer: anchorer, AuditKeys: auditKeys,
 		Log: p.log, Metrics: p.metrics, Pool: p.pool, Redis: p.rdb, Keys: p.keys, Pseudo: p.pseudo,
 		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, Working: p.working, KV: p.kv,
 		Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,

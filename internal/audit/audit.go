@@ -86,7 +86,10 @@ func Insert(e Entry) (string, []any, error) {
 }
 
 // Pseudonymizer turns user ids into stable pseudonyms with a secret key.
-type Pseudonymizer struct{ key []byte }
+type Pseudonymizer struct {
+	key      []byte
+	previous [][]byte // WithPrevious
+}
 
 // NewPseudonymizer uses key (hex or raw bytes).
 func NewPseudonymizer(key string) *Pseudonymizer {
@@ -96,7 +99,9 @@ func NewPseudonymizer(key string) *Pseudonymizer {
 	return &Pseudonymizer{key: []byte(key)}
 }
 
-// LoadPseudonymizer reads the database's audit key (created by the migration).
+// LoadPseudonymizer reads the key an older release kept in the database (migration 0007).
+// Only development mode uses it (and only when STRATA_PSEUDONYM_KEY is unset); production
+// takes its key from the environment (docs/compliance.md, "Keys").
 func LoadPseudonymizer(ctx context.Context, q pg.DBTX) (*Pseudonymizer, error) {
 	var k string
 	if err := q.QueryRow(ctx, `SELECT value FROM strata_settings WHERE name = 'audit_hmac_key'`).Scan(&k); err != nil {
@@ -110,11 +115,7 @@ func (p *Pseudonymizer) Subject(org, userID string) string {
 	if userID == "" {
 		return ""
 	}
-	m := hmac.New(sha256.New, p.key)
-	m.Write([]byte(org))
-	m.Write([]byte{0})
-	m.Write([]byte(userID))
-	return hex.EncodeToString(m.Sum(nil))[:32]
+	return subjectWith(p.key, org, userID)
 }
 
 type chainRow struct {
@@ -205,6 +206,10 @@ type Report struct {
 	Unchained   int64      `json:"unchained" doc:"Records not yet chained (written in the last moments)."`
 	HeadSeq     int64      `json:"head_seq"`
 	FirstBroken *BrokenRef `json:"first_broken,omitempty"`
+	// Anchors (VerifyAnchored).
+	Anchor              *AnchorRef `json:"anchor,omitempty" doc:"The newest signed anchor the chain was checked against."`
+	Unanchored          int64      `json:"unanchored_records" doc:"Chained records newer than the newest anchor checked."`
+	UnverifiableAnchors int64      `json:"unverifiable_anchors,omitempty" doc:"Anchors signed by a key this server does not know (add it to STRATA_AUDIT_VERIFY_KEYS)."`
 }
 
 // BrokenRef names the first link that does not verify.
@@ -273,6 +278,7 @@ func Verify(ctx context.Context, tx pgx.Tx, org string) (Report, error) {
 // Filter selects records for List.
 type Filter struct {
 	Action, EntityType, EntityID, ActorKeyID, AgentID, Subject string
+	Subjects                                                   []string // any of these pseudonyms (after a key rotation); with Subject
 	Since, Until                                               *time.Time
 	AfterID                                                    int64
 	Limit                                                      int
@@ -299,10 +305,10 @@ func List(ctx context.Context, q pg.DBTX, org string, f Filter) ([]Record, error
 		FROM audit_log
 		WHERE org_id = $1 AND id > $2
 		  AND ($3 = '' OR action = $3) AND ($4 = '' OR entity_type = $4) AND ($5 = '' OR entity_id = $5)
-		  AND ($6 = '' OR actor_key_id = $6) AND ($7 = '' OR agent_id = $7) AND ($8 = '' OR subject = $8)
+		  AND ($6 = '' OR actor_key_id = $6) AND ($7 = '' OR agent_id = $7) AND ($8 = '' OR subject = $8 OR subject = ANY($12::text[]))
 		  AND ($9::timestamptz IS NULL OR at >= $9) AND ($10::timestamptz IS NULL OR at < $10)
 		ORDER BY id LIMIT $11`,
-		org, f.AfterID, f.Action, f.EntityType, f.EntityID, f.ActorKeyID, f.AgentID, f.Subject, f.Since, f.Until, f.Limit)
+		org, f.AfterID, f.Action, f.EntityType, f.EntityID, f.ActorKeyID, f.AgentID, f.Subject, f.Since, f.Until, f.Limit, f.Subjects)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}

@@ -149,6 +149,6 @@ func (a *app) auditCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, verify)
+	cmd.AddCommand(list, a.withOfflineVerify(verify), a.auditExportCmd(), a.auditKeygenCmd())
 	return cmd
 }

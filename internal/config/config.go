@@ -24,6 +24,28 @@ type Config struct {
 	AdminKey string `env:"STRATA_ADMIN_KEY"`
 	// AdminOrg is the org the bootstrap admin key acts in for data-plane calls.
 	AdminOrg string `env:"STRATA_ADMIN_ORG" envDefault:"default"`
+	// Env is development (keys may be generated at start and printed) or production (the
+	// audit keys below are required).
+	Env string `env:"STRATA_ENV" envDefault:"development"`
+
+	// Audit keys (docs/compliance.md, "Keys"); never stored in the database. Each is a value
+	// or a file path (a value starting with "/", "./" or "file:").
+	// AuditSigningKey is the Ed25519 private key that signs chain anchors: PEM (PKCS #8) or
+	// base64 of the 32-byte seed.
+	AuditSigningKey string `env:"STRATA_AUDIT_SIGNING_KEY"`
+	// AuditVerifyKeys are more Ed25519 public keys (comma-separated: base64 or PEM files)
+	// whose anchors verify: the public halves of previous signing keys.
+	AuditVerifyKeys string `env:"STRATA_AUDIT_VERIFY_KEYS"`
+	// PseudonymKey keys the HMAC that turns user ids into audit pseudonyms (hex, at least 16
+	// bytes, or any string of 32+ characters).
+	PseudonymKey string `env:"STRATA_PSEUDONYM_KEY"`
+	// PseudonymPreviousKeys (comma-separated) keep pseudonyms made before a rotation
+	// resolvable: lookups by user id match them too.
+	PseudonymPreviousKeys string `env:"STRATA_PSEUDONYM_PREVIOUS_KEYS"`
+	// AuditAnchorFile is a file every anchor is appended to as one JSON line ("" : none).
+	AuditAnchorFile string `env:"STRATA_AUDIT_ANCHOR_FILE"`
+	// AuditAnchorInterval is how often chain heads that grew are signed (0: only on demand).
+	AuditAnchorInterval time.Duration `env:"STRATA_AUDIT_ANCHOR_INTERVAL" envDefault:"1m"`
 
 	Embedder       string `env:"STRATA_EMBEDDER" envDefault:"hash"`
 	OpenAIBaseURL  string `env:"OPENAI_BASE_URL"`
@@ -221,6 +243,27 @@ func (c Config) Validate() error {
 	}
 	if c.ErasureLease < time.Second {
 		bad("STRATA_ERASURE_LEASE", "must be at least 1s")
+	}
+	switch c.Env {
+	case "development":
+	case "production":
+		if c.AuditSigningKey == "" {
+			bad("STRATA_AUDIT_SIGNING_KEY", "is required when STRATA_ENV=production: an Ed25519 private key or its file "+
+				"(generate one with `strata audit keygen` or `openssl genpkey -algorithm ed25519 -out signing.pem`)")
+		}
+		if c.PseudonymKey == "" {
+			bad("STRATA_PSEUDONYM_KEY", "is required when STRATA_ENV=production: 32+ random bytes in hex or its file "+
+				"(`strata audit keygen` prints one; upgrading? see docs/compliance.md, \"Keys\")")
+		}
+	default:
+		bad("STRATA_ENV", "must be development or production, got %q", c.Env)
+	}
+	if c.PseudonymKey != "" && !strings.HasPrefix(c.PseudonymKey, "/") && !strings.HasPrefix(c.PseudonymKey, "./") &&
+		!strings.HasPrefix(c.PseudonymKey, "file:") && len(c.PseudonymKey) < 32 {
+		bad("STRATA_PSEUDONYM_KEY", "must be at least 32 characters (hex of 16+ random bytes) or a file path")
+	}
+	if c.AuditAnchorInterval < 0 || (c.AuditAnchorInterval > 0 && c.AuditAnchorInterval < time.Second) {
+		bad("STRATA_AUDIT_ANCHOR_INTERVAL", "must be 0 (on demand only) or a duration of at least 1s such as 1m")
 	}
 	if len(errs) > 0 {
 		return errors.New("invalid configuration: " + strings.Join(errs, "; "))

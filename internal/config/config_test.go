@@ -38,3 +38,27 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 		require.Contains(t, err.Error(), name)
 	}
 }
+
+func TestAuditKeysRequiredInProduction(t *testing.T) {
+	t.Parallel()
+	c, err := Load(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, "development", c.Env, "development by default: make run and tests generate keys")
+
+	prod := map[string]string{"STRATA_ENV": "production"}
+	_, err = Load(func(k string) string { return prod[k] })
+	require.ErrorContains(t, err, "STRATA_AUDIT_SIGNING_KEY: is required when STRATA_ENV=production")
+	require.ErrorContains(t, err, "STRATA_PSEUDONYM_KEY: is required when STRATA_ENV=production")
+
+	prod["STRATA_AUDIT_SIGNING_KEY"] = "/run/secrets/signing.pem"
+	prod["STRATA_PSEUDONYM_KEY"] = "/run/secrets/pseudonym"
+	_, err = Load(func(k string) string { return prod[k] })
+	require.NoError(t, err)
+
+	for name, val := range map[string]string{"STRATA_ENV": "staging", "STRATA_PSEUDONYM_KEY": "short",
+		"STRATA_AUDIT_ANCHOR_INTERVAL": "10ms"} {
+		env := map[string]string{name: val}
+		_, err := Load(func(k string) string { return env[k] })
+		require.ErrorContains(t, err, name)
+	}
+}

@@ -47,6 +47,9 @@ func (s *Server) routes() {
 		// Audit log (audit.go).
 		handle(s, complianceRoles, opListAudit, NoSubjectData, s.listAudit)     // GET /v1/audit
 		handle(s, complianceRoles, opVerifyAudit, NoSubjectData, s.verifyAudit) // GET /v1/audit/verify
+		handle(s, complianceRoles, opAnchorAudit, NoSubjectData, s.anchorAudit) // POST /v1/audit/anchors
+		handle(s, complianceRoles, opListAnchors, NoSubjectData, s.listAnchors) // GET /v1/audit/anchors
+		handle(s, complianceRoles, opExportAudit, NoSubjectData, s.exportAudit) // GET /v1/audit/export
 
 		// Key-value memory (keyvalue.go).
 		handle(s, agentRoles, opPutKv, NoSubjectData, s.putKv)         // PUT /v1/kv/{namespace}/{key}

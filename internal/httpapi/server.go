@@ -70,6 +70,10 @@ type Deps struct {
 	// Now is the clock of what handlers stamp (erasures, restrictions, exports, policies);
 	// nil: time.Now.
 	Now func() time.Time
+	// Anchorer signs audit chain heads (POST /v1/audit/anchors); AuditKeys are the public
+	// keys anchors verify with (GET /v1/audit/verify).
+	Anchorer  *audit.Anchorer
+	AuditKeys audit.Keyring
 
 	Options Options
 }
@@ -114,6 +118,9 @@ type Server struct {
 	// assembler assembles POST /v1/context (internal/turncontext).
 	assembler *turncontext.Assembler
 	now       func() time.Time // clock of what handlers stamp (Deps.Now)
+	// anchorer and auditKeys: audit anchors (audit.go).
+	anchorer  *audit.Anchorer
+	auditKeys audit.Keyring
 
 	metrics *metrics
 	limiter *keyLimiter
@@ -137,6 +144,7 @@ func NewServer(d Deps) *Server {
 	if s.now = d.Now; s.now == nil {
 		s.now = time.Now
 	}
+	s.anchorer, s.auditKeys = d.Anchorer, d.AuditKeys
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}

@@ -3,6 +3,8 @@ package keyvalue
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -19,15 +21,29 @@ import (
 //	                                                    at that level (version 0: never written)
 //	<prefix>kvp{<org>|<ns>|<key>}|<level>|<scope id>   set of tokens of writes in flight
 //
-// Ids never contain '|', '{' or '}' (they are [A-Za-z0-9._:-]), so the layout is
-// unambiguous, and a user-level entry's cache key is derivable from (org, ns, key, user).
+// At user level the scope id is Options.NameHash of the user id, never the id itself: a
+// Redis key name is not a place for a data subject's id (issue 28). Ids never contain
+// '|', '{' or '}' (they are [A-Za-z0-9._:-]) and hashes are hex, so the layout is
+// unambiguous, and a user-level entry's cache key is derivable from (org, ns, key, user)
+// by whoever holds the key.
+
+func (s *Store) scopeName(org string, sl slot) string {
+	if sl.Level != LevelUser || sl.ScopeID == "" {
+		return sl.ScopeID
+	}
+	if s.opt.NameHash != nil {
+		return s.opt.NameHash(org, sl.ScopeID)
+	}
+	h := sha256.Sum256([]byte(org + "\x00" + sl.ScopeID))
+	return hex.EncodeToString(h[:16])
+}
 
 func (s *Store) entryKey(org, ns, key string, sl slot) string {
-	return s.opt.Prefix + "kv{" + org + "|" + ns + "|" + key + "}|" + string(sl.Level) + "|" + sl.ScopeID
+	return s.opt.Prefix + "kv{" + org + "|" + ns + "|" + key + "}|" + string(sl.Level) + "|" + s.scopeName(org, sl)
 }
 
 func (s *Store) pendingKey(org, ns, key string, sl slot) string {
-	return s.opt.Prefix + "kvp{" + org + "|" + ns + "|" + key + "}|" + string(sl.Level) + "|" + sl.ScopeID
+	return s.opt.Prefix + "kvp{" + org + "|" + ns + "|" + key + "}|" + string(sl.Level) + "|" + s.scopeName(org, sl)
 }
 
 // cached is what the cache knows about one key at one level: its version and the entry,
@@ -112,11 +128,13 @@ return 1`)
 // endScript runs after commit: it removes the write's token and, when no other write of
 // the entry is in flight, stores the committed version unless a newer one is already
 // there. With other writes in flight it only drops the cached entry: the last of them
-// writes it. ARGV: token, version, payload, TTL ms, keep ("1" leaves the pending set in
-// place until it expires, for erasure).
+// writes it. ARGV: token, version, payload, TTL ms, keep ("1", for erasure: the entry
+// becomes a tombstone of the highest version for TTL ms, which no fill that raced with the
+// erasure can overwrite, and the pending set, named after the subject, is deleted).
 var endScript = redis.NewScript(`
 if ARGV[5] == '1' then
-  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[1], '9223372036854775807|', 'PX', ARGV[4])
+  redis.call('DEL', KEYS[2])
   return 0
 end
 redis.call('SREM', KEYS[2], ARGV[1])
@@ -250,8 +268,9 @@ func (s *Store) cacheBegin(ctx context.Context, org, ns, key string, sl slot, to
 	}
 }
 
-// cacheEnd stores the committed state of (ns, key, sl), after commit. keep leaves the
-// pending marker to expire on its own (erasure: nothing may be cached for PendingTTL).
+// cacheEnd stores the committed state of (ns, key, sl), after commit. keep (erasure)
+// deletes the pending marker and leaves a tombstone for PendingTTL instead: nothing a
+// reader loaded before the erasure may be cached for that long.
 func (s *Store) cacheEnd(ctx context.Context, org, ns, key string, sl slot, token string, c *cached, keep bool) {
 	if s.rdb == nil || s.hooks.skipEnd {
 		return
@@ -262,12 +281,12 @@ func (s *Store) cacheEnd(ctx context.Context, org, ns, key string, sl slot, toke
 	}
 	cctx, cancel := s.cacheCtx(ctx)
 	defer cancel()
-	k := "0"
+	k, ttl := "0", s.opt.CacheTTL
 	if keep {
-		k = "1"
+		k, ttl = "1", s.opt.PendingTTL
 	}
 	err = endScript.Run(cctx, s.rdb, []string{s.entryKey(org, ns, key, sl), s.pendingKey(org, ns, key, sl)},
-		token, c.version, p, ms(s.opt.CacheTTL), k).Err()
+		token, c.version, p, ms(ttl), k).Err()
 	if err != nil {
 		s.opt.Log.Warn("keyvalue: could not update the cache after a commit; the pending marker keeps reads on Postgres until it expires",
 			"err", err, "namespace", ns)

@@ -71,8 +71,9 @@ func (s *Store) EraseUser(ctx context.Context, tx pg.DBTX, afterCommit AfterComm
 	n.Entries += tag.RowsAffected()
 	afterCommit(func() {
 		for _, t := range targets {
-			// keep: the pending marker expires on its own, so nothing is cached for
-			// PendingTTL; afterwards fills read the erased state from Postgres.
+			// keep: the subject's pending markers go, a tombstone keeps fills that
+			// raced with the erasure out for PendingTTL; afterwards fills read the
+			// erased state from Postgres.
 			s.cacheEnd(ctx, org, t.ns, t.key, t.sl, token, &cached{}, true)
 		}
 	})

@@ -127,6 +127,9 @@ type Options struct {
 	Now func() time.Time
 	// Log receives cache failures (default slog.Default()).
 	Log *slog.Logger
+	// NameHash names a user in Redis key names (a keyed hash; app passes the pseudonym
+	// key's), so no key name carries a raw user id. Default: unkeyed SHA-256 (tests).
+	NameHash func(org, id string) string
 }
 
 func (o *Options) defaults() {

@@ -609,8 +609,18 @@ func TestKVEraseUser(t *testing.T) {
 	got, err := e.get(t, scope("acme", "u1", "", "s1"), "ns", "k", false)
 	require.NoError(t, err)
 	require.Equal(t, LevelOrg, got.Level, "u1's entries are gone, also from the cache")
-	_, ok := cachedVersion(t, e, "acme", "ns", "k", slot{LevelUser, "u1"})
-	require.False(t, ok)
+	// The cache holds no u1 content: at most a tombstone no stale fill can overwrite, and
+	// the pending markers named after u1 are gone.
+	raw, err := e.rdb.Get(context.Background(), e.s.entryKey("acme", "ns", "k", slot{LevelUser, "u1"})).Result()
+	if !errors.Is(err, redis.Nil) {
+		require.NoError(t, err)
+		c, err := decodeCached(raw)
+		require.NoError(t, err)
+		require.Nil(t, c.entry, "u1's cached entry is a tombstone")
+	}
+	require.Zero(t, e.rdb.Exists(context.Background(), e.s.pendingKey("acme", "ns", "k", slot{LevelUser, "u1"})).Val(),
+		"erasure deletes the subject's pending-writer markers")
+	require.NotContains(t, e.s.pendingKey("acme", "ns", "k", slot{LevelUser, "u1"}), "u1", "no raw user id in key names")
 	own := testenv.OwnerConn(t, e.dsn)
 	var left int
 	require.NoError(t, own.QueryRow(context.Background(), `SELECT
