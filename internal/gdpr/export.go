@@ -25,6 +25,9 @@ type ExportHeader struct {
 	OrgID       string    `json:"org_id"`
 	UserID      string    `json:"user_id"`
 	Subject     string    `json:"subject" doc:"The audit pseudonym: audit records of the subject carry it."`
+	// Previous are the subject's pseudonyms under earlier pseudonym keys
+	// (STRATA_PSEUDONYM_PREVIOUS_KEYS): audit records written before a rotation carry them.
+	Previous []string `json:"-"`
 	GeneratedAt time.Time `json:"generated_at"`
 	Restricted  bool      `json:"restricted"`
 }
@@ -38,7 +41,8 @@ type ExportSummary struct {
 }
 
 // section is one query of the export: each row is (id, data jsonb, provenance jsonb).
-// Parameters: $1 org, $2 user, $3 the subject's job tree, $4 the subject's pseudonym.
+// Parameters: $1 org, $2 user, $3 the subject's job tree, $4 the subject's pseudonyms (the
+// current key's first, then those of earlier keys).
 type section struct {
 	tier, typ, sql string
 }
@@ -111,12 +115,12 @@ var sections = []section{
 		FROM idempotency_keys WHERE org_id = $1 AND user_id = $2 ORDER BY created_at, key`},
 	{"audit", "record", `SELECT id::text, to_jsonb(a) - 'org_id' - 'prev_hash' - 'hash',
 		jsonb_build_object('key_id', actor_key_id, 'agent_id', agent_id, 'at', at)
-		FROM audit_log a WHERE org_id = $1 AND subject = $4 ORDER BY id`},
+		FROM audit_log a WHERE org_id = $1 AND subject = ANY($4) ORDER BY id`},
 	{"gdpr", "restriction", `SELECT user_id, to_jsonb(r) - 'org_id', jsonb_build_object('key_id', restricted_by, 'at', restricted_at)
 		FROM gdpr_restrictions r WHERE org_id = $1 AND user_id = $2`},
 	{"gdpr", "erasure", `SELECT id, to_jsonb(e) - 'org_id' - 'lease_owner' - 'lease_until' - 'enqueued_at',
 		jsonb_build_object('key_id', requested_by, 'at', requested_at)
-		FROM gdpr_erasures e WHERE org_id = $1 AND subject = $4 ORDER BY id`},
+		FROM gdpr_erasures e WHERE org_id = $1 AND subject = ANY($4) ORDER BY id`},
 }
 
 type lineWriter struct {
@@ -182,7 +186,7 @@ func Export(ctx context.Context, tx pgx.Tx, ws *working.Store, h ExportHeader, w
 		return l.summary, err
 	}
 	for _, s := range sections {
-		if err := l.section(ctx, tx, s, org, user, tree, h.Subject); err != nil {
+		if err := l.section(ctx, tx, s, org, user, tree, append([]string{h.Subject}, h.Previous...)); err != nil {
 			return l.summary, err
 		}
 	}
@@ -192,11 +196,11 @@ func Export(ctx context.Context, tx pgx.Tx, ws *working.Store, h ExportHeader, w
 	return l.summary, l.w.Flush()
 }
 
-func (l *lineWriter) section(ctx context.Context, tx pgx.Tx, s section, org, user string, tree []string, subject string) error {
+func (l *lineWriter) section(ctx context.Context, tx pgx.Tx, s section, org, user string, tree []string, subjects []string) error {
 	// Postgres must infer every parameter's type, so pass only the ones the query uses
 	// (renumbered in order).
 	sql, args := s.sql, []any{}
-	all := []any{org, user, tree, subject}
+	all := []any{org, user, tree, subjects}
 	for i := range all {
 		ph := "$" + strconv.Itoa(i+1)
 		if strings.Contains(sql, ph) {

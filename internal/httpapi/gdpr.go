@@ -194,7 +194,7 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *exportInput)
 		hc.SetHeader("Content-Disposition", `attachment; filename="strata-export.ndjson"`)
 		hc.SetStatus(http.StatusOK)
 		w := hc.BodyWriter()
-		sum, err := gdpr.Export(ectx, etx, s.working, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject,
+		sum, err := gdpr.Export(ectx, etx, s.working, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject, Previous: s.pseudo.Subjects(org, user)[1:],
 			GeneratedAt: s.now().UTC(), Restricted: restriction.Restricted}, w)
 		if err != nil {
 			// The status is sent; say so in the stream (no summary line follows).
