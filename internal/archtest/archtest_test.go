@@ -25,7 +25,7 @@ var floors = map[string]int{
 	"internal/keyvalue": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
 	"internal/consolidation": 30,
-	"internal/mcp": 40, "internal/httpapi": 41, // httpapi mounts the MCP server
+	"internal/mcp":           40, "internal/httpapi": 41, // httpapi mounts the MCP server
 	"internal/app": 50, "cmd/server": 60,
 }
 

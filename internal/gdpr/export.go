@@ -20,14 +20,14 @@ const ExportFormat = "strata-export/1"
 
 // ExportHeader is the export's first line.
 type ExportHeader struct {
-	Type        string    `json:"type"` // "export"
-	Format      string    `json:"format"`
-	OrgID       string    `json:"org_id"`
-	UserID      string    `json:"user_id"`
-	Subject     string    `json:"subject" doc:"The audit pseudonym: audit records of the subject carry it."`
+	Type    string `json:"type"` // "export"
+	Format  string `json:"format"`
+	OrgID   string `json:"org_id"`
+	UserID  string `json:"user_id"`
+	Subject string `json:"subject" doc:"The audit pseudonym: audit records of the subject carry it."`
 	// Previous are the subject's pseudonyms under earlier pseudonym keys
 	// (STRATA_PSEUDONYM_PREVIOUS_KEYS): audit records written before a rotation carry them.
-	Previous []string `json:"-"`
+	Previous    []string  `json:"-"`
 	GeneratedAt time.Time `json:"generated_at"`
 	Restricted  bool      `json:"restricted"`
 }
