@@ -249,24 +249,13 @@ func (a *Anchorer) Start(ctx context.Context) error {
 	go func() {
 		started()
 		defer stopped()
-		if a.Interval <= 0 {
-			<-ctx.Done()
-			return
-		}
-		t := time.NewTicker(a.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				n, err := a.RunOnce(ctx)
-				if err != nil && ctx.Err() == nil {
-					a.Log.Warn("audit anchoring failed; will retry (check STRATA_AUDIT_ANCHOR_FILE is writable)", "err", err)
-				}
-				a.TestSignals.Anchored.Signal(n)
+		service.Every(ctx, a.Interval, func(ctx context.Context) {
+			n, err := a.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				a.Log.Warn("audit anchoring failed; will retry (check STRATA_AUDIT_ANCHOR_FILE is writable)", "err", err)
 			}
-		}
+			a.TestSignals.Anchored.Signal(n)
+		})
 	}()
 	return nil
 }

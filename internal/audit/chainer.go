@@ -87,20 +87,13 @@ func (c *Chainer) Start(ctx context.Context) error {
 	go func() {
 		started()
 		defer stopped()
-		t := time.NewTicker(c.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				n, err := c.RunOnce(ctx)
-				if err != nil && ctx.Err() == nil {
-					c.log.Warn("audit chaining failed; will retry", "err", err)
-				}
-				c.TestSignals.Chained.Signal(n)
+		service.Every(ctx, c.interval, func(ctx context.Context) {
+			n, err := c.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				c.log.Warn("audit chaining failed; will retry", "err", err)
 			}
-		}
+			c.TestSignals.Chained.Signal(n)
+		})
 	}()
 	return nil
 }
