@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 )
 
 func TestEveryCallsUntilCancelled(t *testing.T) {
