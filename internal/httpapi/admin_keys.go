@@ -31,7 +31,7 @@ func (s *Server) createKey(ctx context.Context, r *Request, in *api.CreateKeyInp
 	if err := strata.CheckText("name", in.Body.Name); err != nil {
 		return nil, err
 	}
-	k, secret, err := s.keys.Create(ctx, r.Tx, org, in.Body.Role, in.Body.Name, p.KeyID)
+	k, secret, err := s.Keys.Create(ctx, r.Tx, org, in.Body.Role, in.Body.Name, p.KeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (s *Server) listKeys(ctx context.Context, r *Request, in *api.ListKeysInput
 	if err != nil {
 		return nil, err
 	}
-	keys, err := s.keys.List(ctx, s.pool, org, in.Cursor, limit+1)
+	keys, err := s.Keys.List(ctx, s.Pool, org, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -64,14 +64,14 @@ func (s *Server) revokeKey(ctx context.Context, r *Request, in *api.KeyIDInput) 
 	if p.Root {
 		// The root key may revoke any org's key: find its org first.
 		var err error
-		if org, err = s.keys.OrgOf(ctx, r.Tx, in.ID); err != nil {
+		if org, err = s.Keys.OrgOf(ctx, r.Tx, in.ID); err != nil {
 			return nil, err
 		}
 	}
-	k, err := s.keys.Revoke(ctx, r.Tx, org, in.ID)
+	k, err := s.Keys.Revoke(ctx, r.Tx, org, in.ID)
 	if err != nil {
 		return nil, err
 	}
-	r.AfterCommit(s.keys.Forget)
+	r.AfterCommit(s.Keys.Forget)
 	return &api.KeyOutput{Body: k}, nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func (s *Server) policyDoc(org string, st policy.Stored) (*api.PolicyOutput, error) {
-	def := s.policyDefaults
+	def := s.PolicyDefaults
 	e, err := policy.Compile(st.Policy, def)
 	if err != nil {
 		// Valid when stored; only a server default change can make it fail now.
@@ -29,7 +29,7 @@ func (s *Server) orgVerifyAge(ctx context.Context, tx pgx.Tx, q *semantic.Query)
 	if q.StaleAfter > 0 {
 		return nil
 	}
-	e, err := policy.LoadEffective(ctx, tx, q.Scope.OrgID, s.policyDefaults)
+	e, err := policy.LoadEffective(ctx, tx, q.Scope.OrgID, s.PolicyDefaults)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Server) putPolicies(ctx context.Context, r *Request, in *api.PutPolicyI
 		im = &v
 	}
 	p := r.Caller
-	_, st, err := policy.Save(ctx, r.Tx, p.OrgID, in.Body, s.policyDefaults, im, p.KeyID, s.now())
+	_, st, err := policy.Save(ctx, r.Tx, p.OrgID, in.Body, s.PolicyDefaults, im, p.KeyID, s.Now())
 	if err != nil {
 		return nil, err
 	}

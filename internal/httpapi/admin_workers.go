@@ -25,7 +25,7 @@ func (s *Server) runConsolidation(ctx context.Context, r *Request, in *api.Conso
 	if err != nil {
 		return nil, err
 	}
-	rep, after, err := s.consolidator.RunTx(ctx, r.Tx, r.Org, tasks)
+	rep, after, err := s.Consolidator.RunTx(ctx, r.Tx, r.Org, tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (s *Server) runConsolidation(ctx context.Context, r *Request, in *api.Conso
 // request's transaction; what must follow the commit (Redis deletions) runs after it.
 func (s *Server) runEvictionNow(ctx context.Context, r *Request, apply bool) (*api.EvictionOutput, error) {
 	p := r.Caller
-	rep, after, err := s.evictor.Run(ctx, r.Tx, p.OrgID, apply, eviction.Actor{KeyID: p.KeyID, Role: string(p.Role), RequestID: requestID(ctx)})
+	rep, after, err := s.Evictor.Run(ctx, r.Tx, p.OrgID, apply, eviction.Actor{KeyID: p.KeyID, Role: string(p.Role), RequestID: requestID(ctx)})
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ func (s *Server) putAsset(ctx context.Context, r *Request, in *api.PutAssetInput
 	if err != nil {
 		return nil, err
 	}
-	a, created, err := s.events.PutAsset(ctx, r.Tx, r.Org, in.Asset, in.Body, im)
+	a, created, err := s.Events.PutAsset(ctx, r.Tx, r.Org, in.Asset, in.Body, im)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (s *Server) putAsset(ctx context.Context, r *Request, in *api.PutAssetInput
 }
 
 func (s *Server) getAsset(ctx context.Context, r *Request, in *api.GetAssetInput) (*api.AssetOutput, error) {
-	a, err := s.events.GetAsset(ctx, r.Tx, r.Org, in.Asset)
+	a, err := s.Events.GetAsset(ctx, r.Tx, r.Org, in.Asset)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (s *Server) addAssetVersion(ctx context.Context, r *Request, in *api.AddVer
 	case ok:
 		parent = v
 	}
-	av, err := s.events.AddVersion(ctx, r.Tx, r.Org, in.Asset, parent, in.Body.AssetInput)
+	av, err := s.Events.AddVersion(ctx, r.Tx, r.Org, in.Asset, parent, in.Body.AssetInput)
 	if err != nil {
 		return nil, err
 	}
@@ -60,12 +60,12 @@ func (s *Server) listAssetVersions(ctx context.Context, r *Request, in *api.List
 	if err != nil {
 		return nil, err
 	}
-	vs, err := s.events.ListVersions(ctx, r.Tx, r.Org, in.Asset, in.Cursor, limit+1)
+	vs, err := s.Events.ListVersions(ctx, r.Tx, r.Org, in.Asset, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
 	out := &api.ListVersionsOutput{}
-	if a, err := s.events.GetAsset(ctx, r.Tx, r.Org, in.Asset); err == nil {
+	if a, err := s.Events.GetAsset(ctx, r.Tx, r.Org, in.Asset); err == nil {
 		users := []string{a.UserID} // GDPR Art. 18 (enforced by the wrapper): the asset's subject and each version's
 		for _, v := range vs {
 			users = append(users, v.UserID)

@@ -21,7 +21,7 @@ func (s *Server) listAudit(ctx context.Context, r *Request, in *api.ListAuditInp
 		return nil, err
 	}
 	f := audit.Filter{Action: in.Action, EntityType: in.EntityType, EntityID: in.EntityID, ActorKeyID: in.ActorKeyID,
-		AgentID: in.AgentID, Subject: s.pseudo.Subject(r.Org, in.UserID), Subjects: s.pseudo.Subjects(r.Org, in.UserID),
+		AgentID: in.AgentID, Subject: s.Pseudo.Subject(r.Org, in.UserID), Subjects: s.Pseudo.Subjects(r.Org, in.UserID),
 		AfterID: after, Limit: limit + 1}
 	if in.UserID != "" && f.Subject == "" {
 		return nil, strata.Invalid("user_id", "cannot be pseudonymised")
@@ -40,10 +40,10 @@ func (s *Server) listAudit(ctx context.Context, r *Request, in *api.ListAuditInp
 }
 
 func (s *Server) verifyAudit(ctx context.Context, r *Request, in *struct{}) (*api.VerifyAuditOutput, error) {
-	if _, err := audit.ChainOrg(ctx, s.pool, r.Org); err != nil {
+	if _, err := audit.ChainOrg(ctx, s.Pool, r.Org); err != nil {
 		return nil, err
 	}
-	rep, err := audit.VerifyAnchored(ctx, r.Tx, r.Org, s.auditKeys)
+	rep, err := audit.VerifyAnchored(ctx, r.Tx, r.Org, s.AuditKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -51,19 +51,19 @@ func (s *Server) verifyAudit(ctx context.Context, r *Request, in *struct{}) (*ap
 }
 
 func (s *Server) anchorAudit(ctx context.Context, r *Request, in *struct{}) (*api.AnchorAuditOutput, error) {
-	if s.anchorer == nil {
+	if s.Anchorer == nil {
 		return nil, fmt.Errorf("audit anchoring is not configured on this server (set STRATA_AUDIT_SIGNING_KEY): %w", strata.ErrUnavailable)
 	}
-	if _, err := audit.ChainOrg(ctx, s.pool, r.Org); err != nil {
+	if _, err := audit.ChainOrg(ctx, s.Pool, r.Org); err != nil {
 		return nil, err
 	}
-	a, _, err := audit.AnchorOrg(ctx, r.Tx, s.anchorer.Signer, r.Org, time.Now(), false)
+	a, _, err := audit.AnchorOrg(ctx, r.Tx, s.Anchorer.Signer, r.Org, time.Now(), false)
 	if err != nil {
 		return nil, err
 	}
 	r.AfterCommit(func() {
-		if err := s.anchorer.Sink.Write(a); err != nil {
-			s.log.Warn("audit anchor not written to the anchor file; it is stored and listed by GET /v1/audit/anchors", "err", err)
+		if err := s.Anchorer.Sink.Write(a); err != nil {
+			s.Log.Warn("audit anchor not written to the anchor file; it is stored and listed by GET /v1/audit/anchors", "err", err)
 		}
 	})
 	return &api.AnchorAuditOutput{Body: a}, nil

@@ -14,7 +14,7 @@ import (
 // getContext hands the request to the assembler, which checks the GDPR restriction of the
 // user, job and session named in its first round trip (CheckedByHandler in routes.go).
 func (s *Server) getContext(ctx context.Context, r *Request, in *api.ContextInput) (*api.ContextOutput, error) {
-	a, err := s.assembler.Assemble(ctx, r.Session(), assembly(r, in.Body, requestID(ctx)))
+	a, err := s.Context.Assemble(ctx, r.Session(), assembly(r, in.Body, requestID(ctx)))
 	if err != nil {
 		return nil, err
 	}

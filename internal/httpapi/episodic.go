@@ -27,7 +27,7 @@ func (s *Server) appendEvents(ctx context.Context, r *Request, in *api.AppendEve
 	if err != nil {
 		return nil, err
 	}
-	stored, err := s.events.Append(ctx, r.Tx, r.Org, in.Job, evs)
+	stored, err := s.Events.Append(ctx, r.Tx, r.Org, in.Job, evs)
 	if err != nil {
 		return nil, stripSingle(err, array)
 	}
@@ -50,7 +50,7 @@ func (s *Server) listEvents(ctx context.Context, r *Request, in *api.ListEventsI
 	if err != nil {
 		return nil, err
 	}
-	evs, err := s.events.List(ctx, r.Tx, r.Org, in.Job, episodic.ListQuery{AfterSeq: in.AfterSeq, Cursor: in.Cursor,
+	evs, err := s.Events.List(ctx, r.Tx, r.Org, in.Job, episodic.ListQuery{AfterSeq: in.AfterSeq, Cursor: in.Cursor,
 		Limit: limit + 1, Op: in.Op, Since: in.Since, Until: in.Until, HideCompacted: !in.Raw})
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (s *Server) listEvents(ctx context.Context, r *Request, in *api.ListEventsI
 }
 
 func (s *Server) eventApplied(ctx context.Context, r *Request, in *api.AppliedInput) (*api.AppliedOutput, error) {
-	ev, fp, err := s.events.AppliedEdit(ctx, r.Tx, r.Org, in.Job,
+	ev, fp, err := s.Events.AppliedEdit(ctx, r.Tx, r.Org, in.Job,
 		episodic.AppliedQuery{Fingerprint: in.Fingerprint, Op: in.Op, Params: in.Params})
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func (s *Server) revertEvent(ctx context.Context, r *Request, in *api.RevertInpu
 	if in.Body != nil {
 		ri = episodic.RevertInput{AgentID: in.Body.AgentID, UserID: in.Body.UserID, SessionID: in.Body.SessionID, Reason: in.Body.Reason}
 	}
-	ev, created, err := s.events.Revert(ctx, r.Tx, r.Org, in.Job, in.Seq, ri)
+	ev, created, err := s.Events.Revert(ctx, r.Tx, r.Org, in.Job, in.Seq, ri)
 	if err != nil {
 		return nil, err
 	}

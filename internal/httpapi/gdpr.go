@@ -19,9 +19,9 @@ import (
 
 func (s *Server) createErasure(ctx context.Context, r *Request, in *api.CreateErasureInput) (*api.ErasureOutput, error) {
 	p := r.Caller
-	e, err := gdpr.CreateErasure(ctx, r.Tx, s.erasures, gdpr.NewErasure{OrgID: p.OrgID, UserID: in.Body.UserID,
-		Subject: s.pseudo.Subject(p.OrgID, in.Body.UserID), RequestedBy: p.KeyID, RequestID: requestID(ctx),
-		Reason: in.Body.Reason, At: s.now()})
+	e, err := gdpr.CreateErasure(ctx, r.Tx, s.Erasures, gdpr.NewErasure{OrgID: p.OrgID, UserID: in.Body.UserID,
+		Subject: s.Pseudo.Subject(p.OrgID, in.Body.UserID), RequestedBy: p.KeyID, RequestID: requestID(ctx),
+		Reason: in.Body.Reason, At: s.Now()})
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (s *Server) listErasures(ctx context.Context, r *Request, in *api.ListErasu
 	if err != nil {
 		return nil, err
 	}
-	es, err := gdpr.ListErasures(ctx, r.Tx, r.Org, s.pseudo.Subject(r.Org, in.UserID), in.Cursor, limit+1)
+	es, err := gdpr.ListErasures(ctx, r.Tx, r.Org, s.Pseudo.Subject(r.Org, in.UserID), in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -51,10 +51,10 @@ func (s *Server) listErasures(ctx context.Context, r *Request, in *api.ListErasu
 func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportInput) (*huma.StreamResponse, error) {
 	p := r.Caller
 	org, user := p.OrgID, in.UserID
-	subject := s.pseudo.Subject(org, user)
+	subject := s.Pseudo.Subject(org, user)
 	// An export is a read (its transaction rolls back), so its audit record commits on
 	// its own, before anything is sent.
-	if err := pg.InOrgTx(ctx, s.pool, org, func(tx pgx.Tx) error {
+	if err := pg.InOrgTx(ctx, s.Pool, org, func(tx pgx.Tx) error {
 		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
 			Action: "export-subject", EntityType: "gdpr.export", RequestID: requestID(ctx), Subject: subject, Status: 200})
 	}); err != nil {
@@ -64,7 +64,7 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportIn
 	// streamed statement lasts as long as the client reads): it runs until it is done or
 	// the client goes away (a write fails), in one snapshot.
 	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	etx, err := pg.BeginReadSnapshot(ectx, s.pool, org)
+	etx, err := pg.BeginReadSnapshot(ectx, s.Pool, org)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -82,11 +82,11 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportIn
 		hc.SetHeader("Content-Disposition", `attachment; filename="strata-export.ndjson"`)
 		hc.SetStatus(http.StatusOK)
 		w := hc.BodyWriter()
-		sum, err := gdpr.Export(ectx, etx, s.working, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject, Previous: s.pseudo.Subjects(org, user)[1:],
-			GeneratedAt: s.now().UTC(), Restricted: restriction.Restricted}, w)
+		sum, err := gdpr.Export(ectx, etx, s.Working, gdpr.ExportHeader{OrgID: org, UserID: user, Subject: subject, Previous: s.Pseudo.Subjects(org, user)[1:],
+			GeneratedAt: s.Now().UTC(), Restricted: restriction.Restricted}, w)
 		if err != nil {
 			// The status is sent; say so in the stream (no summary line follows).
-			s.log.ErrorContext(ctx, "export failed", "err", err, "request_id", requestID(ctx), "records", sum.Records)
+			s.Log.ErrorContext(ctx, "export failed", "err", err, "request_id", requestID(ctx), "records", sum.Records)
 			b, _ := json.Marshal(map[string]any{"type": "error", "detail": "the export failed after " +
 				fmt.Sprint(sum.Records) + " records; retry (report X-Request-Id " + requestID(ctx) + ")"})
 			_, _ = w.Write(append(b, '\n'))
@@ -100,11 +100,11 @@ func (s *Server) restrictSubject(ctx context.Context, r *Request, in *api.Restri
 		reason = in.Body.Reason
 	}
 	p := r.Caller
-	res, created, err := gdpr.Restrict(ctx, r.Tx, p.OrgID, in.User, p.KeyID, reason, s.now())
+	res, created, err := gdpr.Restrict(ctx, r.Tx, p.OrgID, in.User, p.KeyID, reason, s.Now())
 	if err != nil {
 		return nil, err
 	}
-	s.restrictions.ForgetAfterCommit(r.Session(), r.Org)
+	s.Restrictions.ForgetAfterCommit(r.Session(), r.Org)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -116,7 +116,7 @@ func (s *Server) unrestrictSubject(ctx context.Context, r *Request, in *api.Rest
 	if err := gdpr.Unrestrict(ctx, r.Tx, r.Org, in.User); err != nil {
 		return nil, err
 	}
-	s.restrictions.ForgetAfterCommit(r.Session(), r.Org)
+	s.Restrictions.ForgetAfterCommit(r.Session(), r.Org)
 	return &api.RestrictionOutput{Status: http.StatusOK, Body: gdpr.Restriction{UserID: in.User}}, nil
 }
 
@@ -134,14 +134,14 @@ func (s *Server) rectify(ctx context.Context, r *Request, in *api.RectifyInput) 
 		return nil, strata.Invalid("body", "give exactly one of memory, kv")
 	}
 	req := gdpr.RectifyRequest{OrgID: r.Org, UserID: b.UserID, Reason: b.Reason, KeyID: r.Caller.KeyID,
-		Role: string(r.Caller.Role), RequestID: requestID(ctx), At: s.now()}
+		Role: string(r.Caller.Role), RequestID: requestID(ctx), At: s.Now()}
 	if m := b.Memory; m != nil {
 		req.Memory = &gdpr.MemoryCorrection{ID: m.ID, Text: m.Text, Metadata: m.Metadata}
 	} else {
 		k := b.KV
 		req.KV = &gdpr.KVCorrection{Namespace: k.Namespace, Key: k.Key, AgentID: k.AgentID, SessionID: k.SessionID, Value: k.Value}
 	}
-	rf := gdpr.Rectifier{Memories: s.memories, KV: s.kv, Embed: s.embedOne, Space: s.space, Pseudo: s.pseudo}
+	rf := gdpr.Rectifier{Memories: s.Memories, KV: s.KV, Embed: s.embedOne, Space: s.space, Pseudo: s.Pseudo}
 	out, err := rf.Rectify(ctx, r.Tx, r.AfterCommit, req)
 	if err != nil {
 		return nil, err

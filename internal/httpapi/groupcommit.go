@@ -32,7 +32,7 @@ func (s *Server) serveGroupedAppend(w http.ResponseWriter, r *http.Request, p au
 	if err != nil {
 		return false
 	}
-	item, ok := s.events.NewGroupItem(chi.URLParam(r, "job"), evs)
+	item, ok := s.Events.NewGroupItem(chi.URLParam(r, "job"), evs)
 	if !ok {
 		return false
 	}

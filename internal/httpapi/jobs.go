@@ -42,7 +42,7 @@ func (s *Server) eventHead(ctx context.Context, r *Request, job string, check er
 	if check != nil {
 		return 0, check
 	}
-	h, err := s.events.Head(ctx, r.Tx, r.Org, job)
+	h, err := s.Events.Head(ctx, r.Tx, r.Org, job)
 	if errors.Is(err, strata.ErrNotFound) {
 		return 0, nil
 	}
@@ -60,14 +60,14 @@ func (s *Server) putJob(ctx context.Context, r *Request, in *api.PutJobInput) (*
 	if spec.EventSeq, err = s.eventHead(ctx, r, in.Job, spec.Check()); err != nil {
 		return nil, err
 	}
-	j, created, err := s.jobs.PutJob(ctx, r.Tx, r.Org, in.Job, spec, im)
+	j, created, err := s.Jobs.PutJob(ctx, r.Tx, r.Org, in.Job, spec, im)
 	if err != nil {
 		return nil, err
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		if err := s.events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+		if err := s.Events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
 			return nil, err
 		}
 	}
@@ -75,7 +75,7 @@ func (s *Server) putJob(ctx context.Context, r *Request, in *api.PutJobInput) (*
 }
 
 func (s *Server) getJob(ctx context.Context, r *Request, in *api.JobPath) (*api.JobOutput, error) {
-	j, err := s.jobs.GetJob(ctx, r.Tx, r.Org, in.Job)
+	j, err := s.Jobs.GetJob(ctx, r.Tx, r.Org, in.Job)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (s *Server) listJobs(ctx context.Context, r *Request, in *api.ListJobsInput
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: limit + 1})
+	items, err := s.Jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: limit + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func (s *Server) completeJob(ctx context.Context, r *Request, in *api.CompleteJo
 	if err != nil {
 		return nil, err
 	}
-	j, err := s.jobs.CompleteJob(ctx, r.Tx, r.Org, in.Job, in.Body.Status, in.Body.Outcome, seq)
+	j, err := s.Jobs.CompleteJob(ctx, r.Tx, r.Org, in.Job, in.Body.Status, in.Body.Outcome, seq)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (s *Server) putCheckpoint(ctx context.Context, r *Request, in *api.PutCheck
 	if cp.EventSeq, err = s.eventHead(ctx, r, in.Job, cp.Check()); err != nil {
 		return nil, err
 	}
-	c, err := s.jobs.PutCheckpoint(ctx, r.Tx, r.Org, in.Job, cp, im)
+	c, err := s.Jobs.PutCheckpoint(ctx, r.Tx, r.Org, in.Job, cp, im)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (s *Server) listCheckpoints(ctx context.Context, r *Request, in *api.ListCh
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.jobs.ListCheckpoints(ctx, r.Tx, r.Org, in.Job, in.Cursor, in.Order == "desc", limit+1)
+	items, err := s.Jobs.ListCheckpoints(ctx, r.Tx, r.Org, in.Job, in.Cursor, in.Order == "desc", limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (s *Server) listCheckpoints(ctx context.Context, r *Request, in *api.ListCh
 }
 
 func (s *Server) getCheckpoint(ctx context.Context, r *Request, in *api.CheckpointPath) (*api.CheckpointOutput, error) {
-	c, err := s.jobs.GetCheckpoint(ctx, r.Tx, r.Org, in.Job, in.Version)
+	c, err := s.Jobs.GetCheckpoint(ctx, r.Tx, r.Org, in.Job, in.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +148,14 @@ func (s *Server) getCheckpoint(ctx context.Context, r *Request, in *api.Checkpoi
 }
 
 func (s *Server) forkCheckpoint(ctx context.Context, r *Request, in *api.ForkInput) (*api.ForkOutput, error) {
-	j, cp, err := s.jobs.Fork(ctx, r.Tx, r.Org, in.Job, in.Version, jobs.ForkInput{NewJobID: in.Body.NewJobID, Owner: in.Body.Owner})
+	j, cp, err := s.Jobs.Fork(ctx, r.Tx, r.Org, in.Job, in.Version, jobs.ForkInput{NewJobID: in.Body.NewJobID, Owner: in.Body.Owner})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+	if err := s.Events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
 		return nil, err
 	}
-	if _, err := s.events.Fork(ctx, r.Tx, r.Org, in.Job, j.JobID, j.ParentEventSeq); err != nil {
+	if _, err := s.Events.Fork(ctx, r.Tx, r.Org, in.Job, j.JobID, j.ParentEventSeq); err != nil {
 		return nil, err
 	}
 	out := &api.ForkOutput{Status: http.StatusCreated}
@@ -165,7 +165,7 @@ func (s *Server) forkCheckpoint(ctx context.Context, r *Request, in *api.ForkInp
 
 func (s *Server) startStep(ctx context.Context, r *Request, in *api.StartStepInput) (*api.ClaimOutput, error) {
 	b := in.Body
-	c, err := s.jobs.Start(ctx, r.Tx, r.Org, in.Job, in.Step, jobs.StartInput{Owner: b.Owner, LeaseSeconds: b.LeaseSeconds, Input: b.Input})
+	c, err := s.Jobs.Start(ctx, r.Tx, r.Org, in.Job, in.Step, jobs.StartInput{Owner: b.Owner, LeaseSeconds: b.LeaseSeconds, Input: b.Input})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (s *Server) startStep(ctx context.Context, r *Request, in *api.StartStepInp
 }
 
 func (s *Server) heartbeatStep(ctx context.Context, r *Request, in *api.HeartbeatInput) (*api.StepOutput, error) {
-	st, err := s.jobs.Heartbeat(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.LeaseSeconds)
+	st, err := s.Jobs.Heartbeat(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.LeaseSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (s *Server) heartbeatStep(ctx context.Context, r *Request, in *api.Heartbea
 }
 
 func (s *Server) completeStep(ctx context.Context, r *Request, in *api.CompleteStepInput) (*api.StepOutput, error) {
-	st, err := s.jobs.Complete(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Result)
+	st, err := s.Jobs.Complete(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Result)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func (s *Server) completeStep(ctx context.Context, r *Request, in *api.CompleteS
 }
 
 func (s *Server) failStep(ctx context.Context, r *Request, in *api.FailStepInput) (*api.StepOutput, error) {
-	st, err := s.jobs.Fail(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Error, in.Body.Disposition)
+	st, err := s.Jobs.Fail(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Error, in.Body.Disposition)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (s *Server) failStep(ctx context.Context, r *Request, in *api.FailStepInput
 
 func (s *Server) clearStep(ctx context.Context, r *Request, in *api.StepPath) (*api.StepOutput, error) {
 	p := r.Caller
-	st, err := s.jobs.ClearStep(ctx, r.Tx, r.Org, in.Job, in.Step, p.KeyID)
+	st, err := s.Jobs.ClearStep(ctx, r.Tx, r.Org, in.Job, in.Step, p.KeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (s *Server) clearStep(ctx context.Context, r *Request, in *api.StepPath) (*
 }
 
 func (s *Server) getStep(ctx context.Context, r *Request, in *api.StepPath) (*api.StepOutput, error) {
-	st, err := s.jobs.GetStep(ctx, r.Tx, r.Org, in.Job, in.Step)
+	st, err := s.Jobs.GetStep(ctx, r.Tx, r.Org, in.Job, in.Step)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (s *Server) listSteps(ctx context.Context, r *Request, in *api.ListStepsInp
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.jobs.PageSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, limit+1)
+	items, err := s.Jobs.PageSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (s *Server) resumeJob(ctx context.Context, r *Request, in *api.ResumeInput)
 	// The last events and the log head ride in the resume's own batch: with the
 	// transaction's BEGIN, the whole resume is one round trip to Postgres.
 	var last episodic.LastResult
-	res, err := s.jobs.Resume(ctx, r.Tx, r.Org, in.Job, func(b *pgx.Batch) { s.events.QueueLast(b, r.Org, in.Job, max(n, 1), &last) })
+	res, err := s.Jobs.Resume(ctx, r.Tx, r.Org, in.Job, func(b *pgx.Batch) { s.Events.QueueLast(b, r.Org, in.Job, max(n, 1), &last) })
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (s *Server) resumeJob(ctx context.Context, r *Request, in *api.ResumeInput)
 }
 
 func (s *Server) createHandoff(ctx context.Context, r *Request, in *api.CreateHandoffInput) (*api.HandoffOutput, error) {
-	h, created, err := s.jobs.CreateHandoff(ctx, r.Tx, r.Org, in.Job, jobs.HandoffInput{ID: in.Body.ID, From: in.Body.From,
+	h, created, err := s.Jobs.CreateHandoff(ctx, r.Tx, r.Org, in.Job, jobs.HandoffInput{ID: in.Body.ID, From: in.Body.From,
 		To: in.Body.To, Context: in.Body.Context})
 	if err != nil {
 		return nil, err
@@ -270,7 +270,7 @@ func (s *Server) listHandoffs(ctx context.Context, r *Request, in *api.ListHando
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.jobs.ListHandoffs(ctx, r.Tx, r.Org, in.Job, in.Status, in.Cursor, limit+1)
+	items, err := s.Jobs.ListHandoffs(ctx, r.Tx, r.Org, in.Job, in.Status, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func (s *Server) listHandoffs(ctx context.Context, r *Request, in *api.ListHando
 }
 
 func (s *Server) ackHandoff(ctx context.Context, r *Request, in *api.AckHandoffInput) (*api.AckOutput, error) {
-	h, j, err := s.jobs.AckHandoff(ctx, r.Tx, r.Org, in.Job, in.ID, in.Body.AgentID)
+	h, j, err := s.Jobs.AckHandoff(ctx, r.Tx, r.Org, in.Job, in.ID, in.Body.AgentID)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func (s *Server) putKv(ctx context.Context, r *Request, in *api.KvPutInput) (*ap
 	if err != nil {
 		return nil, err
 	}
-	e, created, err := s.kv.Put(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
+	e, created, err := s.KV.Put(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
 		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(r.Org), Value: in.Body.Value,
 		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, IfNoneMatch: inm, Actor: r.Caller.KeyID,
 	})
@@ -46,7 +46,7 @@ func (s *Server) putKv(ctx context.Context, r *Request, in *api.KvPutInput) (*ap
 }
 
 func (s *Server) getKv(ctx context.Context, r *Request, in *api.KvGetInput) (*api.KvEntryOutput, error) {
-	e, err := s.kv.Get(ctx, in.Namespace, in.Key, in.Scope(r.Org), in.Exact)
+	e, err := s.KV.Get(ctx, in.Namespace, in.Key, in.Scope(r.Org), in.Exact)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func (s *Server) deleteKv(ctx context.Context, r *Request, in *api.KvDeleteInput
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.kv.Delete(ctx, r.Tx, r.AfterCommit, in.Namespace, in.Key, in.Scope(r.Org), im, r.Caller.KeyID)
+	e, err := s.KV.Delete(ctx, r.Tx, r.AfterCommit, in.Namespace, in.Key, in.Scope(r.Org), im, r.Caller.KeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (s *Server) kvHistory(ctx context.Context, r *Request, in *api.KvHistoryInp
 	if err != nil {
 		return nil, err
 	}
-	vs, err := s.kv.History(ctx, in.Namespace, in.Key, in.Scope(r.Org), in.Cursor, limit+1)
+	vs, err := s.KV.History(ctx, in.Namespace, in.Key, in.Scope(r.Org), in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (s *Server) restoreKv(ctx context.Context, r *Request, in *api.KvRestoreInp
 	if err != nil {
 		return nil, err
 	}
-	e, created, err := s.kv.Restore(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
+	e, created, err := s.KV.Restore(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
 		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(r.Org), RestoreVersion: in.Body.Version,
 		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, Actor: r.Caller.KeyID,
 	})
@@ -97,7 +97,7 @@ func (s *Server) listKv(ctx context.Context, r *Request, in *api.KvListInput) (*
 	if err != nil {
 		return nil, err
 	}
-	es, err := s.kv.List(ctx, in.Namespace, in.Scope(r.Org), in.Resolve, in.Cursor, limit+1)
+	es, err := s.KV.List(ctx, in.Namespace, in.Scope(r.Org), in.Resolve, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (s *Server) listKv(ctx context.Context, r *Request, in *api.KvListInput) (*
 }
 
 func (s *Server) batchGetKv(ctx context.Context, r *Request, in *api.KvBatchGetInput) (*api.KvBatchGetOutput, error) {
-	es, err := s.kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(r.Org), in.Body.Exact)
+	es, err := s.KV.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(r.Org), in.Body.Exact)
 	if err != nil {
 		return nil, err
 	}

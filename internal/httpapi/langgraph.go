@@ -16,12 +16,12 @@ func (s *Server) putLanggraphCheckpoint(ctx context.Context, r *Request, in *api
 	if put.EventSeq, err = s.eventHead(ctx, r, in.Job, put.Check()); err != nil {
 		return nil, err
 	}
-	res, err := s.jobs.LangGraphPut(ctx, r.Tx, r.Org, in.Job, put)
+	res, err := s.Jobs.LangGraphPut(ctx, r.Tx, r.Org, in.Job, put)
 	if err != nil {
 		return nil, err
 	}
 	if res.JobCreated {
-		if err := s.events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+		if err := s.Events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
 			return nil, err
 		}
 	}
@@ -34,14 +34,14 @@ func (s *Server) putLanggraphCheckpoint(ctx context.Context, r *Request, in *api
 
 func (s *Server) putLanggraphWrites(ctx context.Context, r *Request, in *api.PutLangGraphWritesInput) (*api.PutLangGraphWritesOutput, error) {
 	b := in.Body
-	n, created, err := s.jobs.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS,
+	n, created, err := s.Jobs.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS,
 		CheckpointID: b.CheckpointID, TaskID: b.TaskID, TaskPath: b.TaskPath, Writes: b.Writes,
 		UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID})
 	if err != nil {
 		return nil, err
 	}
 	if created {
-		if err := s.events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
+		if err := s.Events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
 			return nil, err
 		}
 	}
@@ -52,7 +52,7 @@ func (s *Server) putLanggraphWrites(ctx context.Context, r *Request, in *api.Put
 }
 
 func (s *Server) getLanggraphCheckpoint(ctx context.Context, r *Request, in *api.GetLangGraphCheckpointInput) (*api.LangGraphTupleOutput, error) {
-	t, err := s.jobs.LangGraphGet(ctx, r.Tx, r.Org, in.Job, in.CheckpointNS, in.CheckpointID)
+	t, err := s.Jobs.LangGraphGet(ctx, r.Tx, r.Org, in.Job, in.CheckpointNS, in.CheckpointID)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (s *Server) searchLanggraphCheckpoints(ctx context.Context, r *Request, in 
 }
 
 func (s *Server) deleteLanggraphThread(ctx context.Context, r *Request, in *api.JobPath) (*api.DeleteLangGraphThreadOutput, error) {
-	deleted, err := s.jobs.LangGraphDeleteThread(ctx, r.Tx, r.Org, in.Job)
+	deleted, err := s.Jobs.LangGraphDeleteThread(ctx, r.Tx, r.Org, in.Job)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (s *Server) listLangGraph(ctx context.Context, r *Request, thread string, q
 	if q.NamespaceSent() { // present and empty is the root graph; absent is every namespace
 		f.CheckpointNS = &q.CheckpointNS
 	}
-	items, err := s.jobs.LangGraphList(ctx, r.Tx, r.Org, f)
+	items, err := s.Jobs.LangGraphList(ctx, r.Tx, r.Org, f)
 	if err != nil {
 		return nil, err
 	}

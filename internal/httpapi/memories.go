@@ -50,7 +50,7 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
 		return nil, err
 	}
-	m, dedup, err := s.memories.Create(ctx, r.Tx, n)
+	m, dedup, err := s.Memories.Create(ctx, r.Tx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -73,12 +73,12 @@ func (s *Server) searchMemories(ctx context.Context, r *Request, in *api.SearchI
 	if err := s.orgVerifyAge(ctx, r.Tx, &q); err != nil {
 		return nil, err
 	}
-	res, info, err := s.memories.Search(ctx, r.Tx, q)
+	res, info, err := s.Memories.Search(ctx, r.Tx, q)
 	if err != nil {
 		return nil, err
 	}
 	p := r.Caller
-	s.memories.QueueServed(r.Session(), s.access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+	s.Memories.QueueServed(r.Session(), s.Access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
 		Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res)
 	out := &api.SearchOutput{}
 	out.Body.Items, out.Body.Search = res, info
@@ -95,12 +95,12 @@ func (s *Server) similarJobs(ctx context.Context, r *Request, in *api.SimilarJob
 	if q.Vector, err = s.embedOne(ctx, b.Query); err != nil {
 		return nil, err
 	}
-	res, _, err := s.memories.Search(ctx, r.Tx, q)
+	res, _, err := s.Memories.Search(ctx, r.Tx, q)
 	if err != nil {
 		return nil, err
 	}
 	p := r.Caller
-	s.memories.QueueServed(r.Session(), s.access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+	s.Memories.QueueServed(r.Session(), s.Access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
 		Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res)
 	return &api.SimilarJobsOutput{Body: api.List[semantic.SimilarJob]{Items: semantic.SimilarJobs(res)}}, nil
 }
@@ -110,7 +110,7 @@ func (s *Server) getMemory(ctx context.Context, r *Request, in *api.MemoryIDInpu
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.memories.Get(ctx, r.Tx, r.Org, id)
+	m, err := s.Memories.Get(ctx, r.Tx, r.Org, id)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (s *Server) updateMemory(ctx context.Context, r *Request, in *api.PatchMemo
 		p.IfVersion = &v
 	}
 	if b.Text != nil {
-		cur, err := s.memories.Get(ctx, r.Tx, r.Org, id)
+		cur, err := s.Memories.Get(ctx, r.Tx, r.Org, id)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +148,7 @@ func (s *Server) updateMemory(ctx context.Context, r *Request, in *api.PatchMemo
 			}
 		}
 	}
-	m, err := s.memories.Supersede(ctx, r.Tx, r.Org, id, p)
+	m, err := s.Memories.Supersede(ctx, r.Tx, r.Org, id, p)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (s *Server) deleteMemory(ctx context.Context, r *Request, in *api.MemoryIDI
 	if err != nil {
 		return nil, err
 	}
-	ids, err := s.memories.Delete(ctx, r.Tx, r.Org, id)
+	ids, err := s.Memories.Delete(ctx, r.Tx, r.Org, id)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (s *Server) memoryHistory(ctx context.Context, r *Request, in *api.MemoryID
 	if err != nil {
 		return nil, err
 	}
-	ms, err := s.memories.History(ctx, r.Tx, r.Org, id)
+	ms, err := s.Memories.History(ctx, r.Tx, r.Org, id)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func (s *Server) verifyMemory(ctx context.Context, r *Request, in *api.MemoryIDI
 		return nil, err
 	}
 	p := r.Caller
-	m, err := s.memories.Verify(ctx, r.Tx, r.Org, id, p.KeyID)
+	m, err := s.Memories.Verify(ctx, r.Tx, r.Org, id, p.KeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +206,10 @@ func (s *Server) memoryRetrievals(ctx context.Context, r *Request, in *api.Retri
 		return nil, err
 	}
 	var subject string // GDPR Art. 18: the memory's subject (enforced by the wrapper)
-	if m, err := s.memories.Get(ctx, r.Tx, r.Org, id); err == nil {
+	if m, err := s.Memories.Get(ctx, r.Tx, r.Org, id); err == nil {
 		subject = m.UserID
 	}
-	rs, err := s.memories.Retrievals(ctx, r.Tx, r.Org, id, in.Cursor, limit+1)
+	rs, err := s.Memories.Retrievals(ctx, r.Tx, r.Org, id, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (s *Server) memoryRetrievals(ctx context.Context, r *Request, in *api.Retri
 
 // embedOne embeds one text with the server's embedder.
 func (s *Server) embedOne(ctx context.Context, text string) ([]float32, error) {
-	vs, err := s.emb.Embed(ctx, []string{text})
+	vs, err := s.Embedder.Embed(ctx, []string{text})
 	if err != nil {
 		return nil, err
 	}

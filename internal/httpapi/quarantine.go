@@ -28,7 +28,7 @@ func (s *Server) createQuarantine(ctx context.Context, r *Request, in *api.Creat
 		return nil, err
 	}
 	if b.KeyID != "" && b.KeyID != "root" {
-		ok, err := s.keys.Exists(ctx, r.Tx, p.OrgID, b.KeyID)
+		ok, err := s.Keys.Exists(ctx, r.Tx, p.OrgID, b.KeyID)
 		if err != nil {
 			return nil, err
 		}
@@ -36,7 +36,7 @@ func (s *Server) createQuarantine(ctx context.Context, r *Request, in *api.Creat
 			return nil, strata.Invalid("key_id", "no API key with this id in your org")
 		}
 	}
-	q, err := s.memories.CreateQuarantine(ctx, r.Tx, p.OrgID, n)
+	q, err := s.Memories.CreateQuarantine(ctx, r.Tx, p.OrgID, n)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (s *Server) listQuarantines(ctx context.Context, r *Request, in *api.ListQu
 	if err != nil {
 		return nil, err
 	}
-	qs, err := s.memories.ListQuarantines(ctx, r.Tx, r.Org, in.Status, in.Cursor, limit+1)
+	qs, err := s.Memories.ListQuarantines(ctx, r.Tx, r.Org, in.Status, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (s *Server) getQuarantine(ctx context.Context, r *Request, in *api.Quaranti
 	if err != nil {
 		return nil, err
 	}
-	q, err := s.memories.GetQuarantine(ctx, r.Tx, r.Org, id)
+	q, err := s.Memories.GetQuarantine(ctx, r.Tx, r.Org, id)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (s *Server) listQuarantinedMemories(ctx context.Context, r *Request, in *ap
 	if err != nil {
 		return nil, err
 	}
-	ms, err := s.memories.QuarantinedMemories(ctx, r.Tx, r.Org, id, in.Cursor, limit+1)
+	ms, err := s.Memories.QuarantinedMemories(ctx, r.Tx, r.Org, id, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (s *Server) releaseQuarantine(ctx context.Context, r *Request, in *api.Quar
 		return nil, err
 	}
 	p := r.Caller
-	q, err := s.memories.ReleaseQuarantine(ctx, r.Tx, p.OrgID, id, p.KeyID)
+	q, err := s.Memories.ReleaseQuarantine(ctx, r.Tx, p.OrgID, id, p.KeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (s *Server) purgeQuarantine(ctx context.Context, r *Request, in *api.Quaran
 		return nil, err
 	}
 	p := r.Caller
-	q, res, err := s.memories.PurgeQuarantine(ctx, r.Tx, p.OrgID, id, p.KeyID)
+	q, res, err := s.Memories.PurgeQuarantine(ctx, r.Tx, p.OrgID, id, p.KeyID)
 	if err != nil {
 		return nil, err
 	}

@@ -93,14 +93,14 @@ func (g subjectGuard) before(ctx context.Context, s *Server, r *Request, in any)
 	case JobSubjectData, FilteredSubjectData:
 		if j, ok := in.(api.JobNamer); ok && j.SubjectJob() != "" {
 			job := j.SubjectJob()
-			return s.restrictions.RefuseJob(ctx, r.Tx, r.Org, job)
+			return s.Restrictions.RefuseJob(ctx, r.Tx, r.Org, job)
 		}
 	case ScopedSubjectData:
 		u := in.(api.ScopeNamer).ScopeUser()
 		if *u == "" {
 			return nil
 		}
-		restricted, err := s.restrictions.Restricted(ctx, r.sess, r.Org, *u)
+		restricted, err := s.Restrictions.Restricted(ctx, r.sess, r.Org, *u)
 		if err != nil {
 			return err
 		}
@@ -125,11 +125,11 @@ func (g subjectGuard) after(ctx context.Context, s *Server, r *Request, in, out 
 		if len(users) == 0 {
 			return nil
 		}
-		return s.restrictions.Refuse(ctx, r.sess, r.Org, users...)
+		return s.Restrictions.Refuse(ctx, r.sess, r.Org, users...)
 	case FilteredSubjectData:
 		f := out.(api.ItemFilter)
 		users, jobs := f.ItemSubjects()
-		ru, err := s.restrictions.Among(ctx, r.sess, r.Org, users)
+		ru, err := s.Restrictions.Among(ctx, r.sess, r.Org, users)
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func (g subjectGuard) after(ctx context.Context, s *Server, r *Request, in, out 
 				named = append(named, j)
 			}
 		}
-		rj, err := s.restrictions.JobsAmong(ctx, r.Tx, r.Org, named)
+		rj, err := s.Restrictions.JobsAmong(ctx, r.Tx, r.Org, named)
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func (s *Server) toolTable() ([]mcp.Tool, error) {
 			api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				s.router.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, (*chi.Context)(nil))))
 			})
-			at.mcp = mcp.Handler(api, at.tools, s.log)
+			at.mcp = mcp.Handler(api, at.tools, s.Log)
 		}
 	})
 	return s.agentTools().tools, s.agentTools().err

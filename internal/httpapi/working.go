@@ -22,7 +22,7 @@ func (s *Server) putSessionState(ctx context.Context, r *Request, in *api.PutSta
 	if err != nil {
 		return nil, err
 	}
-	st, created, err := s.working.Put(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
+	st, created, err := s.Working.Put(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
 		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL(), IfMatch: im})
 	if err != nil {
 		return nil, err
@@ -35,7 +35,7 @@ func (s *Server) patchSessionState(ctx context.Context, r *Request, in *api.Patc
 	if err != nil {
 		return nil, err
 	}
-	st, created, err := s.working.Patch(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
+	st, created, err := s.Working.Patch(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
 		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL(), IfMatch: im})
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func (s *Server) patchSessionState(ctx context.Context, r *Request, in *api.Patc
 }
 
 func (s *Server) getSessionState(ctx context.Context, r *Request, in *struct{ api.SessionPath }) (*api.StateOutput, error) {
-	st, err := s.working.Get(ctx, r.Tx, r.Org, in.Session)
+	st, err := s.Working.Get(ctx, r.Tx, r.Org, in.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -56,28 +56,28 @@ func (s *Server) deleteSession(ctx context.Context, r *Request, in *api.DeleteSt
 	if err != nil {
 		return nil, err
 	}
-	if err := s.working.Delete(ctx, r.Tx, r.Org, in.Session, im); err != nil {
+	if err := s.Working.Delete(ctx, r.Tx, r.Org, in.Session, im); err != nil {
 		return nil, err
 	}
 	return &struct{}{}, nil
 }
 
 func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *api.PostMessageInput) (*api.MessageOutput, error) {
-	a, err := s.working.Append(ctx, r.Tx, r.Org, in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
+	a, err := s.Working.Append(ctx, r.Tx, r.Org, in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
 		Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL()})
 	if err != nil {
 		return nil, err
 	}
 	r.AfterCommit(func() {
 		if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
-			s.log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
+			s.Log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
 		}
 	})
 	return &api.MessageOutput{Status: http.StatusCreated, Body: api.MessageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil
 }
 
 func (s *Server) listSessionMessages(ctx context.Context, r *Request, in *api.ListMessagesInput) (*api.MessagesOutput, error) {
-	uid, err := s.working.SessionUser(ctx, r.Tx, r.Org, in.Session)
+	uid, err := s.Working.SessionUser(ctx, r.Tx, r.Org, in.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (s *Server) listSessionMessages(ctx context.Context, r *Request, in *api.Li
 	out.SetSubjects(uid)
 	out.Body.SessionID = in.Session
 	if in.AfterSeq < 0 {
-		b, err := s.working.Turns(ctx, r.Tx, r.Org, in.Session)
+		b, err := s.Working.Turns(ctx, r.Tx, r.Org, in.Session)
 		if err != nil {
 			return nil, err
 		}
@@ -96,7 +96,7 @@ func (s *Server) listSessionMessages(ctx context.Context, r *Request, in *api.Li
 	if err != nil {
 		return nil, err
 	}
-	turns, err := s.working.Log(ctx, r.Tx, r.Org, in.Session, in.AfterSeq, limit)
+	turns, err := s.Working.Log(ctx, r.Tx, r.Org, in.Session, in.AfterSeq, limit)
 	if err != nil {
 		return nil, err
 	}
