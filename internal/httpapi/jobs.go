@@ -2,29 +2,16 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/strata-mem/strata/internal/api"
-	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/jobs"
-	"github.com/strata-mem/strata/internal/strata"
 )
 
 // Durable jobs (docs/jobs.md): the job record, checkpoints, leased steps, resume, handoffs,
-// completion. The jobs tier owns its tables and checks what it stores; the episodic tier's
-// log is composed in here: a new job gets an (empty) event log, finishing a job or writing a
-// checkpoint records the log's last seq, a fork forks the log at the checkpoint's seq,
-// resume shows the last events.
-//
-// Why here and not in the jobs tier: a job and its log live in two tiers that do not know
-// each other (STYLE.md: tiers never import each other; composition happens in one place).
-// Making jobs own "a job with its log" would make it depend on the episodic tier (or an
-// interface shaped exactly like it) for four calls; the composition is small, and it stays
-// in one place, these handlers (eventHead, EnsureJob, Fork).
+// completion. What a job's episodic log adds (a new job's empty log, the log's head recorded
+// by a write, a fork of the log, the last events in resume) is composed in internal/joblog.
 
 // ifMatchPtr parses an optional If-Match.
 func ifMatchPtr(h string) (*int64, error) {
@@ -35,20 +22,6 @@ func ifMatchPtr(h string) (*int64, error) {
 	return &v, nil
 }
 
-// eventHead is the job's episodic last seq (0 when it has no log yet), for a write that
-// records it. check is the write's own input check (JobSpec.Check, ...): bad input is
-// refused before the head is read, so it costs no round trip.
-func (s *Server) eventHead(ctx context.Context, r *Request, job string, check error) (int64, error) {
-	if check != nil {
-		return 0, check
-	}
-	h, err := s.Events.Head(ctx, r.Tx, r.Org, job)
-	if errors.Is(err, strata.ErrNotFound) {
-		return 0, nil
-	}
-	return h.LastSeq, err
-}
-
 func (s *Server) putJob(ctx context.Context, r *Request, in *api.PutJobInput) (*api.JobOutput, error) {
 	im, err := ifMatchPtr(in.IfMatch)
 	if err != nil {
@@ -57,19 +30,13 @@ func (s *Server) putJob(ctx context.Context, r *Request, in *api.PutJobInput) (*
 	b := in.Body
 	spec := jobs.JobSpec{Goal: b.Goal, Status: b.Status, Owner: b.Owner, UserID: b.UserID, AgentID: b.AgentID,
 		SessionID: b.SessionID, Metadata: b.Metadata, Outcome: b.Outcome}
-	if spec.EventSeq, err = s.eventHead(ctx, r, in.Job, spec.Check()); err != nil {
-		return nil, err
-	}
-	j, created, err := s.Jobs.PutJob(ctx, r.Tx, r.Org, in.Job, spec, im)
+	j, created, err := s.JobLog.PutJob(ctx, r.Tx, r.Org, in.Job, spec, im)
 	if err != nil {
 		return nil, err
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		if err := s.Events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
-			return nil, err
-		}
 	}
 	return &api.JobOutput{Status: status, ETag: etag(j.Version), Body: j}, nil
 }
@@ -96,11 +63,7 @@ func (s *Server) listJobs(ctx context.Context, r *Request, in *api.ListJobsInput
 }
 
 func (s *Server) completeJob(ctx context.Context, r *Request, in *api.CompleteJobInput) (*api.JobOutput, error) {
-	seq, err := s.eventHead(ctx, r, in.Job, jobs.CheckCompletion(in.Body.Status, in.Body.Outcome))
-	if err != nil {
-		return nil, err
-	}
-	j, err := s.Jobs.CompleteJob(ctx, r.Tx, r.Org, in.Job, in.Body.Status, in.Body.Outcome, seq)
+	j, err := s.JobLog.CompleteJob(ctx, r.Tx, r.Org, in.Job, in.Body.Status, in.Body.Outcome)
 	if err != nil {
 		return nil, err
 	}
@@ -115,10 +78,7 @@ func (s *Server) putCheckpoint(ctx context.Context, r *Request, in *api.PutCheck
 	b := in.Body
 	cp := jobs.CheckpointInput{Goal: b.Goal, CurrentStep: b.CurrentStep, Done: b.Done, Pending: b.Pending,
 		NextAction: b.NextAction, State: b.State, WorkingState: b.WorkingState, AgentID: b.AgentID, UserID: b.UserID}
-	if cp.EventSeq, err = s.eventHead(ctx, r, in.Job, cp.Check()); err != nil {
-		return nil, err
-	}
-	c, err := s.Jobs.PutCheckpoint(ctx, r.Tx, r.Org, in.Job, cp, im)
+	c, err := s.JobLog.PutCheckpoint(ctx, r.Tx, r.Org, in.Job, cp, im)
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +108,8 @@ func (s *Server) getCheckpoint(ctx context.Context, r *Request, in *api.Checkpoi
 }
 
 func (s *Server) forkCheckpoint(ctx context.Context, r *Request, in *api.ForkInput) (*api.ForkOutput, error) {
-	j, cp, err := s.Jobs.Fork(ctx, r.Tx, r.Org, in.Job, in.Version, jobs.ForkInput{NewJobID: in.Body.NewJobID, Owner: in.Body.Owner})
+	j, cp, err := s.JobLog.Fork(ctx, r.Tx, r.Org, in.Job, in.Version, jobs.ForkInput{NewJobID: in.Body.NewJobID, Owner: in.Body.Owner})
 	if err != nil {
-		return nil, err
-	}
-	if err := s.Events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
-		return nil, err
-	}
-	if _, err := s.Events.Fork(ctx, r.Tx, r.Org, in.Job, j.JobID, j.ParentEventSeq); err != nil {
 		return nil, err
 	}
 	out := &api.ForkOutput{Status: http.StatusCreated}
@@ -226,29 +180,12 @@ func (s *Server) listSteps(ctx context.Context, r *Request, in *api.ListStepsInp
 }
 
 func (s *Server) resumeJob(ctx context.Context, r *Request, in *api.ResumeInput) (*api.ResumeOutput, error) {
-	n := in.Events
-	// The last events and the log head ride in the resume's own batch: with the
-	// transaction's BEGIN, the whole resume is one round trip to Postgres.
-	var last episodic.LastResult
-	res, err := s.Jobs.Resume(ctx, r.Tx, r.Org, in.Job, func(b *pgx.Batch) { s.Events.QueueLast(b, r.Org, in.Job, max(n, 1), &last) })
+	res, err := s.JobLog.Resume(ctx, r.Tx, r.Org, in.Job, in.Events)
 	if err != nil {
 		return nil, err
 	}
-	if last.Err != nil {
-		return nil, last.Err
-	}
 	out := &api.ResumeOutput{ETag: etag(res.Job.CheckpointVersion)}
-	out.Body.Resume = res
-	out.Body.Events = []episodic.Event{}
-	if n > 0 && len(last.Events) > 0 {
-		// The view's seqs are gap-free, so the last event's seq is the log's head.
-		out.Body.Events = last.Events
-		out.Body.LastEventSeq = last.Events[len(last.Events)-1].Seq
-		return out, nil
-	}
-	if last.HasLog {
-		out.Body.LastEventSeq = last.Head.LastSeq
-	}
+	out.Body.Resume, out.Body.Events, out.Body.LastEventSeq = res.Resume, res.Events, res.LastEventSeq
 	return out, nil
 }
 

@@ -12,18 +12,9 @@ func (s *Server) putLanggraphCheckpoint(ctx context.Context, r *Request, in *api
 	b := in.Body
 	put := jobs.LangGraphPut{CheckpointNS: b.CheckpointNS, CheckpointID: b.CheckpointID, ParentCheckpointID: b.ParentCheckpointID,
 		Checkpoint: b.Checkpoint, Metadata: b.Metadata, Blobs: b.Blobs, UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID}
-	var err error
-	if put.EventSeq, err = s.eventHead(ctx, r, in.Job, put.Check()); err != nil {
-		return nil, err
-	}
-	res, err := s.Jobs.LangGraphPut(ctx, r.Tx, r.Org, in.Job, put)
+	res, err := s.JobLog.LangGraphPut(ctx, r.Tx, r.Org, in.Job, put)
 	if err != nil {
 		return nil, err
-	}
-	if res.JobCreated {
-		if err := s.Events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
-			return nil, err
-		}
 	}
 	status := http.StatusOK
 	if res.Created {
@@ -34,16 +25,11 @@ func (s *Server) putLanggraphCheckpoint(ctx context.Context, r *Request, in *api
 
 func (s *Server) putLanggraphWrites(ctx context.Context, r *Request, in *api.PutLangGraphWritesInput) (*api.PutLangGraphWritesOutput, error) {
 	b := in.Body
-	n, created, err := s.Jobs.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS,
+	n, _, err := s.JobLog.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS,
 		CheckpointID: b.CheckpointID, TaskID: b.TaskID, TaskPath: b.TaskPath, Writes: b.Writes,
 		UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID})
 	if err != nil {
 		return nil, err
-	}
-	if created {
-		if err := s.Events.EnsureJob(ctx, r.Tx, r.Org, in.Job); err != nil {
-			return nil, err
-		}
 	}
 	out := &api.PutLangGraphWritesOutput{}
 	out.Body.ThreadID, out.Body.CheckpointNS, out.Body.CheckpointID, out.Body.TaskID, out.Body.Stored =

@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/groupcommit"
+	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/policy"
@@ -50,8 +51,11 @@ type Deps struct {
 	// declaration with it).
 	Restrictions *gdpr.Restrictions
 
-	Jobs     *jobs.Store
-	Events   *episodic.Store
+	Jobs   *jobs.Store
+	Events *episodic.Store
+	// JobLog composes a job with its episodic log (the writes that record the log's head,
+	// forks, resume); built on Jobs and Events.
+	JobLog   *joblog.Log
 	Working  *working.Store
 	KV       *keyvalue.Store
 	Memories *semantic.Store
