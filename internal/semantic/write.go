@@ -141,33 +141,51 @@ func (s *Store) Create(ctx context.Context, tx pgx.Tx, n NewMemory) (Memory, *De
 		return Memory{}, nil, pg.Interpret(err)
 	}
 	if dedup != nil {
-		m, err := scanMemory(tx.QueryRow(ctx, `UPDATE memories SET dedup_count = dedup_count + 1,
-			last_accessed_at = $3, updated_at = $3,
-			importance = greatest(importance, $4), pinned = pinned OR $5,
-			created_by_key = CASE WHEN $6 <> '' THEN $6 ELSE created_by_key END,
-			source_agent_id = CASE WHEN $7 <> '' THEN $7 ELSE source_agent_id END,
-			source_job_id = CASE WHEN $8 <> '' THEN $8 ELSE source_job_id END,
-			source_event_seq = coalesce($9, source_event_seq)
-			WHERE org_id = $1 AND id = $2 RETURNING `+memCols,
-			sc.OrgID, dupID, now, n.Importance, n.Pinned, n.Provenance.KeyID, n.Provenance.AgentID,
-			n.Provenance.JobID, n.Provenance.EventSeq))
+		m, err := scanMemory(tx.QueryRow(ctx, dedupHitSQL, dedupHitArgs(n, dupID, now)...))
 		return m, dedup, pg.Interpret(err)
 	}
 
 	id := uuid.Must(uuid.NewV7())
-	meta, err := json.Marshal(n.Metadata)
+	args, err := insertMemoryArgs(n, id, hash, now)
 	if err != nil {
 		return Memory{}, nil, err
 	}
-	m, err := scanMemory(tx.QueryRow(ctx, `INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id,
-		session_id, kind, text, text_hash, metadata, importance, pinned, trust, created_by_key, source_agent_id,
-		source_job_id, source_event_seq, embedding, embedder, model, dims, valid_from, updated_at)
-		VALUES ($1, $2, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21)
-		RETURNING `+memCols,
-		sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, n.Kind, n.Text, hash, meta, n.Importance, n.Pinned,
-		n.Trust, n.Provenance.KeyID, n.Provenance.AgentID, n.Provenance.JobID, n.Provenance.EventSeq,
-		pgvector.NewVector(n.Vector), n.Space.Embedder, n.Space.Model, n.Space.Dims, now))
+	m, err := scanMemory(tx.QueryRow(ctx, insertMemorySQL, args...))
 	return m, nil, pg.Interpret(err)
+}
+
+// dedupHitSQL records a write that found its duplicate (Create's and CreateBatch's): the
+// count and access time, the newer provenance, the higher importance, pinned if either was.
+const dedupHitSQL = `UPDATE memories SET dedup_count = dedup_count + 1,
+	last_accessed_at = $3, updated_at = $3,
+	importance = greatest(importance, $4), pinned = pinned OR $5,
+	created_by_key = CASE WHEN $6 <> '' THEN $6 ELSE created_by_key END,
+	source_agent_id = CASE WHEN $7 <> '' THEN $7 ELSE source_agent_id END,
+	source_job_id = CASE WHEN $8 <> '' THEN $8 ELSE source_job_id END,
+	source_event_seq = coalesce($9, source_event_seq)
+	WHERE org_id = $1 AND id = $2 RETURNING ` + memCols
+
+func dedupHitArgs(n NewMemory, dupID uuid.UUID, now time.Time) []any {
+	return []any{n.Scope.OrgID, dupID, now, n.Importance, n.Pinned, n.Provenance.KeyID, n.Provenance.AgentID,
+		n.Provenance.JobID, n.Provenance.EventSeq}
+}
+
+// insertMemorySQL inserts version 1 of a new memory.
+const insertMemorySQL = `INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id,
+	session_id, kind, text, text_hash, metadata, importance, pinned, trust, created_by_key, source_agent_id,
+	source_job_id, source_event_seq, embedding, embedder, model, dims, valid_from, updated_at)
+	VALUES ($1, $2, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $21)
+	RETURNING ` + memCols
+
+func insertMemoryArgs(n NewMemory, id uuid.UUID, hash []byte, now time.Time) ([]any, error) {
+	meta, err := json.Marshal(n.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	sc := n.Scope
+	return []any{sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, n.Kind, n.Text, hash, meta, n.Importance, n.Pinned,
+		n.Trust, n.Provenance.KeyID, n.Provenance.AgentID, n.Provenance.JobID, n.Provenance.EventSeq,
+		pgvector.NewVector(n.Vector), n.Space.Embedder, n.Space.Model, n.Space.Dims, now}, nil
 }
 
 // Get returns one version of a memory (current or superseded).

@@ -1,0 +1,187 @@
+package semantic_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/testenv"
+)
+
+// batchItems is a batch with every kind of duplicate: of a stored memory (exact and
+// near), of an earlier item (exact, near, case and spacing), across scopes (not a
+// duplicate), and fresh rows.
+func batchItems(org string) []semantic.NewMemory {
+	texts := []struct{ user, text string }{
+		{"u1", "the brand palette is teal and warm orange"}, // 0: exact duplicate of a stored memory
+		{"u1", "exports go to the shared drive every friday"},
+		{"u1", "Exports go to the shared  drive every Friday"}, // 2: exact (normalised) of 1
+		{"u2", "exports go to the shared drive every friday"},  // 3: another scope: a new row
+		{"u1", "captions use the studio font in white"},
+		{"u1", "captions use the studio font in white please"}, // 5: near duplicate of 4
+		{"u1", "the client prefers 4k exports"},
+		{"u1", "the client prefers 4k exports always"}, // 7: near duplicate of a stored memory
+		{"", "the office closes at six"},
+		{"u1", "exports go to the shared drive every friday"}, // 9: exact of 1 again
+	}
+	out := make([]semantic.NewMemory, len(texts))
+	for i, x := range texts {
+		out[i] = newMem(org, x.user, x.text)
+		out[i].Importance = 0.1 * float64(i)
+		out[i].Provenance.KeyID = fmt.Sprintf("key_%d", i)
+	}
+	return out
+}
+
+// seedStored writes what the store holds before the batch.
+func seedStored(t *testing.T, ctx context.Context, store *semantic.Store, tx pgx.Tx, org string) {
+	for _, text := range []string{"the brand palette is teal and warm orange", "the client prefers 4k exports always please"} {
+		_, _, err := store.Create(ctx, tx, newMem(org, "u1", text))
+		require.NoError(t, err)
+	}
+}
+
+// TestCreateBatchMatchesSequentialCreates writes the same items with CreateBatch and with
+// one Create each (each on its own database) and compares every answer and the rows left:
+// the batch is the sequence of writes, in fewer round trips.
+func TestCreateBatchMatchesSequentialCreates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	store := semantic.NewStore(semantic.Options{DedupThreshold: 0.9}, func() time.Time { return now })
+
+	type answer struct {
+		reason  string
+		dupOf   string // the text of the memory that answered
+		count   int
+		created bool
+	}
+	run := func(batch bool) ([]answer, []string) {
+		pool, _ := testenv.Pool(t)
+		var answers []answer
+		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+			seedStored(t, ctx, store, tx, "acme")
+			items := batchItems("acme")
+			if batch {
+				res, err := store.CreateBatch(ctx, tx, items)
+				require.NoError(t, err)
+				for _, r := range res {
+					a := answer{dupOf: r.Memory.Text, count: r.Memory.DedupCount, created: r.Dedup == nil}
+					if r.Dedup != nil {
+						a.reason = r.Dedup.Reason
+					}
+					answers = append(answers, a)
+				}
+				return nil
+			}
+			for _, n := range items {
+				m, d, err := store.Create(ctx, tx, n)
+				require.NoError(t, err)
+				a := answer{dupOf: m.Text, count: m.DedupCount, created: d == nil}
+				if d != nil {
+					a.reason = d.Reason
+				}
+				answers = append(answers, a)
+			}
+			return nil
+		}))
+		var rows []string
+		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+			r, err := tx.Query(ctx, `SELECT user_id || '|' || text || '|' || dedup_count || '|' || importance || '|' || created_by_key
+				FROM memories ORDER BY user_id, text`)
+			if err != nil {
+				return err
+			}
+			rows, err = pgx.CollectRows(r, pgx.RowTo[string])
+			return err
+		}))
+		return answers, rows
+	}
+	seqAnswers, seqRows := run(false)
+	batchAnswers, batchRows := run(true)
+	require.Equal(t, seqAnswers, batchAnswers)
+	require.Equal(t, seqRows, batchRows)
+
+	// The cases the batch was built for are what sequential writes give.
+	require.Equal(t, "exact", batchAnswers[0].reason)
+	require.True(t, batchAnswers[1].created)
+	require.Equal(t, "exact", batchAnswers[2].reason)
+	require.True(t, batchAnswers[3].created, "another user's scope is not a duplicate")
+	require.Equal(t, "near", batchAnswers[5].reason)
+	require.Equal(t, "near", batchAnswers[7].reason)
+	require.Equal(t, "exact", batchAnswers[9].reason)
+	require.Equal(t, 2, batchAnswers[9].count, "the second in-batch duplicate of item 1")
+	require.Len(t, batchRows, 2+5) // fresh: items 1, 3, 4, 6, 8
+}
+
+// TestCreateBatchConcurrentOverlappingScopes runs batches that share scopes at once: the
+// scope locks are taken in one order, so none deadlocks, and no text is stored twice.
+func TestCreateBatchConcurrentOverlappingScopes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testenv.Pool(t)
+	store := semantic.NewStore(semantic.Options{}, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var items []semantic.NewMemory
+			for i := range 40 {
+				// Writers walk the users in opposite directions.
+				u := i % 5
+				if w%2 == 1 {
+					u = 4 - u
+				}
+				items = append(items, newMem("acme", fmt.Sprintf("u%d", u), fmt.Sprintf("shared fact number %d about user %d", i/5, u)))
+			}
+			errs <- pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+				_, err := store.CreateBatch(ctx, tx, items)
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	var rows, distinct int
+	require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT count(*), count(DISTINCT (user_id, text)) FROM memories`).Scan(&rows, &distinct)
+	}))
+	require.Equal(t, 40, rows)
+	require.Equal(t, rows, distinct)
+}
+
+func TestCreateBatchRefusesOversizedAndWrongVectors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testenv.Pool(t)
+	store := semantic.NewStore(semantic.Options{}, nil)
+	err := pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+		_, err := store.CreateBatch(ctx, tx, make([]semantic.NewMemory, semantic.MaxBatch+1))
+		return err
+	})
+	require.ErrorContains(t, err, "at most 1000")
+	bad := newMem("acme", "u1", "x")
+	bad.Vector = bad.Vector[:10]
+	err = pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+		_, err := store.CreateBatch(ctx, tx, []semantic.NewMemory{newMem("acme", "u1", "fine"), bad})
+		return err
+	})
+	require.Error(t, err)
+	var n int
+	require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT count(*) FROM memories`).Scan(&n)
+	}))
+	require.Zero(t, n, "a refused batch writes nothing")
+}
