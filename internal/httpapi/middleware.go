@@ -219,11 +219,12 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.Options.MaxBodyBytes))
+		limit := s.bodyLimit(r)
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.Options.MaxBodyBytes, 10)+" bytes", nil)
+				writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes", nil)
 				return
 			}
 			writeProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
@@ -393,23 +394,37 @@ func (s *Server) auditEntry(ctx context.Context, r *http.Request, p auth.Princip
 		ParamKeys: rc.URLParams.Keys, ParamValues: rc.URLParams.Values, RequestID: requestID(ctx), Status: status}), nil
 }
 
-// operationID maps a method and route pattern to its OpenAPI operation id.
-func (s *Server) operationID(method, route string) string {
+// operation finds the operation of a method and route pattern (nil: not an API operation).
+func (s *Server) operation(method, route string) *huma.Operation {
 	s.opOnce.Do(func() {
-		s.opIDs = map[string]string{}
+		s.ops = map[string]*huma.Operation{}
 		for path, item := range s.api.OpenAPI().Paths {
 			for m, op := range map[string]*huma.Operation{"GET": item.Get, "POST": item.Post, "PUT": item.Put,
 				"PATCH": item.Patch, "DELETE": item.Delete} {
 				if op != nil {
-					s.opIDs[m+" "+path] = op.OperationID
+					s.ops[m+" "+path] = op
 				}
 			}
 		}
 	})
-	if id, ok := s.opIDs[method+" "+route]; ok {
-		return id
+	return s.ops[method+" "+route]
+}
+
+// operationID maps a method and route pattern to its OpenAPI operation id.
+func (s *Server) operationID(method, route string) string {
+	if op := s.operation(method, route); op != nil {
+		return op.OperationID
 	}
 	return strings.ToLower(method) + " " + route
+}
+
+// bodyLimit is the most a request body may hold: STRATA_MAX_BODY_BYTES, or more where an
+// operation declares it (batch writes).
+func (s *Server) bodyLimit(r *http.Request) int64 {
+	if op := s.operation(r.Method, chi.RouteContext(r.Context()).RoutePattern()); op != nil {
+		return max(op.MaxBodyBytes, s.Options.MaxBodyBytes)
+	}
+	return s.Options.MaxBodyBytes
 }
 
 // topField reads a top-level string field of a JSON body, or the query parameter.

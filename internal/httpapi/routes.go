@@ -111,6 +111,7 @@ func (s *Server) routes() {
 
 		// Semantic memory (memories.go).
 		handle(s, agentRoles, api.OpCreateMemory, NoSubjectData, s.createMemory)         // POST /v1/memories
+		handle(s, agentRoles, api.OpCreateMemories, NoSubjectData, s.createMemories)     // POST /v1/memories/batch
 		handle(s, agentRoles, api.OpSearchMemories, ScopedSubjectData, s.searchMemories) // POST /v1/memories/search
 		handle(s, agentRoles, api.OpSimilarJobs, ScopedSubjectData, s.similarJobs)       // POST /v1/jobs/similar
 		handle(s, agentRoles, api.OpGetMemory, SubjectData, s.getMemory)                 // GET /v1/memories/{id}

@@ -103,7 +103,7 @@ type Server struct {
 	metrics *metrics
 	limiter *keyLimiter
 	opOnce  sync.Once
-	opIDs   map[string]string // "METHOD route" → operation id
+	ops     map[string]*huma.Operation // "METHOD route" → its operation (operation)
 	router  chi.Router
 	api     huma.API
 	tools   agentTools             // MCP and /v1/tools (tools.go)

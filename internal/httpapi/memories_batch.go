@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/strata-mem/strata/internal/api"
+	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// embedChunk is how many texts go to the embedder in one call.
+const embedChunk = 256
+
+// createMemories writes a batch (POST /v1/memories/batch): items the tier refuses are
+// answered failed, the rest are embedded in chunks and written by one CreateBatch.
+func (s *Server) createMemories(ctx context.Context, r *Request, in *api.CreateMemoriesInput) (*api.CreateMemoriesOutput, error) {
+	items := in.Body.Memories
+	out := &api.CreateMemoriesOutput{}
+	out.Body.Items = make([]api.BatchMemoryResult, len(items))
+	var news []semantic.NewMemory
+	var at []int // news[k] is items[at[k]]
+	for i, b := range items {
+		n := semantic.NewMemory{Scope: b.Scope(r.Org), Kind: cmp.Or(b.Kind, semantic.KindFact), Text: b.Text,
+			Metadata: b.Metadata, Importance: 0.5, Pinned: b.Pinned, Trust: b.Trust,
+			Provenance: provenance(ctx, b.Provenance), Space: s.space}
+		if b.Importance != nil {
+			n.Importance = *b.Importance
+		}
+		out.Body.Items[i].Index = i
+		if err := n.Validate(); err != nil {
+			p, perr := s.itemProblem(ctx, i, err)
+			if perr != nil {
+				return nil, perr
+			}
+			out.Body.Items[i].Status, out.Body.Items[i].Error = "failed", p
+			out.Body.Failed++
+			continue
+		}
+		news = append(news, n)
+		at = append(at, i)
+	}
+	for lo := 0; lo < len(news); lo += embedChunk {
+		hi := min(lo+embedChunk, len(news))
+		texts := make([]string, 0, hi-lo)
+		for _, n := range news[lo:hi] {
+			texts = append(texts, n.Text)
+		}
+		vs, err := s.Embedder.Embed(ctx, texts)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range vs {
+			news[lo+k].Vector = v
+		}
+	}
+	res, err := s.Memories.CreateBatch(ctx, r.Tx, news)
+	if err != nil {
+		return nil, err
+	}
+	for k, rr := range res {
+		item := &out.Body.Items[at[k]]
+		m := rr.Memory
+		item.Memory, item.Dedup = &m, rr.Dedup
+		if rr.Dedup == nil {
+			item.Status = "created"
+			out.Body.Created++
+			continue
+		}
+		item.Status = "deduplicated"
+		out.Body.Deduplicated++
+		if rr.DuplicateOf >= 0 {
+			j := at[rr.DuplicateOf]
+			item.DuplicateOf = &j
+		}
+	}
+	return out, nil
+}
+
+// itemProblem is a batch item's field error as the problem its single write would answer,
+// located in the batch (body.memories[3].metadata). Any other error fails the batch.
+func (s *Server) itemProblem(ctx context.Context, i int, err error) (*api.BatchItemProblem, error) {
+	var fe *strata.FieldError
+	if !errors.As(err, &fe) {
+		return nil, err
+	}
+	located := *fe
+	located.Field = fmt.Sprintf("body.memories[%d].%s", i, fe.Field)
+	var em *huma.ErrorModel
+	if !errors.As(s.problem(ctx, &located), &em) {
+		return nil, err
+	}
+	return &api.BatchItemProblem{Status: em.Status, Detail: em.Detail, Errors: em.Errors}, nil
+}
