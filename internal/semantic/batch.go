@@ -4,10 +4,12 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/pgvector/pgvector-go"
 
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
@@ -66,6 +68,10 @@ func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) (
 	if err != nil {
 		return nil, err
 	}
+	nearest, err := s.nearestInScopes(ctx, tx, org, items, stored)
+	if err != nil {
+		return nil, err
+	}
 	now := s.now().UTC()
 
 	// Decide each item in order: what the store holds first (exact, then near), then the
@@ -84,16 +90,10 @@ func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) (
 			out[i].DuplicateOf, out[i].Dedup = j, &Dedup{Reason: "exact", Similarity: 1}
 			continue
 		}
-		f := newFilter(org)
-		f.exactScope(n.Scope)
-		f.current()
-		near, err := s.nearest(ctx, tx, f, n.Vector, n.Space, 1, StrategyAuto)
-		if err != nil {
-			return nil, err
-		}
 		best, bestSim := -1, -1.0
-		if len(near.hits) == 1 {
-			bestSim = 1 - near.hits[0].dist
+		near, found := nearest[i]
+		if found {
+			bestSim = 1 - near.dist
 		}
 		for _, j := range fresh {
 			if sameScopeAndSpace(items[j], n) {
@@ -109,7 +109,7 @@ func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) (
 		case best >= 0:
 			out[i].DuplicateOf, out[i].Dedup = best, &Dedup{Reason: "near", Similarity: bestSim}
 		default:
-			dupID[i], out[i].Dedup = near.hits[0].id, &Dedup{Reason: "near", Similarity: bestSim}
+			dupID[i], out[i].Dedup = near.id, &Dedup{Reason: "near", Similarity: bestSim}
 		}
 	}
 
@@ -147,6 +147,104 @@ func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) (
 	}
 	if upd.Len() > 0 {
 		if err := tx.SendBatch(ctx, upd).Close(); err != nil {
+			return nil, pg.Interpret(err)
+		}
+	}
+	return out, nil
+}
+
+// nearestInScopes finds, for each item without an exact duplicate in the store, the
+// nearest current memory of its exact scope and space (what Create's near-duplicate check
+// asks): for scopes at most ExactBelow rows large, by an exact search of every such item in
+// one query; for larger ones, item by item through the HNSW index as Create does.
+func (s *Store) nearestInScopes(ctx context.Context, tx pgx.Tx, org string, items []NewMemory, skip map[int]uuid.UUID) (map[int]hit, error) {
+	type group struct {
+		sc    strata.Scope
+		sp    Space
+		items []int
+		size  int
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for i, n := range items {
+		if _, ok := skip[i]; ok {
+			continue
+		}
+		k := strings.Join([]string{n.Scope.UserID, n.Scope.AgentID, n.Scope.SessionID, n.Space.Embedder, n.Space.Model, strconv.Itoa(n.Space.Dims)}, "\x1f")
+		g := byKey[k]
+		if g == nil {
+			g = &group{sc: n.Scope, sp: n.Space}
+			byKey[k] = g
+			groups = append(groups, g)
+		}
+		g.items = append(g.items, i)
+	}
+	out := map[int]hit{}
+	if len(groups) == 0 {
+		return out, nil
+	}
+	// Every group's size (bounded) in one round trip.
+	counts := &pgx.Batch{}
+	for _, g := range groups {
+		counts.Queue(`SELECT count(*) FROM (SELECT 1 FROM memories WHERE org_id = $1 AND user_id = $2 AND agent_id = $3
+			AND session_id = $4 AND valid_to IS NULL AND embedder = $5 AND model = $6 AND dims = $7 LIMIT $8) x`,
+			org, g.sc.UserID, g.sc.AgentID, g.sc.SessionID, g.sp.Embedder, g.sp.Model, g.sp.Dims, s.o.ExactBelow+1).
+			QueryRow(func(r pgx.Row) error { return r.Scan(&g.size) })
+	}
+	if err := tx.SendBatch(ctx, counts).Close(); err != nil {
+		return nil, pg.Interpret(err)
+	}
+	// Small scopes: one exact query per space for all their items ("+ 0" keeps the planner
+	// off the HNSW index, as nearest's exact strategy does).
+	exact := map[Space][]int{}
+	for _, g := range groups {
+		switch {
+		case g.size == 0:
+		case g.size <= s.o.ExactBelow:
+			exact[g.sp] = append(exact[g.sp], g.items...)
+		default:
+			for _, i := range g.items {
+				f := newFilter(org)
+				f.exactScope(items[i].Scope)
+				f.current()
+				near, err := s.nearest(ctx, tx, f, items[i].Vector, items[i].Space, 1, StrategyHNSW)
+				if err != nil {
+					return nil, err
+				}
+				if len(near.hits) == 1 {
+					out[i] = near.hits[0]
+				}
+			}
+		}
+	}
+	for sp, idx := range exact {
+		users, agents, sessions, vecs := make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx))
+		ord := make([]int32, len(idx))
+		for k, i := range idx {
+			sc := items[i].Scope
+			users[k], agents[k], sessions[k] = sc.UserID, sc.AgentID, sc.SessionID
+			vecs[k], ord[k] = pgvector.NewVector(items[i].Vector).String(), int32(i)
+		}
+		expr := vecExpr(sp.Dims)
+		// The vectors are cast once, in unnest: a cast inside the lateral query would parse
+		// the text again for every row it compares.
+		qv := "x.v"
+		rows, err := tx.Query(ctx, `SELECT x.i, n.id, n.d FROM unnest($2::int[], $3::text[], $4::text[], $5::text[],
+			$6::text[]::vector(`+strconv.Itoa(sp.Dims)+`)[]) AS x(i, u, a, s, v)
+			CROSS JOIN LATERAL (SELECT id, `+expr+` <=> `+qv+` AS d FROM memories
+				WHERE org_id = $1 AND user_id = x.u AND agent_id = x.a AND session_id = x.s AND valid_to IS NULL
+				AND dims = `+strconv.Itoa(sp.Dims)+` AND model = $7 AND embedder = $8
+				ORDER BY (`+expr+` <=> `+qv+`) + 0, id LIMIT 1) n`,
+			org, ord, users, agents, sessions, vecs, sp.Model, sp.Embedder)
+		if err != nil {
+			return nil, pg.Interpret(err)
+		}
+		var i int32
+		var h hit
+		if _, err := pgx.ForEachRow(rows, []any{&i, &h.id, &h.dist}, func() error {
+			out[int(i)] = h
+			return nil
+		}); err != nil {
 			return nil, pg.Interpret(err)
 		}
 	}
