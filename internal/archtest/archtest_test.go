@@ -25,7 +25,7 @@ var floors = map[string]int{
 	"internal/keyvalue": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
 	"internal/consolidation": 30,
-	"internal/mcp":           40, "internal/httpapi": 41, // httpapi mounts the MCP server
+	"internal/mcp":           40, "internal/console": 40, "internal/httpapi": 41, // httpapi mounts the MCP server and the console
 	"internal/app": 50, "cmd/server": 60,
 }
 
@@ -40,7 +40,7 @@ var sharedWithOutside = []string{"internal/audit", "internal/strata"}
 // support packages exist for tests and tools and may import anything.
 var support = []string{"internal/testenv", "internal/apptest", "internal/archtest", "internal/crashtest",
 	"internal/reliability", "internal/readme", "internal/langgraphtest", "internal/pythontest",
-	"internal/typescripttest", "internal/steptest", "internal/embed/internal/genmodel",
+	"internal/typescripttest", "internal/steptest", "internal/consoletest", "internal/embed/internal/genmodel",
 	"internal/embed/internal/genmodel/gen"}
 
 // httpClients are the packages below the transport allowed net/http: they call HTTP APIs

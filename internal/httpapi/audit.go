@@ -20,6 +20,7 @@ type listAuditInput struct {
 	ActorKeyID string    `query:"actor_key_id" maxLength:"200"`
 	AgentID    string    `query:"agent_id" maxLength:"200"`
 	UserID     string    `query:"user_id" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Data subject; matched through its pseudonym."`
+	Subject    string    `query:"subject" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Data subject by its audit pseudonym (as erasures and exports name it), e.g. after the user id was erased. Ignored with user_id."`
 	Since      time.Time `query:"since" doc:"RFC 3339; inclusive."`
 	Until      time.Time `query:"until" doc:"RFC 3339; exclusive."`
 	Page
@@ -52,6 +53,9 @@ func (s *Server) listAudit(ctx context.Context, r *Request, in *listAuditInput) 
 	f := audit.Filter{Action: in.Action, EntityType: in.EntityType, EntityID: in.EntityID, ActorKeyID: in.ActorKeyID,
 		AgentID: in.AgentID, Subject: s.pseudo.Subject(r.Org, in.UserID), Subjects: s.pseudo.Subjects(r.Org, in.UserID),
 		AfterID: after, Limit: limit + 1}
+	if in.UserID == "" && in.Subject != "" {
+		f.Subject, f.Subjects = in.Subject, []string{in.Subject}
+	}
 	if in.UserID != "" && f.Subject == "" {
 		return nil, strata.Invalid("user_id", "cannot be pseudonymised")
 	}

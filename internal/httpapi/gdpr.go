@@ -168,7 +168,8 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *exportInput)
 	// its own, before anything is sent.
 	if err := pg.InOrgTx(ctx, s.pool, org, func(tx pgx.Tx) error {
 		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
-			Action: "export-subject", EntityType: "gdpr.export", RequestID: requestID(ctx), Subject: subject, Status: 200})
+			Action: "export-subject", EntityType: "gdpr.export", RequestID: requestID(ctx), Subject: subject, Status: 200,
+			Details: viaDetails(p)})
 	}); err != nil {
 		return nil, err
 	}

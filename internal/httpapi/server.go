@@ -75,6 +75,10 @@ type Deps struct {
 	Anchorer  *audit.Anchorer
 	AuditKeys audit.Keyring
 
+	// Console builds the web console (internal/console) on the API as an in-process
+	// handler; nil serves no console.
+	Console func(api http.Handler) http.Handler
+
 	Options Options
 }
 
@@ -130,6 +134,7 @@ type Server struct {
 	api     huma.API
 	tools   agentTools             // MCP and /v1/tools (tools.go)
 	groups  *groupcommit.Committer // group commit of event appends; nil when off (groupcommit.go)
+	console func(api http.Handler) http.Handler // the web console's constructor (console.go)
 }
 
 // NewServer wires every route and returns the server (an http.Handler).
@@ -145,6 +150,7 @@ func NewServer(d Deps) *Server {
 		s.now = time.Now
 	}
 	s.anchorer, s.auditKeys = d.Anchorer, d.AuditKeys
+	s.console = d.Console
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}
