@@ -88,7 +88,9 @@ func (c *Console) putPolicies(w http.ResponseWriter, r *http.Request) {
 
 // previewEviction shows what the saved policy would evict now, without running anything;
 // runEviction applies it (the same rules, audited per rule).
-func (c *Console) previewEviction(w http.ResponseWriter, r *http.Request) { c.eviction(w, r, "preview") }
+func (c *Console) previewEviction(w http.ResponseWriter, r *http.Request) {
+	c.eviction(w, r, "preview")
+}
 
 func (c *Console) runEviction(w http.ResponseWriter, r *http.Request) { c.eviction(w, r, "run") }
 

@@ -68,9 +68,9 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"list": func(v any) []any { l, _ := v.([]any); return l },
-	"obj":  func(v any) map[string]any { m, _ := v.(map[string]any); return m },
-	"eq2":  func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"list":    func(v any) []any { l, _ := v.([]any); return l },
+	"obj":     func(v any) map[string]any { m, _ := v.(map[string]any); return m },
+	"eq2":     func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
 	"pathesc": url.PathEscape,
 }
 

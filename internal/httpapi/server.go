@@ -132,8 +132,8 @@ type Server struct {
 	opIDs   map[string]string // "METHOD route" → operation id
 	router  chi.Router
 	api     huma.API
-	tools   agentTools             // MCP and /v1/tools (tools.go)
-	groups  *groupcommit.Committer // group commit of event appends; nil when off (groupcommit.go)
+	tools   agentTools                          // MCP and /v1/tools (tools.go)
+	groups  *groupcommit.Committer              // group commit of event appends; nil when off (groupcommit.go)
 	console func(api http.Handler) http.Handler // the web console's constructor (console.go)
 }
 
