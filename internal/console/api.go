@@ -73,7 +73,7 @@ type fieldError struct {
 // double click, a retried POST) is one write, answered twice.
 func (c *Console) call(r *http.Request, method, path string, q url.Values, body any, formID string) *apiResult {
 	me := whoFrom(r.Context())
-	var rd io.Reader
+	var rd io.Reader = http.NoBody
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {

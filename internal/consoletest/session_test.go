@@ -169,6 +169,10 @@ func TestConsoleSessions(t *testing.T) {
 		require.Len(t, recs.Items, 1, "one write for two submissions")
 		require.Equal(t, "console", recs.Items[0].Details["via"])
 		require.True(t, strings.HasPrefix(recs.Items[0].ActorKeyID, "key_"))
+		// Lifting goes the same way.
+		resp, body = b.post("/console/subjects/unrestrict", url.Values{"user_id": {"csrf-user"}, "csrf": {b.csrf}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+		require.Equal(t, false, s.Do("GET", "/v1/gdpr/restrictions/csrf-user", compliance, nil).Map(t)["restricted"])
 	})
 
 	t.Run("roles pick the pages", func(t *testing.T) {

@@ -24,8 +24,13 @@ func (s *Server) mountConsole(r chi.Router) {
 		// Enter the router afresh (without the /console request's route context).
 		s.router.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, (*chi.Context)(nil))))
 	}))
-	r.Handle("/console", h)
-	r.Handle("/console/*", h)
+	// The console routes with its own router: from a fresh route context too (the
+	// request's metrics label stays /console/*).
+	fresh := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, chi.NewRouteContext())))
+	})
+	r.Handle("/console", fresh)
+	r.Handle("/console/*", fresh)
 }
 
 // viaDetails is the audit details of a record written by hand for p (the export's).
