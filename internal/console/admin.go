@@ -55,10 +55,20 @@ func (c *Console) quarantineAction(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) policiesPage(w http.ResponseWriter, r *http.Request) {
 	res := c.get(r, "/v1/admin/policies", nil)
-	m := res.Map()
 	v := &view{Title: "Lifecycle policies", Nav: "policies", Problem: res.Problem(), Notice: r.URL.Query().Get("notice"),
-		Data: map[string]any{"doc": m, "policy": prettyJSON(m["policy"]), "etag": res.Header.Get("ETag")}}
+		Data: policyData(res.Map())}
 	c.render(w, r, http.StatusOK, "policies", v)
+}
+
+// policyData: the form edits what the org stored (absent fields follow the defaults); the
+// effective policy is shown beside it.
+func policyData(m map[string]any) map[string]any {
+	stored := "{}"
+	if st, ok := m["stored"]; ok && st != nil {
+		stored = prettyJSON(st)
+	}
+	version, _ := m["version"].(float64)
+	return map[string]any{"doc": m, "policy": stored, "effective": prettyJSON(m["policy"]), "isStored": version > 0}
 }
 
 func (c *Console) policyForm(r *http.Request) (any, *problem) {
@@ -100,10 +110,9 @@ func (c *Console) eviction(w http.ResponseWriter, r *http.Request, what string) 
 		formID = r.PostFormValue("form_id")
 	}
 	res := c.call(r, http.MethodPost, "/v1/admin/eviction/"+what, nil, nil, formID)
-	pr := c.get(r, "/v1/admin/policies", nil)
-	m := pr.Map()
 	v := &view{Title: "Lifecycle policies", Nav: "policies", Problem: res.Problem(),
-		Data: map[string]any{"doc": m, "policy": prettyJSON(m["policy"]), "evicted": res.Map(), "what": what}}
+		Data: policyData(c.get(r, "/v1/admin/policies", nil).Map())}
+	v.Data["evicted"], v.Data["what"] = res.Map(), what
 	status := http.StatusOK
 	if v.Problem != nil {
 		status = v.Problem.Status

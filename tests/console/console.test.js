@@ -162,6 +162,7 @@ describe("console", () => {
     await expect(step.locator(".step-input").textContent()).resolves.toContain("q3-report.pdf");
     await expect(step.locator(".step-error").textContent()).resolves.toContain("upstream 503: model overloaded");
     await expect(step.textContent()).resolves.toContain("worker-1");
+    await step.scrollIntoViewIfNeeded();
     await shot(page, "job-timeline");
     await ctx.close();
   });
@@ -235,10 +236,10 @@ describe("console", () => {
       const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
       expect(over, p).toBeLessThanOrEqual(0);
     }
-    await shot(page, "mobile-policies");
     await page.goto(base + "/console/policies");
     await page.getByRole("button", { name: "Preview eviction" }).click();
     await expect(page.locator("#preview").textContent()).resolves.toContain("{");
+    await shot(page, "mobile-policies");
     await ctx.close();
   });
 });
