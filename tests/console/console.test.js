@@ -231,10 +231,17 @@ describe("console", () => {
 
   test("usable at 390 px: no horizontal scroll of the page, navigation reachable", async () => {
     const { ctx, page } = await signedIn(keys.admin, { viewport: { width: 390, height: 844 } });
-    for (const p of ["/console/jobs", "/console/subjects", "/console/policies", "/console/quarantines"]) {
+    for (const p of ["/console/jobs", "/console/subjects?user_id=someone", "/console/erasures", "/console/audit",
+      "/console/memories?query=x", "/console/kv?namespace=prefs", "/console/policies", "/console/quarantines", "/console/keys"]) {
       await page.goto(base + p);
       const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
       expect(over, p).toBeLessThanOrEqual(0);
+      // Every control is labelled, every button says what it does.
+      const unlabelled = await page.evaluate(() => [...document.querySelectorAll("input:not([type=hidden]), select, textarea")]
+        .filter((e) => e.labels.length === 0 && !e.getAttribute("aria-label")).map((e) => e.name));
+      expect(unlabelled, p).toEqual([]);
+      const mute = await page.evaluate(() => [...document.querySelectorAll("button")].filter((b) => !b.textContent.trim()).length);
+      expect(mute, p).toBe(0);
     }
     await page.goto(base + "/console/policies");
     await page.getByRole("button", { name: "Preview eviction" }).click();
