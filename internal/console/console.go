@@ -261,14 +261,20 @@ func validCSRF(r *http.Request, want string) bool {
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
+// overTLS: the request came over TLS, here or at a proxy that says so (a client claiming it
+// only makes its own cookie stricter).
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: base, HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil, MaxAge: int(maxAge.Seconds())})
+		Secure: overTLS(r), MaxAge: int(maxAge.Seconds())})
 }
 
 func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: base, HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil, MaxAge: -1})
+		Secure: overTLS(r), MaxAge: -1})
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {

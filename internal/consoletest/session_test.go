@@ -135,6 +135,13 @@ func TestConsoleSessions(t *testing.T) {
 		require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM console_sessions c
 			WHERE position(convert_to($1, 'UTF8') in c.id_hash) > 0 OR c.key_id = $1 OR c.key_id = $2)`, compliance, ck.Value).Scan(&leaked))
 		require.False(t, leaked)
+		require.False(t, ck.Secure, "plain HTTP here")
+		req, _ := http.NewRequest("GET", s.URL+"/console/login", nil)
+		req.Header.Set("X-Forwarded-Proto", "https")
+		tr, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		tr.Body.Close()
+		require.Contains(t, tr.Header.Get("Set-Cookie"), "Secure", "behind a TLS proxy")
 		// An open redirect after sign-in is refused.
 		require.Equal(t, "", safeNextProbe(t, b, compliance, "https://evil.example/"))
 	})
