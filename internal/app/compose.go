@@ -20,6 +20,7 @@ import (
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/httpapi"
+	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/policy"
@@ -127,8 +128,8 @@ func (p *parts) server() *httpapi.Server {
 	return httpapi.NewServer(httpapi.Deps{
 		Anchorer: anchorer, AuditKeys: auditKeys,
 		Log: p.log, Metrics: p.metrics, Pool: p.pool, Redis: p.rdb, Keys: p.keys, Pseudo: p.pseudo,
-		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, Working: p.working, KV: p.kv,
-		Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
+		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, JobLog: joblog.New(p.jobs, p.events),
+		Working: p.working, KV: p.kv, Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
 		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
 		Context: p.assembler, Now: time.Now,
 		Console: func(api http.Handler) http.Handler {

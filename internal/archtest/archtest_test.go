@@ -24,9 +24,12 @@ var floors = map[string]int{
 	"internal/working": 20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,
 	"internal/keyvalue": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
-	"internal/consolidation": 30,
-	"internal/mcp":           40, "internal/console": 40, "internal/httpapi": 41, // httpapi mounts the MCP server and the console
-	"internal/app": 50, "cmd/server": 60,
+	"internal/consolidation": 30, "internal/joblog": 30,
+	"internal/mcp":     40, // the MCP server and its tool table, built from the OpenAPI document
+	"internal/console": 40, // the web console: its sessions and pages; calls the API in-process
+	"internal/api":     41, // the wire contract of /v1: types and operation docs (/v1/tools answers mcp's)
+	"internal/httpapi": 42, // the transport: handlers, the unit of work; mounts the MCP server and the console
+	"internal/app":     50, "cmd/server": 60,
 }
 
 // outside speak HTTP to a server and import nothing of it, except sharedWithOutside.

@@ -17,10 +17,10 @@ import (
 
 // mountConsole mounts the console when app composed one.
 func (s *Server) mountConsole(r chi.Router) {
-	if s.console == nil {
+	if s.Console == nil {
 		return
 	}
-	h := s.console(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	h := s.Console(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// Enter the router afresh (without the /console request's route context).
 		s.router.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, (*chi.Context)(nil))))
 	}))

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/apptest"
-	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/turncontext"
 )
 
@@ -60,7 +60,7 @@ func seedContext(t *testing.T, s *apptest.Server, key string) {
 }
 
 type ctxResp struct {
-	httpapi.ContextBody
+	api.ContextBody
 }
 
 func getContext(t *testing.T, s *apptest.Server, key string, body map[string]any) ctxResp {

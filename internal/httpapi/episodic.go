@@ -1,185 +1,16 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/danielgtaylor/huma/v2"
-
+	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/strata"
 )
-
-// appendBody is one event object or an array of them: the raw request body, decoded and
-// validated by the handler so that errors name body[i].field. The OpenAPI document
-// describes it as oneOf (appendBodySchema).
-type appendBody struct {
-	raw json.RawMessage
-}
-
-// appendBodySchema documents the body: an EventInput or an array of 1-1000 of them.
-func appendBodySchema(r huma.Registry) *huma.Schema {
-	ev := r.Schema(reflect.TypeFor[episodic.EventInput](), true, "EventInput")
-	one, maxItems := 1, episodic.MaxBatch
-	return &huma.Schema{
-		Description: "One event, or an array of 1-1000 events appended in one transaction.",
-		OneOf:       []*huma.Schema{ev, {Type: huma.TypeArray, Items: ev, MinItems: &one, MaxItems: &maxItems}},
-	}
-}
-
-// decode parses the body into events; array reports whether it was an array.
-func (b *appendBody) decode() (in []episodic.EventInput, array bool, err error) {
-	raw := bytes.TrimSpace(b.raw)
-	if len(raw) == 0 {
-		return nil, false, strata.Malformed("body", "an event object or an array of events is required")
-	}
-	if !json.Valid(raw) {
-		var v any
-		err := json.Unmarshal(raw, &v)
-		return nil, false, strata.Malformed("body", "malformed JSON: %s", err.Error())
-	}
-	var elems []json.RawMessage
-	if raw[0] == '[' {
-		array = true
-		if err := json.Unmarshal(raw, &elems); err != nil {
-			return nil, true, strata.Malformed("body", "%s", err.Error())
-		}
-	} else {
-		elems = []json.RawMessage{raw}
-	}
-	loc := func(i int) string {
-		if array {
-			return fmt.Sprintf("body[%d]", i)
-		}
-		return "body"
-	}
-	if array && len(elems) == 0 {
-		return nil, true, strata.Invalid("body", "at least one event is required")
-	}
-	if len(elems) > episodic.MaxBatch {
-		return nil, true, strata.Invalid("body", "at most %d events per request", episodic.MaxBatch)
-	}
-	in = make([]episodic.EventInput, len(elems))
-	for i, e := range elems {
-		e = bytes.TrimSpace(e)
-		if len(e) == 0 || e[0] != '{' {
-			return nil, array, strata.Invalid(loc(i), "must be an event object")
-		}
-		dec := json.NewDecoder(bytes.NewReader(e))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in[i]); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) && te.Field != "" {
-				return nil, array, strata.Invalid(loc(i)+"."+te.Field, "must be a %s, not a JSON %s", jsonKind(te.Type), te.Value)
-			}
-			if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-				return nil, array, strata.Invalid(loc(i)+"."+strings.Trim(f, `"`), "unknown field")
-			}
-			return nil, array, strata.Invalid(loc(i), "%s", err.Error())
-		}
-	}
-	return in, array, nil
-}
-
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "string"
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		return "integer"
-	case reflect.Bool:
-		return "boolean"
-	}
-	return t.String()
-}
-
-// appendResult answers an append: the event for a one-event body, a list for an array.
-type appendResult struct {
-	one   *episodic.Event
-	items []episodic.Event
-}
-
-// MarshalJSON writes the event or {"items": [...]}.
-func (r appendResult) MarshalJSON() ([]byte, error) {
-	if r.one != nil {
-		return json.Marshal(r.one)
-	}
-	return json.Marshal(List[episodic.Event]{Items: r.items})
-}
-
-// Schema documents the response: an Event, or {"items": [Event]} for an array body.
-func (appendResult) Schema(r huma.Registry) *huma.Schema {
-	ev := r.Schema(reflect.TypeFor[episodic.Event](), true, "Event")
-	return &huma.Schema{
-		Description: "The stored event for a one-event body; {\"items\": [...]} in input order for an array body.",
-		OneOf: []*huma.Schema{ev, {Type: huma.TypeObject, Required: []string{"items"},
-			Properties: map[string]*huma.Schema{"items": {Type: huma.TypeArray, Items: ev}}}},
-	}
-}
-
-type appendEventsInput struct {
-	Job     string `path:"job" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job id (client-chosen)."`
-	RawBody []byte `contentType:"application/json"`
-}
-
-type appendEventsOutput struct {
-	Status int
-	Body   appendResult
-}
-
-type listEventsInput struct {
-	Job      string    `path:"job" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job id (client-chosen)."`
-	AfterSeq int64     `query:"after_seq" minimum:"0" doc:"Only events with seq > after_seq."`
-	Cursor   string    `query:"cursor" maxLength:"20" doc:"next_cursor of the previous page (a seq; same as after_seq)."`
-	Limit    int       `query:"limit" minimum:"1" maximum:"1000" doc:"Page size (default 100, max 1000)."`
-	Op       string    `query:"op" maxLength:"800" doc:"Only events with this op."`
-	Since    time.Time `query:"since" doc:"Only events created at or after this time (RFC 3339)."`
-	Until    time.Time `query:"until" doc:"Only events created before this time (RFC 3339)."`
-	Raw      bool      `query:"raw" doc:"Include events that consolidation compacted (by default their summary event stands in for them)."`
-}
-
-type listEventsOutput struct {
-	Body List[episodic.Event]
-}
-
-type appliedInput struct {
-	Job         string `path:"job" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job id (client-chosen)."`
-	Op          string `query:"op" maxLength:"800" doc:"The op to look for (with params)."`
-	Params      string `query:"params" doc:"The op's params as URL-encoded JSON (an object; absent means {})."`
-	Fingerprint string `query:"fingerprint" pattern:"^[0-9a-f]{64}$" doc:"Or: the fingerprint an append returned."`
-}
-
-type appliedBody struct {
-	Applied     bool            `json:"applied" doc:"True when an event with this fingerprint is in the job's log and not reverted."`
-	Fingerprint string          `json:"fingerprint"`
-	Event       *episodic.Event `json:"event" doc:"The latest such event; null when not applied."`
-}
-
-type appliedOutput struct {
-	Body appliedBody
-}
-
-type revertInput struct {
-	Job  string `path:"job" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"The job id (client-chosen)."`
-	Seq  int64  `path:"seq" minimum:"1" doc:"The seq of the event to revert."`
-	Body *struct {
-		ScopeBody
-		Reason string `json:"reason,omitempty" maxLength:"2000" doc:"Why (stored as the revert event's result)."`
-	}
-}
-
-type eventOutput struct {
-	Status int
-	Body   episodic.Event
-}
 
 // stripSingle turns the tier's "[0].op" into "op" for a one-object body (the wrapper then
 // locates it as body.op); for an array body "[3].op" stays and becomes body[3].op.
@@ -191,88 +22,57 @@ func stripSingle(err error, array bool) error {
 	return &strata.FieldError{Field: strings.TrimPrefix(strings.TrimPrefix(fe.Field, "[0]"), "."), Msg: fe.Msg, Status: fe.Status, Kind: fe.Kind}
 }
 
-var opAppendEvents = huma.Operation{
-	OperationID: "append-events", Method: http.MethodPost, Path: "/v1/jobs/{job}/events", Tags: []string{"episodic"},
-	Summary: "Append events to a job's log", DefaultStatus: http.StatusCreated, SkipValidateBody: true,
-	Description: "Appends one event (object body) or several (array body) in one transaction; a job that has no log " +
-		"yet gets one. The server assigns seq: strictly increasing and gap-free per job. Each event is fingerprinted " +
-		"(SHA-256 of op and canonical params). An event whose idempotency_key the job already has is not appended " +
-		"again: the original comes back with replayed=true. 201 when anything was appended, 200 when all were replays. " +
-		"Errors name the element: body[3].op.",
-}
-
-func (s *Server) appendEvents(ctx context.Context, r *Request, in *appendEventsInput) (*appendEventsOutput, error) {
-	evs, array, err := (&appendBody{raw: in.RawBody}).decode()
+func (s *Server) appendEvents(ctx context.Context, r *Request, in *api.AppendEventsInput) (*api.AppendEventsOutput, error) {
+	evs, array, err := (&api.AppendBody{Raw: in.RawBody}).Decode()
 	if err != nil {
 		return nil, err
 	}
-	stored, err := s.events.Append(ctx, r.Tx, r.Org, in.Job, evs)
+	stored, err := s.Events.Append(ctx, r.Tx, r.Org, in.Job, evs)
 	if err != nil {
 		return nil, stripSingle(err, array)
 	}
-	out := &appendEventsOutput{Status: http.StatusOK}
+	out := &api.AppendEventsOutput{Status: http.StatusOK}
 	for _, e := range stored {
 		if !e.Replayed {
 			out.Status = http.StatusCreated
 		}
 	}
 	if array {
-		out.Body.items = stored
+		out.Body.Items = stored
 	} else {
-		out.Body.one = &stored[0]
+		out.Body.One = &stored[0]
 	}
 	return out, nil
 }
 
-var opListEvents = huma.Operation{
-	OperationID: "list-events", Method: http.MethodGet, Path: "/v1/jobs/{job}/events", Tags: []string{"episodic"},
-	Summary:     "Read a job's log",
-	Description: "Events in seq order (a fork shows its parent's events up to the fork point first). Page with after_seq or cursor; filter by op and creation time.",
-}
-
-func (s *Server) listEvents(ctx context.Context, r *Request, in *listEventsInput) (*listEventsOutput, error) {
-	limit, err := Page{Limit: in.Limit}.limit()
+func (s *Server) listEvents(ctx context.Context, r *Request, in *api.ListEventsInput) (*api.ListEventsOutput, error) {
+	limit, err := api.Page{Limit: in.Limit}.Size()
 	if err != nil {
 		return nil, err
 	}
-	evs, err := s.events.List(ctx, r.Tx, r.Org, in.Job, episodic.ListQuery{AfterSeq: in.AfterSeq, Cursor: in.Cursor,
+	evs, err := s.Events.List(ctx, r.Tx, r.Org, in.Job, episodic.ListQuery{AfterSeq: in.AfterSeq, Cursor: in.Cursor,
 		Limit: limit + 1, Op: in.Op, Since: in.Since, Until: in.Until, HideCompacted: !in.Raw})
 	if err != nil {
 		return nil, err
 	}
-	return &listEventsOutput{Body: page(evs, limit, func(e episodic.Event) string { return strconv.FormatInt(e.Seq, 10) })}, nil
+	return &api.ListEventsOutput{Body: page(evs, limit, func(e episodic.Event) string { return strconv.FormatInt(e.Seq, 10) })}, nil
 }
 
-var opEventApplied = huma.Operation{
-	OperationID: "event-applied", Method: http.MethodGet, Path: "/v1/jobs/{job}/applied", Tags: []string{"episodic"},
-	Summary: "Has exactly this edit been applied?",
-	Description: "Ask with op and params (URL-encoded JSON) or with a fingerprint. applied is true when the job's log " +
-		"holds an event with that fingerprint that has not been reverted; event is the latest such event. A job " +
-		"without a log has applied nothing.",
-}
-
-func (s *Server) eventApplied(ctx context.Context, r *Request, in *appliedInput) (*appliedOutput, error) {
-	ev, fp, err := s.events.AppliedEdit(ctx, r.Tx, r.Org, in.Job,
+func (s *Server) eventApplied(ctx context.Context, r *Request, in *api.AppliedInput) (*api.AppliedOutput, error) {
+	ev, fp, err := s.Events.AppliedEdit(ctx, r.Tx, r.Org, in.Job,
 		episodic.AppliedQuery{Fingerprint: in.Fingerprint, Op: in.Op, Params: in.Params})
 	if err != nil {
 		return nil, err
 	}
-	return &appliedOutput{Body: appliedBody{Applied: ev != nil, Fingerprint: fp, Event: ev}}, nil
+	return &api.AppliedOutput{Body: api.AppliedBody{Applied: ev != nil, Fingerprint: fp, Event: ev}}, nil
 }
 
-var opRevertEvent = huma.Operation{
-	OperationID: "revert-event", Method: http.MethodPost, Path: "/v1/jobs/{job}/events/{seq}/revert", Tags: []string{"episodic"},
-	Summary: "Revert an event", DefaultStatus: http.StatusCreated,
-	Description: "Appends a compensating event (op \"revert\", reverts_seq = seq); the reverted edit no longer counts as " +
-		"applied, and the original stays in the log. Reverting again returns the existing revert event (200).",
-}
-
-func (s *Server) revertEvent(ctx context.Context, r *Request, in *revertInput) (*eventOutput, error) {
+func (s *Server) revertEvent(ctx context.Context, r *Request, in *api.RevertInput) (*api.EventOutput, error) {
 	var ri episodic.RevertInput
 	if in.Body != nil {
 		ri = episodic.RevertInput{AgentID: in.Body.AgentID, UserID: in.Body.UserID, SessionID: in.Body.SessionID, Reason: in.Body.Reason}
 	}
-	ev, created, err := s.events.Revert(ctx, r.Tx, r.Org, in.Job, in.Seq, ri)
+	ev, created, err := s.Events.Revert(ctx, r.Tx, r.Org, in.Job, in.Seq, ri)
 	if err != nil {
 		return nil, err
 	}
@@ -280,11 +80,5 @@ func (s *Server) revertEvent(ctx context.Context, r *Request, in *revertInput) (
 	if created {
 		status = http.StatusCreated
 	}
-	return &eventOutput{Status: status, Body: ev}, nil
+	return &api.EventOutput{Status: status, Body: ev}, nil
 }
-
-// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go): a job's events are its
-// subject's.
-
-func (in *listEventsInput) subjectJob() string { return in.Job }
-func (in *appliedInput) subjectJob() string    { return in.Job }

@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/groupcommit"
@@ -27,11 +28,11 @@ func (s *Server) serveGroupedAppend(w http.ResponseWriter, r *http.Request, p au
 		!p.Can(agentRoles...) || !plainJSON(r) {
 		return false
 	}
-	evs, array, err := (&appendBody{raw: body}).decode()
+	evs, array, err := (&api.AppendBody{Raw: body}).Decode()
 	if err != nil {
 		return false
 	}
-	item, ok := s.events.NewGroupItem(chi.URLParam(r, "job"), evs)
+	item, ok := s.Events.NewGroupItem(chi.URLParam(r, "job"), evs)
 	if !ok {
 		return false
 	}
@@ -40,9 +41,9 @@ func (s *Server) serveGroupedAppend(w http.ResponseWriter, r *http.Request, p au
 		return false
 	}
 	m := &groupcommit.Member{Item: item, Audit: entry, Response: func(it *episodic.GroupItem) (idempotency.Completion, error) {
-		res := appendResult{items: it.Out} // exactly as the single-request path encodes it
+		res := api.AppendResult{Items: it.Out} // exactly as the single-request path encodes it
 		if !array {
-			res = appendResult{one: &it.Out[0]}
+			res = api.AppendResult{One: &it.Out[0]}
 		}
 		var buf bytes.Buffer
 		err := huma.DefaultJSONFormat.Marshal(&buf, res)

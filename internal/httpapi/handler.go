@@ -80,7 +80,7 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 	op.Responses = cloneResponses(op.Responses)
 	op.Errors = append(op.Errors[:len(op.Errors):len(op.Errors)], documentedErrors...)
 	if op.MaxBodyBytes == 0 {
-		op.MaxBodyBytes = s.opts.MaxBodyBytes
+		op.MaxBodyBytes = s.Options.MaxBodyBytes
 	}
 	huma.Register(s.api, op, func(ctx context.Context, in *I) (*O, error) {
 		p, ok := auth.FromContext(ctx)

@@ -35,7 +35,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	res := readiness{Checks: map[string]check{}}
 
 	start := time.Now()
-	vecVersion, err := pg.VectorVersion(ctx, s.pool)
+	vecVersion, err := pg.VectorVersion(ctx, s.Pool)
 	pgc := check{OK: err == nil, LatencyMS: ms(time.Since(start))}
 	if err != nil {
 		pgc.Error = "unreachable"
@@ -50,7 +50,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	res.Checks["pgvector"] = vc
 
 	start = time.Now()
-	err = s.rdb.Ping(ctx).Err()
+	err = s.Redis.Ping(ctx).Err()
 	rc := check{OK: err == nil, LatencyMS: ms(time.Since(start))}
 	if err != nil {
 		rc.Error = "unreachable"

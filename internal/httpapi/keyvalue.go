@@ -2,97 +2,13 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
-
+	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/keyvalue"
 )
-
-// KVPath is the path of one key.
-type KVPath struct {
-	Namespace string `path:"namespace" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Namespace (a group of keys, e.g. brand, captions)."`
-	Key       string `path:"key" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Key within the namespace."`
-}
-
-type kvPutInput struct {
-	KVPath
-	IfMatch     string `header:"If-Match" doc:"Write only if the entry at this scope is at this version (its ETag); otherwise 409."`
-	IfNoneMatch string `header:"If-None-Match" doc:"* : create only; 409 if a live entry exists at this scope."`
-	Body        struct {
-		Value json.RawMessage `json:"value" doc:"Any JSON value except null (size limit STRATA_KV_MAX_VALUE_BYTES)."`
-		ScopeBody
-		TTLSeconds int64 `json:"ttl_seconds,omitempty" minimum:"1" maximum:"315360000" doc:"Hide the entry this many seconds after this write. Each write sets its own TTL (none when absent)."`
-	}
-}
-
-type kvRestoreInput struct {
-	KVPath
-	IfMatch string `header:"If-Match" doc:"Restore only if the entry at this scope is at this version; otherwise 409."`
-	Body    struct {
-		Version int64 `json:"version" minimum:"1" doc:"The version (from the history) whose value to write again."`
-		ScopeBody
-		TTLSeconds int64 `json:"ttl_seconds,omitempty" minimum:"1" maximum:"315360000" doc:"TTL of the new version (none when absent)."`
-	}
-}
-
-type kvEntryOutput struct {
-	Status int
-	ETag   string `header:"ETag"`
-	Body   keyvalue.KVEntry
-}
-
-type kvGetInput struct {
-	KVPath
-	ScopeQuery
-	Exact bool `query:"exact" doc:"Read only the most specific given scope level instead of resolving session > agent > user > org."`
-}
-
-type kvDeleteInput struct {
-	KVPath
-	ScopeQuery
-	IfMatch string `header:"If-Match" doc:"Delete only if the entry is at this version; otherwise 409."`
-}
-
-type kvHistoryInput struct {
-	KVPath
-	ScopeQuery
-	Page
-}
-
-type kvHistoryOutput struct {
-	Body List[keyvalue.KVVersion]
-}
-
-type kvListInput struct {
-	Namespace string `path:"namespace" pattern:"^[A-Za-z0-9._:-]{1,200}$"`
-	ScopeQuery
-	Resolve bool `query:"resolve" doc:"List, per key, the entry a resolved GET would answer (session > agent > user > org) instead of the one given level."`
-	Page
-}
-
-type kvListOutput struct {
-	Body List[keyvalue.KVEntry]
-}
-
-type kvBatchGetInput struct {
-	Namespace string `path:"namespace" pattern:"^[A-Za-z0-9._:-]{1,200}$"`
-	Body      struct {
-		Keys []string `json:"keys" minItems:"1" maxItems:"1000" doc:"Keys to read (each resolved like GET)."`
-		ScopeBody
-		Exact bool `json:"exact,omitempty" doc:"Read only the most specific given scope level."`
-	}
-}
-
-type kvBatchGetOutput struct {
-	Body struct {
-		Items   []keyvalue.KVEntry `json:"items" doc:"The keys found, in request order."`
-		Missing []string           `json:"missing" doc:"The keys no scope level has."`
-	}
-}
 
 func kvIfMatch(h string) (*int64, error) {
 	v, ok, err := ifMatch(h)
@@ -102,24 +18,15 @@ func kvIfMatch(h string) (*int64, error) {
 	return &v, nil
 }
 
-func entryOut(e keyvalue.KVEntry, created bool) *kvEntryOutput {
+func entryOut(e keyvalue.KVEntry, created bool) *api.KvEntryOutput {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
-	return &kvEntryOutput{Status: status, ETag: etag(e.Version), Body: e}
+	return &api.KvEntryOutput{Status: status, ETag: etag(e.Version), Body: e}
 }
 
-var opPutKv = huma.Operation{
-	OperationID: "put-kv", Method: http.MethodPut, Path: "/v1/kv/{namespace}/{key}", Tags: []string{"key-value"},
-	Summary: "Write a key at one scope",
-	Description: "Writes `value` at the most specific scope level the body names (session > agent > user > org; " +
-		"org when none). Less specific ids given are recorded (user_id for erasure) but do not change the level. " +
-		"Answers the stored entry with its version (also the ETag): 201 when the key was not live at that scope, else 200. " +
-		"`If-Match` with a stale version → 409 and nothing is written. Every write is kept in the history.",
-}
-
-func (s *Server) putKv(ctx context.Context, r *Request, in *kvPutInput) (*kvEntryOutput, error) {
+func (s *Server) putKv(ctx context.Context, r *Request, in *api.KvPutInput) (*api.KvEntryOutput, error) {
 	im, err := kvIfMatch(in.IfMatch)
 	if err != nil {
 		return nil, err
@@ -128,8 +35,8 @@ func (s *Server) putKv(ctx context.Context, r *Request, in *kvPutInput) (*kvEntr
 	if err != nil {
 		return nil, err
 	}
-	e, created, err := s.kv.Put(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
-		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(r), Value: in.Body.Value,
+	e, created, err := s.KV.Put(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
+		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(r.Org), Value: in.Body.Value,
 		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, IfNoneMatch: inm, Actor: r.Caller.KeyID,
 	})
 	if err != nil {
@@ -138,74 +45,45 @@ func (s *Server) putKv(ctx context.Context, r *Request, in *kvPutInput) (*kvEntr
 	return entryOut(e, created), nil
 }
 
-var opGetKv = huma.Operation{
-	OperationID: "get-kv", Method: http.MethodGet, Path: "/v1/kv/{namespace}/{key}", Tags: []string{"key-value"},
-	Summary: "Read a key, resolved across scopes",
-	Description: "Answers the entry at the most specific scope level that has the key — session, then agent, then user, " +
-		"then org — with `level` saying which answered. `exact=true` reads only the most specific given level. " +
-		"Served from the Redis cache when possible; never older than an acknowledged write.",
-}
-
-func (s *Server) getKv(ctx context.Context, r *Request, in *kvGetInput) (*kvEntryOutput, error) {
-	e, err := s.kv.Get(ctx, in.Namespace, in.Key, in.Scope(r), in.Exact)
+func (s *Server) getKv(ctx context.Context, r *Request, in *api.KvGetInput) (*api.KvEntryOutput, error) {
+	e, err := s.KV.Get(ctx, in.Namespace, in.Key, in.Scope(r.Org), in.Exact)
 	if err != nil {
 		return nil, err
 	}
 	return entryOut(e, false), nil
 }
 
-var opDeleteKv = huma.Operation{
-	OperationID: "delete-kv", Method: http.MethodDelete, Path: "/v1/kv/{namespace}/{key}", Tags: []string{"key-value"},
-	Summary: "Delete a key at one scope",
-	Description: "Deletes the entry at exactly the most specific given scope level (nothing is resolved). " +
-		"Answers the deletion with its version and `deleted: true`; the history keeps every earlier version.",
-}
-
-func (s *Server) deleteKv(ctx context.Context, r *Request, in *kvDeleteInput) (*kvEntryOutput, error) {
+func (s *Server) deleteKv(ctx context.Context, r *Request, in *api.KvDeleteInput) (*api.KvEntryOutput, error) {
 	im, err := kvIfMatch(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.kv.Delete(ctx, r.Tx, r.AfterCommit, in.Namespace, in.Key, in.Scope(r), im, r.Caller.KeyID)
+	e, err := s.KV.Delete(ctx, r.Tx, r.AfterCommit, in.Namespace, in.Key, in.Scope(r.Org), im, r.Caller.KeyID)
 	if err != nil {
 		return nil, err
 	}
 	return entryOut(e, false), nil
 }
 
-var opKvHistory = huma.Operation{
-	OperationID: "kv-history", Method: http.MethodGet, Path: "/v1/kv/{namespace}/{key}/history", Tags: []string{"key-value"},
-	Summary: "Every version of a key at one scope",
-	Description: "Newest first: op (put, restore, delete), value, who wrote it (API key id, agent_id) and when. " +
-		"The scope names one level exactly, as for DELETE. `cursor` is the next_cursor of the previous page.",
-}
-
-func (s *Server) kvHistory(ctx context.Context, r *Request, in *kvHistoryInput) (*kvHistoryOutput, error) {
-	limit, err := in.Page.limit()
+func (s *Server) kvHistory(ctx context.Context, r *Request, in *api.KvHistoryInput) (*api.KvHistoryOutput, error) {
+	limit, err := in.Page.Size()
 	if err != nil {
 		return nil, err
 	}
-	vs, err := s.kv.History(ctx, in.Namespace, in.Key, in.Scope(r), in.Cursor, limit+1)
+	vs, err := s.KV.History(ctx, in.Namespace, in.Key, in.Scope(r.Org), in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
-	return &kvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
+	return &api.KvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
 }
 
-var opRestoreKv = huma.Operation{
-	OperationID: "restore-kv", Method: http.MethodPost, Path: "/v1/kv/{namespace}/{key}/restore", Tags: []string{"key-value"},
-	Summary: "Restore an earlier version of a key",
-	Description: "Writes the value of `version` again as a new version (op `restore`, audited like any write). " +
-		"The scope names one level exactly. 201 if the key was not live at that scope, else 200.",
-}
-
-func (s *Server) restoreKv(ctx context.Context, r *Request, in *kvRestoreInput) (*kvEntryOutput, error) {
+func (s *Server) restoreKv(ctx context.Context, r *Request, in *api.KvRestoreInput) (*api.KvEntryOutput, error) {
 	im, err := kvIfMatch(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
-	e, created, err := s.kv.Restore(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
-		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(r), RestoreVersion: in.Body.Version,
+	e, created, err := s.KV.Restore(ctx, r.Tx, r.AfterCommit, keyvalue.WriteInput{
+		Namespace: in.Namespace, Key: in.Key, Scope: in.Body.Scope(r.Org), RestoreVersion: in.Body.Version,
 		TTL: time.Duration(in.Body.TTLSeconds) * time.Second, IfMatch: im, Actor: r.Caller.KeyID,
 	})
 	if err != nil {
@@ -214,38 +92,24 @@ func (s *Server) restoreKv(ctx context.Context, r *Request, in *kvRestoreInput) 
 	return entryOut(e, created), nil
 }
 
-var opListKv = huma.Operation{
-	OperationID: "list-kv", Method: http.MethodGet, Path: "/v1/kv/{namespace}", Tags: []string{"key-value"},
-	Summary: "List a namespace for a scope",
-	Description: "Live entries in key order. Without `resolve`, the entries at the most specific given scope level; " +
-		"with `resolve=true`, per key the entry a resolved GET would answer. Read from Postgres.",
-}
-
-func (s *Server) listKv(ctx context.Context, r *Request, in *kvListInput) (*kvListOutput, error) {
-	limit, err := in.Page.limit()
+func (s *Server) listKv(ctx context.Context, r *Request, in *api.KvListInput) (*api.KvListOutput, error) {
+	limit, err := in.Page.Size()
 	if err != nil {
 		return nil, err
 	}
-	es, err := s.kv.List(ctx, in.Namespace, in.Scope(r), in.Resolve, in.Cursor, limit+1)
+	es, err := s.KV.List(ctx, in.Namespace, in.Scope(r.Org), in.Resolve, in.Cursor, limit+1)
 	if err != nil {
 		return nil, err
 	}
-	return &kvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
+	return &api.KvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
 }
 
-var opBatchGetKv = huma.Operation{
-	OperationID: "batch-get-kv", Method: http.MethodPost, Path: "/v1/kv/{namespace}/batch-get", Tags: []string{"key-value"},
-	Summary: "Read many keys in one call",
-	Description: "Resolves each key like GET (one cache round trip, at most one Postgres query for the misses). " +
-		"A read: it writes nothing and needs no Idempotency-Key.",
-}
-
-func (s *Server) batchGetKv(ctx context.Context, r *Request, in *kvBatchGetInput) (*kvBatchGetOutput, error) {
-	es, err := s.kv.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(r), in.Body.Exact)
+func (s *Server) batchGetKv(ctx context.Context, r *Request, in *api.KvBatchGetInput) (*api.KvBatchGetOutput, error) {
+	es, err := s.KV.GetMany(ctx, in.Namespace, in.Body.Keys, in.Body.Scope(r.Org), in.Body.Exact)
 	if err != nil {
 		return nil, err
 	}
-	out := &kvBatchGetOutput{}
+	out := &api.KvBatchGetOutput{}
 	out.Body.Items, out.Body.Missing = []keyvalue.KVEntry{}, []string{}
 	for i, e := range es {
 		if e == nil {
@@ -255,31 +119,4 @@ func (s *Server) batchGetKv(ctx context.Context, r *Request, in *kvBatchGetInput
 		out.Body.Items = append(out.Body.Items, *e)
 	}
 	return out, nil
-}
-
-// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go): the scope asked for
-// and every entry or version answered.
-
-func (o *kvEntryOutput) subjectUsers() []string { return []string{o.Body.UserID} }
-func (o *kvHistoryOutput) subjectUsers() []string {
-	users := make([]string, len(o.Body.Items))
-	for i, v := range o.Body.Items {
-		users[i] = v.UserID
-	}
-	return users
-}
-func (o *kvListOutput) subjectUsers() []string {
-	users := make([]string, len(o.Body.Items))
-	for i, e := range o.Body.Items {
-		users[i] = e.UserID
-	}
-	return users
-}
-func (in *kvBatchGetInput) subjectUsers() []string { return []string{in.Body.UserID} }
-func (o *kvBatchGetOutput) subjectUsers() []string {
-	users := make([]string, len(o.Body.Items))
-	for i, e := range o.Body.Items {
-		users[i] = e.UserID
-	}
-	return users
 }

@@ -89,7 +89,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				if rec == http.ErrAbortHandler {
 					panic(rec)
 				}
-				s.log.ErrorContext(r.Context(), "panic", "request_id", requestID(r.Context()),
+				s.Log.ErrorContext(r.Context(), "panic", "request_id", requestID(r.Context()),
 					"panic", rec, "stack", string(debug.Stack()))
 				if sw.status == 0 {
 					writeProblem(sw, r, http.StatusInternalServerError, "internal error: report the X-Request-Id of this response", nil)
@@ -114,14 +114,14 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
 				level = slog.LevelDebug
 			}
-			if s.log.Enabled(r.Context(), level) { // the attributes cost allocations even when dropped
-				s.log.Log(r.Context(), level, "request",
+			if s.Log.Enabled(r.Context(), level) { // the attributes cost allocations even when dropped
+				s.Log.Log(r.Context(), level, "request",
 					"request_id", requestID(r.Context()), "method", r.Method, "route", route, "status", status,
 					"duration_ms", float64(d.Microseconds())/1000, "bytes", sw.bytes,
 					"org_id", p.OrgID, "key_id", p.KeyID)
 			}
 		}()
-		ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), s.Options.RequestTimeout)
 		defer cancel()
 		next.ServeHTTP(sw, r.WithContext(ctx))
 	})
@@ -143,7 +143,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, r, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key>", nil)
 			return
 		}
-		p, err := s.keys.Authenticate(r.Context(), strings.TrimSpace(secret))
+		p, err := s.Keys.Authenticate(r.Context(), strings.TrimSpace(secret))
 		if err != nil {
 			var ue *strata.UnavailableError
 			switch {
@@ -153,7 +153,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			case errors.As(err, &ue):
 				writeProblem(w, r, http.StatusServiceUnavailable, "postgres is unavailable; retry later", retryAfter(2))
 			default:
-				s.log.ErrorContext(r.Context(), "authenticating", "err", err, "request_id", requestID(r.Context()))
+				s.Log.ErrorContext(r.Context(), "authenticating", "err", err, "request_id", requestID(r.Context()))
 				writeProblem(w, r, http.StatusInternalServerError, "internal error: report the X-Request-Id of this response", nil)
 			}
 			return
@@ -209,7 +209,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			return
 		}
 		p, _ := auth.FromContext(r.Context())
-		sess := pg.NewSession(s.pool, p.OrgID)
+		sess := pg.NewSession(s.Pool, p.OrgID)
 		ctx := pg.WithSession(r.Context(), sess)
 		r = r.WithContext(ctx)
 		if !isWrite(r.Method) {
@@ -225,20 +225,20 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.Options.MaxBodyBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes", nil)
+				writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(s.Options.MaxBodyBytes, 10)+" bytes", nil)
 				return
 			}
 			writeProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if d := strata.JSONDepth(body); d > s.opts.MaxJSONDepth {
-			writeProblem(w, r, http.StatusBadRequest, depthMessage(s.opts.MaxJSONDepth), nil,
-				&huma.ErrorDetail{Location: "body", Message: depthMessage(s.opts.MaxJSONDepth)})
+		if d := strata.JSONDepth(body); d > s.Options.MaxJSONDepth {
+			writeProblem(w, r, http.StatusBadRequest, depthMessage(s.Options.MaxJSONDepth), nil,
+				&huma.ErrorDetail{Location: "body", Message: depthMessage(s.Options.MaxJSONDepth)})
 			return
 		}
 		if p, ok := strata.NULPath(body); ok {
@@ -270,7 +270,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			}
 			fp := idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
 			replay, err := idempotency.Claim(ctx, tx, p.OrgID, key, fp, r.Method, r.URL.Path, subjectOf(r, body),
-				s.opts.IdempotencyTTL, s.opts.IdempotencyWait)
+				s.Options.IdempotencyTTL, s.Options.IdempotencyWait)
 			switch {
 			case errors.Is(err, idempotency.ErrMismatch):
 				sess.Rollback(ctx)
@@ -394,7 +394,7 @@ func (s *Server) auditEntry(ctx context.Context, r *http.Request, p auth.Princip
 	if status == 0 {
 		status = http.StatusOK
 	}
-	return s.pseudo.RequestEntry(audit.Request{OrgID: p.OrgID, KeyID: p.KeyID, Role: string(p.Role),
+	return s.Pseudo.RequestEntry(audit.Request{OrgID: p.OrgID, KeyID: p.KeyID, Role: string(p.Role),
 		AgentID: ids[0], UserID: ids[1], Action: s.operationID(r.Method, route), Method: r.Method, Route: route,
 		ParamKeys: rc.URLParams.Keys, ParamValues: rc.URLParams.Values, RequestID: requestID(ctx), Status: status,
 		Via: p.Via}), nil

@@ -68,7 +68,7 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	case errors.Is(err, strata.ErrForbidden):
 		return huma.Error403Forbidden("this key's role may not do this")
 	case errors.As(err, &ue):
-		s.log.WarnContext(ctx, "store unavailable", "store", ue.Store, "err", ue.Err, "request_id", requestID(ctx))
+		s.Log.WarnContext(ctx, "store unavailable", "store", ue.Store, "err", ue.Err, "request_id", requestID(ctx))
 		s.metrics.storeErrors.WithLabelValues(ue.Store).Inc()
 		return huma.ErrorWithHeaders(huma.NewError(http.StatusServiceUnavailable, ue.Store+" is unavailable; retry later"),
 			http.Header{"Retry-After": {"2"}})
@@ -77,7 +77,7 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "client closed request")
 	}
-	s.log.ErrorContext(ctx, "internal error", "err", err, "request_id", requestID(ctx))
+	s.Log.ErrorContext(ctx, "internal error", "err", err, "request_id", requestID(ctx))
 	return huma.NewError(http.StatusInternalServerError, internalDetail)
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/groupcommit"
+	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/policy"
@@ -50,8 +51,11 @@ type Deps struct {
 	// declaration with it).
 	Restrictions *gdpr.Restrictions
 
-	Jobs     *jobs.Store
-	Events   *episodic.Store
+	Jobs   *jobs.Store
+	Events *episodic.Store
+	// JobLog composes a job with its episodic log (the writes that record the log's head,
+	// forks, resume); built on Jobs and Events.
+	JobLog   *joblog.Log
 	Working  *working.Store
 	KV       *keyvalue.Store
 	Memories *semantic.Store
@@ -95,66 +99,33 @@ type Options struct {
 	GroupCommit     bool // write concurrent event appends of one org in one transaction
 }
 
-// Server is the HTTP API. It holds the stores it was given and no global state.
+// Server is the HTTP API: the stores and limits it was given (Deps, read by the handlers as
+// s.Jobs, s.Options, ...) and what it builds from them; no global state.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	pool   *pgxpool.Pool
-	rdb    redis.UniversalClient
-	keys   *auth.Store
-	pseudo *audit.Pseudonymizer
-
-	restrictions   *gdpr.Restrictions
-	jobs           *jobs.Store
-	events         *episodic.Store
-	working        *working.Store
-	kv             *keyvalue.Store
-	memories       *semantic.Store
-	emb            embed.Embedder
-	space          semantic.Space
-	evictor        *eviction.Evictor
-	consolidator   *consolidation.Consolidator
-	erasures       *gdpr.Inserter
-	policyDefaults policy.LifecyclePolicy
-	// access counts the memories searches and context serve, written in batches; nil
-	// when STRATA_ACCESS_FLUSH=0 (counted in each request's transaction).
-	access *semantic.AccessLog
-	// assembler assembles POST /v1/context (internal/turncontext).
-	assembler *turncontext.Assembler
-	now       func() time.Time // clock of what handlers stamp (Deps.Now)
-	// anchorer and auditKeys: audit anchors (audit.go).
-	anchorer  *audit.Anchorer
-	auditKeys audit.Keyring
-
+	Deps
+	space   semantic.Space // the embedder's vector space (semantic.Space of Deps.Embedder)
 	metrics *metrics
 	limiter *keyLimiter
 	opOnce  sync.Once
 	opIDs   map[string]string // "METHOD route" → operation id
 	router  chi.Router
 	api     huma.API
-	tools   agentTools                          // MCP and /v1/tools (tools.go)
-	groups  *groupcommit.Committer              // group commit of event appends; nil when off (groupcommit.go)
-	console func(api http.Handler) http.Handler // the web console's constructor (console.go)
+	tools   agentTools             // MCP and /v1/tools (tools.go)
+	groups  *groupcommit.Committer // group commit of event appends; nil when off (groupcommit.go)
 }
 
 // NewServer wires every route and returns the server (an http.Handler).
 func NewServer(d Deps) *Server {
-	s := &Server{opts: d.Options, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo,
-		restrictions: d.Restrictions, jobs: d.Jobs, events: d.Events, working: d.Working, kv: d.KV,
-		memories: d.Memories, emb: d.Embedder, evictor: d.Evictor, consolidator: d.Consolidator,
-		erasures: d.Erasures, policyDefaults: d.PolicyDefaults, access: d.Access,
-		metrics: newMetrics(d.Metrics, d.Pool, d.Redis), limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst)}
-	s.space = semantic.Space{Embedder: s.emb.Name(), Model: s.emb.Model(), Dims: s.emb.Dims()}
-	s.assembler = d.Context
-	if s.now = d.Now; s.now == nil {
-		s.now = time.Now
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	s.anchorer, s.auditKeys = d.Anchorer, d.AuditKeys
-	s.console = d.Console
+	s := &Server{Deps: d, metrics: newMetrics(d.Metrics, d.Pool, d.Redis),
+		limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst),
+		space:   semantic.Space{Embedder: d.Embedder.Name(), Model: d.Embedder.Model(), Dims: d.Embedder.Dims()}}
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}
-	s.metrics.reg.MustRegister(jobs.StalledCollector(s.jobs, s.pool, s.opts.StoreTimeout))
+	s.metrics.reg.MustRegister(jobs.StalledCollector(s.Jobs, s.Pool, s.Options.StoreTimeout))
 	s.router = chi.NewRouter()
 	s.routes()
 	return s

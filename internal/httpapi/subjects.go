@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"fmt"
+
+	"github.com/strata-mem/strata/internal/api"
 )
 
 // Reads declares what an operation serves of data subjects' data, so that the shared
@@ -16,19 +18,19 @@ const (
 	// and admin operations, ops).
 	NoSubjectData Reads = iota + 1
 	// SubjectData: refused (403, strata.ErrRestricted) when a user its input names (I
-	// implements subjectNamer) or its answer names (O implements subjectNamer) is
+	// implements SubjectNamer) or its answer names (O implements SubjectNamer) is
 	// restricted; checked together once the handler answered, before the answer leaves.
 	SubjectData
-	// JobSubjectData: refused when the job its input names (I implements jobNamer) belongs
+	// JobSubjectData: refused when the job its input names (I implements JobNamer) belongs
 	// to a restricted subject, checked before the handler runs; then as SubjectData for the
 	// users its answer names, if it names any.
 	JobSubjectData
 	// FilteredSubjectData: a list whose items of restricted subjects are left out (O
-	// implements itemFilter); the cursor still pages past them. When its input names a job
-	// (I implements jobNamer), that job's subject is refused first, as JobSubjectData.
+	// implements ItemFilter); the cursor still pages past them. When its input names a job
+	// (I implements JobNamer), that job's subject is refused first, as JobSubjectData.
 	FilteredSubjectData
 	// ScopedSubjectData: a search whose scope loses a restricted user before the handler runs
-	// (I implements scopeNamer): org-, agent- and session-level data still answer, the
+	// (I implements ScopeNamer): org-, agent- and session-level data still answer, the
 	// subject's own never.
 	ScopedSubjectData
 	// CheckedByHandler: the handler checks in its own round trip (per-turn context checks
@@ -37,35 +39,17 @@ const (
 	CheckedByHandler
 )
 
-// subjectNamer names the data subjects (user ids; "" for none) an input or an answer
-// touches.
-type subjectNamer interface{ subjectUsers() []string }
-
-// jobNamer names the job an input reads ("" for none).
-type jobNamer interface{ subjectJob() string }
-
-// itemFilter is a list answer whose items belong to subjects: itemSubjects names each item's
-// user and job ("" for none, both slices as long as the items), dropItems removes the items
-// drop reports.
-type itemFilter interface {
-	itemSubjects() (users, jobs []string)
-	dropItems(drop func(i int) bool)
-}
-
-// scopeNamer exposes the user of a search's scope so that the wrapper can clear it.
-type scopeNamer interface{ scopeUser() *string }
-
 // subjectGuard enforces one operation's declaration.
 type subjectGuard struct{ reads Reads }
 
 func newSubjectGuard[I, O any](op string, reads Reads) subjectGuard {
 	var in any = new(I)
 	var out any = new(O)
-	_, inSubjects := in.(subjectNamer)
-	_, inJob := in.(jobNamer)
-	_, outSubjects := out.(subjectNamer)
-	_, filter := out.(itemFilter)
-	_, scope := in.(scopeNamer)
+	_, inSubjects := in.(api.SubjectNamer)
+	_, inJob := in.(api.JobNamer)
+	_, outSubjects := out.(api.SubjectNamer)
+	_, filter := out.(api.ItemFilter)
+	_, scope := in.(api.ScopeNamer)
 	ok := false
 	switch reads {
 	case NoSubjectData, CheckedByHandler:
@@ -107,16 +91,16 @@ func (r Reads) String() string {
 func (g subjectGuard) before(ctx context.Context, s *Server, r *Request, in any) error {
 	switch g.reads {
 	case JobSubjectData, FilteredSubjectData:
-		if j, ok := in.(jobNamer); ok && j.subjectJob() != "" {
-			job := j.subjectJob()
-			return s.restrictions.RefuseJob(ctx, r.Tx, r.Org, job)
+		if j, ok := in.(api.JobNamer); ok && j.SubjectJob() != "" {
+			job := j.SubjectJob()
+			return s.Restrictions.RefuseJob(ctx, r.Tx, r.Org, job)
 		}
 	case ScopedSubjectData:
-		u := in.(scopeNamer).scopeUser()
+		u := in.(api.ScopeNamer).ScopeUser()
 		if *u == "" {
 			return nil
 		}
-		restricted, err := s.restrictions.Restricted(ctx, r.sess, r.Org, *u)
+		restricted, err := s.Restrictions.Restricted(ctx, r.sess, r.Org, *u)
 		if err != nil {
 			return err
 		}
@@ -132,20 +116,20 @@ func (g subjectGuard) after(ctx context.Context, s *Server, r *Request, in, out 
 	switch g.reads {
 	case SubjectData, JobSubjectData:
 		var users []string
-		if n, ok := in.(subjectNamer); ok && g.reads == SubjectData {
-			users = append(users, n.subjectUsers()...)
+		if n, ok := in.(api.SubjectNamer); ok && g.reads == SubjectData {
+			users = append(users, n.SubjectUsers()...)
 		}
-		if n, ok := out.(subjectNamer); ok {
-			users = append(users, n.subjectUsers()...)
+		if n, ok := out.(api.SubjectNamer); ok {
+			users = append(users, n.SubjectUsers()...)
 		}
 		if len(users) == 0 {
 			return nil
 		}
-		return s.restrictions.Refuse(ctx, r.sess, r.Org, users...)
+		return s.Restrictions.Refuse(ctx, r.sess, r.Org, users...)
 	case FilteredSubjectData:
-		f := out.(itemFilter)
-		users, jobs := f.itemSubjects()
-		ru, err := s.restrictions.Among(ctx, r.sess, r.Org, users)
+		f := out.(api.ItemFilter)
+		users, jobs := f.ItemSubjects()
+		ru, err := s.Restrictions.Among(ctx, r.sess, r.Org, users)
 		if err != nil {
 			return err
 		}
@@ -155,32 +139,15 @@ func (g subjectGuard) after(ctx context.Context, s *Server, r *Request, in, out 
 				named = append(named, j)
 			}
 		}
-		rj, err := s.restrictions.JobsAmong(ctx, r.Tx, r.Org, named)
+		rj, err := s.Restrictions.JobsAmong(ctx, r.Tx, r.Org, named)
 		if err != nil {
 			return err
 		}
 		if len(ru) > 0 || len(rj) > 0 {
-			f.dropItems(func(i int) bool {
+			f.DropItems(func(i int) bool {
 				return (i < len(users) && ru[users[i]]) || (i < len(jobs) && rj[jobs[i]])
 			})
 		}
 	}
 	return nil
-}
-
-// Subject namers of the shared inputs.
-
-func (q ScopeQuery) subjectUsers() []string { return []string{q.UserID} }
-func (b ScopeBody) subjectUsers() []string  { return []string{b.UserID} }
-func (p JobPath) subjectJob() string        { return p.Job }
-
-// dropItems removes the items drop reports, keeping the cursor (it pages past them).
-func (l *List[T]) dropItems(drop func(i int) bool) {
-	kept := l.Items[:0]
-	for i, it := range l.Items {
-		if !drop(i) {
-			kept = append(kept, it)
-		}
-	}
-	l.Items = kept
 }

@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/mcp"
 )
 
@@ -34,19 +34,13 @@ func (s *Server) toolTable() ([]mcp.Tool, error) {
 			api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				s.router.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, (*chi.Context)(nil))))
 			})
-			at.mcp = mcp.Handler(api, at.tools, s.log)
+			at.mcp = mcp.Handler(api, at.tools, s.Log)
 		}
 	})
 	return s.agentTools().tools, s.agentTools().err
 }
 
 func (s *Server) agentTools() *agentTools { return &s.tools }
-
-type toolsOutput struct {
-	Body struct {
-		Items []mcp.OpenAIFunction `json:"items" doc:"OpenAI function-calling tools: pass as tools=[...] to the Chat Completions or Responses API. Execute a call with the same arguments through POST /mcp (tools/call) or the REST operation named in the description."`
-	}
-}
 
 // mountMCP serves the MCP server (streamable HTTP, stateless, JSON responses) at /mcp
 // behind the same bearer keys as /v1. It is outside huma and the unit of work: each tool
@@ -62,21 +56,12 @@ func (s *Server) mountMCP(r chi.Router) {
 	}))
 }
 
-var opListTools = huma.Operation{
-	OperationID: "list-tools", Method: http.MethodGet, Path: "/v1/tools", Tags: []string{"context"},
-	Summary: "The agent tools as OpenAI function-calling schemas",
-	Description: "The same tools the MCP server at /mcp offers (get_context, remember, recall, forget, resume_job, " +
-		"start_step, complete_step, fail_step, log_event, was_applied, save_checkpoint, kv_get, kv_set, handoff, " +
-		"ack_handoff), with input schemas generated from this API's own request schemas, so a non-MCP agent can " +
-		"wire them in one line.",
-}
-
-func (s *Server) listTools(ctx context.Context, r *Request, in *struct{}) (*toolsOutput, error) {
+func (s *Server) listTools(ctx context.Context, r *Request, in *struct{}) (*api.ToolsOutput, error) {
 	tools, err := s.toolTable()
 	if err != nil {
 		return nil, err
 	}
-	out := &toolsOutput{}
+	out := &api.ToolsOutput{}
 	out.Body.Items = mcp.OpenAITools(tools)
 	return out, nil
 }

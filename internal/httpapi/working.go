@@ -5,118 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/danielgtaylor/huma/v2"
-
+	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/working"
 )
-
-// jsonObject is a free-form JSON object kept as its raw bytes (numbers stay exact); its
-// schema says "object", so huma refuses any other JSON type with a 422 naming the field.
-type jsonObject json.RawMessage
-
-// UnmarshalJSON keeps the raw bytes.
-func (o *jsonObject) UnmarshalJSON(b []byte) error {
-	*o = append((*o)[:0], b...)
-	return nil
-}
-
-// MarshalJSON writes the raw bytes.
-func (o jsonObject) MarshalJSON() ([]byte, error) {
-	if o == nil {
-		return []byte("null"), nil
-	}
-	return o, nil
-}
-
-// Schema describes the field as a JSON object with any members.
-func (jsonObject) Schema(huma.Registry) *huma.Schema {
-	return &huma.Schema{Type: "object", AdditionalProperties: true}
-}
-
-// SessionPath is the {session} path parameter of the working-memory routes.
-type SessionPath struct {
-	Session string `path:"session" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Client-chosen session id."`
-}
-
-// SessionWrite is the scope and TTL a session write may carry, flat in the body.
-type SessionWrite struct {
-	UserID     string `json:"user_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Data subject (end user) id. Set by the session's first write; later writes may repeat it or omit it."`
-	AgentID    string `json:"agent_id,omitempty" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Agent id. Set by the session's first write, like user_id."`
-	TTLSeconds int64  `json:"ttl_seconds,omitempty" minimum:"1" maximum:"31536000" doc:"Sliding TTL of the session (default STRATA_SESSION_TTL). Every read and write pushes expires_at to now + ttl."`
-}
-
-func (b SessionWrite) ttl() time.Duration { return time.Duration(b.TTLSeconds) * time.Second }
-
-type putStateInput struct {
-	SessionPath
-	IfMatch string `header:"If-Match" doc:"Write only if the state is at this version (an ETag from this API). Stale → 409."`
-	Body    struct {
-		State jsonObject `json:"state" doc:"The whole state document (a JSON object). Replaces the current one."`
-		SessionWrite
-	}
-}
-
-type patchStateInput struct {
-	SessionPath
-	IfMatch string `header:"If-Match" doc:"Apply only if the state is at this version. Stale → 409. Without it the patch is applied to whatever the current version is."`
-	Body    struct {
-		State jsonObject `json:"state,omitempty" doc:"An RFC 7386 merge patch for the state document: members replace, objects merge recursively, null deletes."`
-		SessionWrite
-	} `contentType:"application/merge-patch+json"`
-}
-
-type stateOutput struct {
-	Status int
-	ETag   string `header:"ETag"`
-	Body   working.State
-}
-
-type deleteStateInput struct {
-	SessionPath
-	IfMatch string `header:"If-Match" doc:"Delete only if the state is at this version."`
-}
-
-type postMessageInput struct {
-	SessionPath
-	Body struct {
-		Role     string     `json:"role" enum:"user,assistant,system,tool"`
-		Content  string     `json:"content"`
-		Metadata jsonObject `json:"metadata,omitempty" doc:"Free-form JSON object."`
-		SessionWrite
-	}
-}
-
-type messageBody struct {
-	SessionID string `json:"session_id"`
-	working.Turn
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-type messageOutput struct {
-	Status int
-	Body   messageBody
-}
-
-type listMessagesInput struct {
-	SessionPath
-	AfterSeq int64 `query:"after_seq" default:"-1" minimum:"-1" doc:"Omit for the buffer (the newest turns, from Redis). Set (0 = from the start) to page through the session's durable log, which also holds the turns that left the buffer."`
-	Limit    int   `query:"limit" minimum:"1" maximum:"1000" doc:"Page size for the log (default 100, max 1000)."`
-}
-
-type messagesBody struct {
-	SessionID  string         `json:"session_id"`
-	Items      []working.Turn `json:"items"`
-	NextCursor string         `json:"next_cursor,omitempty" doc:"Pass as after_seq for the next page of the log; absent on the last page."`
-	ExpiresAt  *time.Time     `json:"expires_at,omitempty"`
-	Restored   bool           `json:"restored" doc:"True when the buffer was rehydrated from the durable copy."`
-}
-
-type messagesOutput struct {
-	subject string // the session's data subject
-	Body    messagesBody
-}
 
 func stateStatus(created bool) int {
 	if created {
@@ -125,127 +17,86 @@ func stateStatus(created bool) int {
 	return http.StatusOK
 }
 
-var opPutSessionState = huma.Operation{
-	OperationID: "put-session-state", Method: http.MethodPut, Path: "/v1/sessions/{session}/state", Tags: []string{"working"},
-	Summary: "Replace a session's state document",
-	Description: "Creates the session on first write (201; user_id and agent_id are fixed then). Every write bumps the version, " +
-		"returned in the body and as ETag. Written through to Postgres before the response.",
-}
-
-func (s *Server) putSessionState(ctx context.Context, r *Request, in *putStateInput) (*stateOutput, error) {
+func (s *Server) putSessionState(ctx context.Context, r *Request, in *api.PutStateInput) (*api.StateOutput, error) {
 	im, err := ifMatchPtr(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
-	st, created, err := s.working.Put(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
-		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(), IfMatch: im})
+	st, created, err := s.Working.Put(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
+		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL(), IfMatch: im})
 	if err != nil {
 		return nil, err
 	}
-	return &stateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
+	return &api.StateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
 }
 
-var opPatchSessionState = huma.Operation{
-	OperationID: "patch-session-state", Method: http.MethodPatch, Path: "/v1/sessions/{session}/state", Tags: []string{"working"},
-	Summary: "Merge-patch a session's state document (RFC 7386)",
-	Description: "Send application/merge-patch+json (or application/json) with {\"state\": <patch>}. " +
-		"With If-Match, a stale version gets 409 and nothing changes; without it, concurrent patches are all applied.",
-}
-
-func (s *Server) patchSessionState(ctx context.Context, r *Request, in *patchStateInput) (*stateOutput, error) {
+func (s *Server) patchSessionState(ctx context.Context, r *Request, in *api.PatchStateInput) (*api.StateOutput, error) {
 	im, err := ifMatchPtr(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
-	st, created, err := s.working.Patch(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
-		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(), IfMatch: im})
+	st, created, err := s.Working.Patch(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
+		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL(), IfMatch: im})
 	if err != nil {
 		return nil, err
 	}
-	return &stateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
+	return &api.StateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
 }
 
-var opGetSessionState = huma.Operation{
-	OperationID: "get-session-state", Method: http.MethodGet, Path: "/v1/sessions/{session}/state", Tags: []string{"working"},
-	Summary: "Read a session's state document",
-	Description: "Slides the session's TTL. After Redis lost the session (flush, restart) or while it is unreachable, " +
-		"the last durable version is returned with restored: true.",
-}
-
-func (s *Server) getSessionState(ctx context.Context, r *Request, in *struct{ SessionPath }) (*stateOutput, error) {
-	st, err := s.working.Get(ctx, r.Tx, r.Org, in.Session)
+func (s *Server) getSessionState(ctx context.Context, r *Request, in *struct{ api.SessionPath }) (*api.StateOutput, error) {
+	st, err := s.Working.Get(ctx, r.Tx, r.Org, in.Session)
 	if err != nil {
 		return nil, err
 	}
-	return &stateOutput{Status: http.StatusOK, ETag: etag(st.Version), Body: st}, nil
+	return &api.StateOutput{Status: http.StatusOK, ETag: etag(st.Version), Body: st}, nil
 }
 
-var opDeleteSession = huma.Operation{
-	OperationID: "delete-session", Method: http.MethodDelete, Path: "/v1/sessions/{session}/state", Tags: []string{"working"},
-	Summary: "Delete a session", DefaultStatus: http.StatusNoContent,
-	Description: "Removes the state document, the turn buffer and their durable copies (the turn log included) " +
-		"from Redis and Postgres. The version counter is kept, so an old ETag never matches a recreated session.",
-}
-
-func (s *Server) deleteSession(ctx context.Context, r *Request, in *deleteStateInput) (*struct{}, error) {
+func (s *Server) deleteSession(ctx context.Context, r *Request, in *api.DeleteStateInput) (*struct{}, error) {
 	im, err := ifMatchPtr(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.working.Delete(ctx, r.Tx, r.Org, in.Session, im); err != nil {
+	if err := s.Working.Delete(ctx, r.Tx, r.Org, in.Session, im); err != nil {
 		return nil, err
 	}
 	return &struct{}{}, nil
 }
 
-var opPostSessionMessage = huma.Operation{
-	OperationID: "post-session-message", Method: http.MethodPost, Path: "/v1/sessions/{session}/messages", Tags: []string{"working"},
-	Summary: "Append a turn to a session", DefaultStatus: http.StatusCreated,
-	Description: "The buffer keeps the newest STRATA_TURN_BUFFER turns; every turn is also in the session's durable " +
-		"log, so what falls off the end is never lost (GET with after_seq reads it).",
-}
-
-func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *postMessageInput) (*messageOutput, error) {
-	a, err := s.working.Append(ctx, r.Tx, r.Org, in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
-		Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl()})
+func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *api.PostMessageInput) (*api.MessageOutput, error) {
+	a, err := s.Working.Append(ctx, r.Tx, r.Org, in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
+		Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL()})
 	if err != nil {
 		return nil, err
 	}
 	r.AfterCommit(func() {
 		if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
-			s.log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
+			s.Log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
 		}
 	})
-	return &messageOutput{Status: http.StatusCreated, Body: messageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil
+	return &api.MessageOutput{Status: http.StatusCreated, Body: api.MessageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil
 }
 
-var opListSessionMessages = huma.Operation{
-	OperationID: "list-session-messages", Method: http.MethodGet, Path: "/v1/sessions/{session}/messages", Tags: []string{"working"},
-	Summary: "Read a session's turns",
-	Description: "Without after_seq: the buffer (the newest turns, oldest first; slides the TTL). " +
-		"With after_seq: a page of the durable log.",
-}
-
-func (s *Server) listSessionMessages(ctx context.Context, r *Request, in *listMessagesInput) (*messagesOutput, error) {
-	uid, err := s.working.SessionUser(ctx, r.Tx, r.Org, in.Session)
+func (s *Server) listSessionMessages(ctx context.Context, r *Request, in *api.ListMessagesInput) (*api.MessagesOutput, error) {
+	uid, err := s.Working.SessionUser(ctx, r.Tx, r.Org, in.Session)
 	if err != nil {
 		return nil, err
 	}
-	out := &messagesOutput{subject: uid}
+	out := &api.MessagesOutput{}
+	out.SetSubjects(uid)
 	out.Body.SessionID = in.Session
 	if in.AfterSeq < 0 {
-		b, err := s.working.Turns(ctx, r.Tx, r.Org, in.Session)
+		b, err := s.Working.Turns(ctx, r.Tx, r.Org, in.Session)
 		if err != nil {
 			return nil, err
 		}
 		out.Body.Items, out.Body.Restored, out.Body.ExpiresAt = b.Turns, b.Restored, &b.ExpiresAt
 		return out, nil
 	}
-	limit, err := Page{Limit: in.Limit}.limit()
+	limit, err := api.Page{Limit: in.Limit}.Size()
 	if err != nil {
 		return nil, err
 	}
-	turns, err := s.working.Log(ctx, r.Tx, r.Org, in.Session, in.AfterSeq, limit)
+	turns, err := s.Working.Log(ctx, r.Tx, r.Org, in.Session, in.AfterSeq, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -255,8 +106,3 @@ func (s *Server) listSessionMessages(ctx context.Context, r *Request, in *listMe
 	}
 	return out, nil
 }
-
-// Data subjects (GDPR Art. 18, enforced by the wrapper: subjects.go).
-
-func (o *stateOutput) subjectUsers() []string    { return []string{o.Body.UserID} }
-func (o *messagesOutput) subjectUsers() []string { return []string{o.subject} }
