@@ -5,7 +5,7 @@ export STRATA_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/strata?sslmode=
 export STRATA_REDIS_URL ?= redis://127.0.0.1:6379/0
 GOTESTFLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: help run stores test test-short lint fmt vet build migrate bench clean docker-up docker-down soak soak-load
+.PHONY: console-screenshots help run stores test test-short lint fmt vet build migrate bench clean docker-up docker-down soak soak-load
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -64,3 +64,7 @@ docker-down:
 
 clean:
 	rm -rf bin
+
+console-screenshots: stores ## refresh docs/console/*.png: the web console's browser suite saves its main pages there
+	@bash scripts/test-deps.sh
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run TestConsoleInChromium ./internal/consoletest/

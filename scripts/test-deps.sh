@@ -27,3 +27,11 @@ if [ -d clients/python ] && ! /usr/bin/python3 -c 'import httpx, pytest' >/dev/n
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-httpx python3-pytest >/dev/null
 fi
+
+# The web console's browser tests (internal/consoletest, tests/console) drive Debian's
+# Chromium with playwright-core (no browser download from elsewhere).
+if [ ! -x /usr/bin/chromium ]; then
+  echo "[test-deps] installing chromium (the web console's browser tests)" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi

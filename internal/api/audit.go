@@ -16,6 +16,7 @@ type ListAuditInput struct {
 	ActorKeyID string    `query:"actor_key_id" maxLength:"200"`
 	AgentID    string    `query:"agent_id" maxLength:"200"`
 	UserID     string    `query:"user_id" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Data subject; matched through its pseudonym."`
+	Subject    string    `query:"subject" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Data subject by its audit pseudonym (as erasures and exports name it), e.g. after the user id was erased. Ignored with user_id."`
 	Since      time.Time `query:"since" doc:"RFC 3339; inclusive."`
 	Until      time.Time `query:"until" doc:"RFC 3339; exclusive."`
 	Page

@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,6 +13,7 @@ import (
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/config"
+	"github.com/strata-mem/strata/internal/console"
 	"github.com/strata-mem/strata/internal/consolidation"
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
@@ -130,6 +132,9 @@ func (p *parts) server() *httpapi.Server {
 		Working: p.working, KV: p.kv, Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
 		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
 		Context: p.assembler, Now: time.Now,
+		Console: func(api http.Handler) http.Handler {
+			return console.New(console.Deps{API: api, Keys: p.keys, Log: p.log, Idle: cfg.ConsoleIdle, Absolute: cfg.ConsoleAbsolute})
+		},
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,

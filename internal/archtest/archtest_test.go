@@ -26,8 +26,9 @@ var floors = map[string]int{
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
 	"internal/consolidation": 30, "internal/joblog": 30,
 	"internal/mcp":     40, // the MCP server and its tool table, built from the OpenAPI document
+	"internal/console": 40, // the web console: its sessions and pages; calls the API in-process
 	"internal/api":     41, // the wire contract of /v1: types and operation docs (/v1/tools answers mcp's)
-	"internal/httpapi": 42, // the transport: handlers, the unit of work; mounts the MCP server
+	"internal/httpapi": 42, // the transport: handlers, the unit of work; mounts the MCP server and the console
 	"internal/app":     50, "cmd/server": 60,
 }
 
@@ -42,7 +43,7 @@ var sharedWithOutside = []string{"internal/audit", "internal/strata"}
 // support packages exist for tests and tools and may import anything.
 var support = []string{"internal/testenv", "internal/apptest", "internal/archtest", "internal/crashtest",
 	"internal/reliability", "internal/readme", "internal/langgraphtest", "internal/pythontest",
-	"internal/typescripttest", "internal/steptest", "internal/embed/internal/genmodel",
+	"internal/typescripttest", "internal/steptest", "internal/consoletest", "internal/embed/internal/genmodel",
 	"internal/embed/internal/genmodel/gen"}
 
 // httpClients are the packages below the transport allowed net/http: they call HTTP APIs

@@ -13,6 +13,7 @@ type Request struct {
 	ParamValues        []string // the route's path parameters, in order
 	RequestID          string
 	Status             int
+	Via                string // the channel when not the API itself ("console"), recorded in details.via
 }
 
 // RequestEntry is the audit record of a request: the entity is the first path segment after
@@ -36,10 +37,14 @@ func (p *Pseudonymizer) RequestEntry(r Request) Entry {
 			etype = "admin." + parts[1]
 		}
 	}
+	details := map[string]any{"method": r.Method, "route": r.Route}
+	if r.Via != "" {
+		details["via"] = r.Via
+	}
 	return Entry{
 		OrgID: r.OrgID, ActorKeyID: r.KeyID, ActorRole: r.Role, AgentID: r.AgentID,
 		Action: r.Action, EntityType: etype, EntityID: strings.Join(values, "/"), RequestID: r.RequestID,
 		Subject: p.Subject(r.OrgID, subject), Status: r.Status,
-		Details: map[string]any{"method": r.Method, "route": r.Route},
+		Details: details,
 	}
 }

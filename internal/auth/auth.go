@@ -27,6 +27,9 @@ type Principal struct {
 	OrgID string
 	Role  strata.Role
 	Root  bool
+	// Via names the channel a request came through when it is not the API itself
+	// (ViaConsole); audit records carry it.
+	Via string
 }
 
 // Can reports whether the principal holds one of roles. Admin can do everything.
@@ -181,6 +184,10 @@ func (s *Store) Revoke(ctx context.Context, q pg.DBTX, org, id string) (Key, err
 		Scan(&k.ID, &k.OrgID, &role, &k.Name, &k.Prefix, &k.CreatedBy, &k.CreatedAt, &k.RevokedAt)
 	k.Role = strata.Role(role)
 	if err != nil {
+		return k, pg.Interpret(err)
+	}
+	// The key's console sessions end with it (Session also refuses a revoked key's).
+	if _, err = q.Exec(ctx, `DELETE FROM console_sessions WHERE key_id = $1`, id); err != nil {
 		return k, pg.Interpret(err)
 	}
 	_, err = q.Exec(ctx, `SELECT pg_notify($1, $2)`, RevocationChannel, id)

@@ -78,11 +78,14 @@ type Config struct {
 	IdempotencyWait time.Duration `env:"STRATA_IDEMPOTENCY_WAIT" envDefault:"10s"`
 
 	// Working memory (Redis).
-	SessionTTL            time.Duration `env:"STRATA_SESSION_TTL" envDefault:"24h"`
-	MaxStateBytes         int           `env:"STRATA_MAX_STATE_BYTES" envDefault:"262144"`
-	TurnBufferSize        int           `env:"STRATA_TURN_BUFFER" envDefault:"50"`
-	KVMaxValueBytes       int           `env:"STRATA_KV_MAX_VALUE_BYTES" envDefault:"65536"`
-	StalledAfter          time.Duration `env:"STRATA_STALLED_AFTER" envDefault:"15m"`
+	SessionTTL      time.Duration `env:"STRATA_SESSION_TTL" envDefault:"24h"`
+	MaxStateBytes   int           `env:"STRATA_MAX_STATE_BYTES" envDefault:"262144"`
+	TurnBufferSize  int           `env:"STRATA_TURN_BUFFER" envDefault:"50"`
+	KVMaxValueBytes int           `env:"STRATA_KV_MAX_VALUE_BYTES" envDefault:"65536"`
+	StalledAfter    time.Duration `env:"STRATA_STALLED_AFTER" envDefault:"15m"`
+	// The web console's sessions end after ConsoleIdle without a request, and ConsoleAbsolute after sign-in.
+	ConsoleIdle           time.Duration `env:"STRATA_CONSOLE_IDLE" envDefault:"30m"`
+	ConsoleAbsolute       time.Duration `env:"STRATA_CONSOLE_ABSOLUTE" envDefault:"12h"`
 	DisableMigrateOnStart bool          `env:"STRATA_NO_MIGRATE"`
 
 	// Semantic memory (docs/semantic.md).
@@ -194,6 +197,7 @@ func (c Config) Validate() error {
 		"STRATA_SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "STRATA_REQUEST_TIMEOUT": c.RequestTimeout,
 		"STRATA_STORE_TIMEOUT": c.StoreTimeout, "STRATA_IDEMPOTENCY_TTL": c.IdempotencyTTL,
 		"STRATA_SESSION_TTL": c.SessionTTL, "STRATA_STALLED_AFTER": c.StalledAfter,
+		"STRATA_CONSOLE_IDLE": c.ConsoleIdle, "STRATA_CONSOLE_ABSOLUTE": c.ConsoleAbsolute,
 	} {
 		if d <= 0 {
 			bad(name, "must be a positive duration such as 30s or 24h")

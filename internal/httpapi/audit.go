@@ -23,6 +23,9 @@ func (s *Server) listAudit(ctx context.Context, r *Request, in *api.ListAuditInp
 	f := audit.Filter{Action: in.Action, EntityType: in.EntityType, EntityID: in.EntityID, ActorKeyID: in.ActorKeyID,
 		AgentID: in.AgentID, Subject: s.Pseudo.Subject(r.Org, in.UserID), Subjects: s.Pseudo.Subjects(r.Org, in.UserID),
 		AfterID: after, Limit: limit + 1}
+	if in.UserID == "" && in.Subject != "" {
+		f.Subject, f.Subjects = in.Subject, []string{in.Subject}
+	}
 	if in.UserID != "" && f.Subject == "" {
 		return nil, strata.Invalid("user_id", "cannot be pseudonymised")
 	}

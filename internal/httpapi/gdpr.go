@@ -56,7 +56,8 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportIn
 	// its own, before anything is sent.
 	if err := pg.InOrgTx(ctx, s.Pool, org, func(tx pgx.Tx) error {
 		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
-			Action: "export-subject", EntityType: "gdpr.export", RequestID: requestID(ctx), Subject: subject, Status: 200})
+			Action: "export-subject", EntityType: "gdpr.export", RequestID: requestID(ctx), Subject: subject, Status: 200,
+			Details: viaDetails(p)})
 	}); err != nil {
 		return nil, err
 	}

@@ -130,6 +130,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 // authenticate resolves the bearer key. Missing or unknown → 401; database down → 503.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The console calls the API in-process for a principal it resolved from its session
+		// (internal/console): a context value no HTTP client can set.
+		if p, ok := auth.InProcessPrincipal(r.Context()); ok {
+			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+			return
+		}
 		h := r.Header.Get("Authorization")
 		secret, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok || secret == "" {
@@ -391,7 +397,8 @@ func (s *Server) auditEntry(ctx context.Context, r *http.Request, p auth.Princip
 	}
 	return s.Pseudo.RequestEntry(audit.Request{OrgID: p.OrgID, KeyID: p.KeyID, Role: string(p.Role),
 		AgentID: ids[0], UserID: ids[1], Action: s.operationID(r.Method, route), Method: r.Method, Route: route,
-		ParamKeys: rc.URLParams.Keys, ParamValues: rc.URLParams.Values, RequestID: requestID(ctx), Status: status}), nil
+		ParamKeys: rc.URLParams.Keys, ParamValues: rc.URLParams.Values, RequestID: requestID(ctx), Status: status,
+		Via: p.Via}), nil
 }
 
 // operation finds the operation of a method and route pattern (nil: not an API operation).

@@ -36,6 +36,9 @@ func (s *Server) routes() {
 	// MCP (tools.go): authenticated; each tool call is dispatched to the API below.
 	s.mountMCP(r)
 
+	// The web console (console.go, internal/console): its own sessions; actions call the API below.
+	s.mountConsole(r)
+
 	// The API: authenticated, one unit of work per request.
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.rateLimit, s.unitOfWork)

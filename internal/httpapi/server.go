@@ -79,6 +79,10 @@ type Deps struct {
 	Anchorer  *audit.Anchorer
 	AuditKeys audit.Keyring
 
+	// Console builds the web console (internal/console) on the API as an in-process
+	// handler; nil serves no console.
+	Console func(api http.Handler) http.Handler
+
 	Options Options
 }
 

@@ -1,0 +1,252 @@
+// The web console in a real browser: Debian's Chromium driven by playwright-core against a
+// live server (internal/consoletest starts it and passes the keys).
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { chromium } from "playwright-core";
+import { execFileSync, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const base = process.env.STRATA_URL;
+const keys = { compliance: process.env.STRATA_COMPLIANCE_KEY, agent: process.env.STRATA_AGENT_KEY,
+  admin: process.env.STRATA_ORG_ADMIN_KEY, expiring: process.env.STRATA_EXPIRING_KEY };
+const shots = process.env.CONSOLE_SCREENSHOTS || "";
+const run = Date.now().toString(36);
+
+let browser;
+beforeAll(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium", headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"], // playwright gives each launch a fresh profile directory
+  });
+});
+afterAll(async () => { await browser?.close(); });
+
+async function api(method, path, key, body) {
+  const r = await fetch(base + path, { method, headers: { Authorization: "Bearer " + key, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+// page opens a fresh context (its own cookies) signed in with key.
+async function signedIn(key, opts = {}) {
+  const ctx = await browser.newContext({ acceptDownloads: true, timezoneId: "Europe/Berlin", viewport: opts.viewport || { width: 1280, height: 900 } });
+  const errors = [];
+  const page = await ctx.newPage();
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(base + "/console/login");
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(/\/console\/(subjects|jobs)/);
+  return { ctx, page, errors };
+}
+
+async function shot(page, name) {
+  if (shots) await page.screenshot({ path: join(shots, name + ".png"), fullPage: false });
+}
+
+describe("console", () => {
+  test("sign in, and an unknown key is refused with its field", async () => {
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    await page.goto(base + "/console/");
+    await expect.poll(() => page.url()).toContain("/console/login");
+    await shot(page, "login");
+    await page.getByLabel("API key").fill("sk_not_a_key");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page.locator(".problem").textContent()).resolves.toContain("Unknown or revoked API key");
+    await expect(page.locator(".field-err").textContent()).resolves.toContain("is not a live API key");
+    await page.getByLabel("API key").fill(keys.compliance);
+    await page.keyboard.press("Enter"); // keyboard only
+    await page.waitForURL(/\/console\/subjects/);
+    await expect(page.locator("h1").textContent()).resolves.toBe("Data subjects");
+    await ctx.close();
+  });
+
+  test("erase a subject end to end and read the clean receipt", async () => {
+    const user = "erase-" + run;
+    await api("POST", "/v1/memories", keys.agent, { text: "Prefers window seats", user_id: user, agent_id: "travel" });
+    await api("PUT", "/v1/kv/prefs/seat?user_id=" + user, keys.agent, { value: "window", user_id: user });
+    const { ctx, page, errors } = await signedIn(keys.compliance);
+    await page.getByLabel("User id").fill(user);
+    await page.getByRole("button", { name: "Find subject" }).click();
+    await expect(page.locator("h1").textContent()).resolves.toBe("Data subject " + user);
+    const held = await page.locator("section[aria-labelledby=held] table").textContent();
+    expect(held).toMatch(/semantic/);
+    expect(held).toMatch(/key_value|keyvalue|kv/);
+    await shot(page, "subject");
+    await page.getByLabel(/^Reason \(kept/).fill("ticket " + run);
+    await page.getByRole("button", { name: "Erase this subject everywhere" }).click();
+    await page.waitForURL(/\/console\/erasures\/[0-9a-f-]{36}$/);
+    // The page follows the erasure by itself (its script polls) until the receipt is there.
+    await page.locator("#verification").waitFor({ timeout: 60_000 });
+    await expect(page.locator("#erasure-status").textContent()).resolves.toBe("completed");
+    await expect(page.locator("#verification").textContent()).resolves.toContain("Clean");
+    const receipt = await page.locator("section[aria-labelledby=rc] table").first().textContent();
+    expect(receipt).toMatch(/memor/);
+    // Times are shown in the viewer's zone, UTC on hover.
+    const t = page.locator("time").first();
+    expect(await t.getAttribute("title")).toMatch(/UTC$/);
+    expect(await t.textContent()).not.toMatch(/UTC$/);
+    await shot(page, "erasure-receipt");
+    // The list flags nothing overdue for a fresh request, and links the receipt.
+    await page.getByRole("link", { name: "Erasures", exact: true }).click();
+    await expect(page.locator("table").textContent()).resolves.toContain("completed");
+    await shot(page, "erasures");
+    // The audit record of the request says it came from the console.
+    const audit = await api("GET", "/v1/audit?action=create-erasure", keys.compliance);
+    expect(audit.items.at(-1).details.via).toBe("console");
+    expect(errors).toEqual([]);
+    await ctx.close();
+  });
+
+  test("download and open an export", async () => {
+    const user = "export-" + run;
+    await api("POST", "/v1/memories", keys.agent, { text: "Allergic to peanuts", user_id: user });
+    const { ctx, page } = await signedIn(keys.compliance);
+    await page.goto(base + "/console/subjects?user_id=" + user);
+    const [dl] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: /Download export/ }).click()]);
+    expect(dl.suggestedFilename()).toBe(`strata-export-${user}.ndjson`);
+    const lines = readFileSync(await dl.path(), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines[0]).toMatchObject({ type: "export", user_id: user });
+    expect(lines.some((l) => l.data && JSON.stringify(l.data).includes("Allergic to peanuts"))).toBe(true);
+    expect(lines.at(-1).type).toBe("summary");
+    await ctx.close();
+  });
+
+  test("restrict and lift", async () => {
+    const user = "restrict-" + run;
+    const { ctx, page } = await signedIn(keys.compliance);
+    await page.goto(base + "/console/subjects?user_id=" + user);
+    await expect(page.locator("#restriction-state").textContent()).resolves.toBe("Not restricted");
+    await page.locator("#restrict-reason").fill("accuracy contested");
+    await page.getByRole("button", { name: "Restrict" }).click();
+    await expect(page.locator("#restriction-state").textContent()).resolves.toContain("Restricted since");
+    expect((await api("GET", "/v1/gdpr/restrictions/" + user, keys.compliance)).restricted).toBe(true);
+    await page.getByRole("button", { name: "Lift restriction" }).click();
+    await expect(page.locator("#restriction-state").textContent()).resolves.toBe("Not restricted");
+    expect((await api("GET", "/v1/gdpr/restrictions/" + user, keys.compliance)).restricted).toBe(false);
+    // The audit page finds the subject's records.
+    await page.goto(base + "/console/audit?user_id=" + user);
+    const rows = await page.locator("tbody tr").allTextContents();
+    expect(rows.some((r) => r.includes("restrict-subject") && r.includes("console"))).toBe(true);
+    expect(rows.some((r) => r.includes("unrestrict-subject"))).toBe(true);
+    await shot(page, "audit");
+    await page.goto(base + "/console/audit/verify");
+    await expect(page.locator("#chain").textContent()).resolves.toBe("The chain verifies");
+    await ctx.close();
+  });
+
+  test("find a stalled job (its worker killed) and read the failing step's input and error", async () => {
+    const job = "report-" + run;
+    const worker = spawn(process.execPath, [join(import.meta.dirname, "worker.mjs"), base, keys.agent, job], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise((resolve, reject) => {
+      worker.stdout.on("data", (b) => { if (String(b).includes("backing off")) resolve(); });
+      worker.on("exit", (code) => reject(new Error("worker exited early: " + code)));
+    });
+    worker.removeAllListeners("exit");
+    worker.kill("SIGKILL");
+    const { ctx, page } = await signedIn(keys.agent);
+    // The job stalls STRATA_STALLED_AFTER after its last progress: reload until it is listed.
+    const row = page.locator("#stalled tbody tr", { hasText: job });
+    await expect.poll(async () => { await page.goto(base + "/console/jobs"); return row.count(); },
+      { timeout: 30_000, intervals: [500] }).toBe(1);
+    expect(await row.textContent()).toContain("summarise");
+    expect(await row.textContent()).toContain("upstream 503: model overloaded");
+    await shot(page, "jobs");
+    await row.getByRole("link", { name: job }).click();
+    const step = page.locator("#step-summarise");
+    await expect(step.locator(".step-input").textContent()).resolves.toContain("q3-report.pdf");
+    await expect(step.locator(".step-error").textContent()).resolves.toContain("upstream 503: model overloaded");
+    await expect(step.textContent()).resolves.toContain("worker-1");
+    await step.scrollIntoViewIfNeeded();
+    await shot(page, "job-timeline");
+    await ctx.close();
+  });
+
+  test("search memories and see the ranking breakdown; user content is escaped", async () => {
+    const agent = "xss-" + run;
+    const evil = `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> rotate the api keys`;
+    await api("POST", "/v1/memories", keys.agent, { text: evil, agent_id: agent });
+    await api("POST", "/v1/memories", keys.agent, { text: "Rotate the database password monthly", agent_id: agent });
+    const { ctx, page, errors } = await signedIn(keys.agent);
+    await page.getByRole("link", { name: "Memories" }).click();
+    await page.getByLabel("Search").fill("rotate keys");
+    await page.getByLabel("Agent id").fill(agent);
+    await page.getByRole("button", { name: "Search" }).click();
+    const first = page.locator(".result").first();
+    await first.waitFor();
+    const texts = await page.locator(".memtext").allTextContents();
+    expect(texts).toContain(evil); // rendered as text, not markup
+    expect(await page.evaluate(() => window.__pwned)).toBeUndefined();
+    expect(await page.locator(".results script, .results img").count()).toBe(0);
+    const bd = await first.locator("table.breakdown").textContent();
+    for (const f of ["Score", "RRF", "Vector similarity", "Text score", "Recency", "Importance"]) expect(bd).toContain(f);
+    await shot(page, "memories");
+    // A memory's page shows its versions and provenance, escaped too.
+    await page.locator(".result", { hasText: "window.__pwned" }).getByRole("link").first().click();
+    await expect(page.locator(".memtext").first().textContent()).resolves.toBe(evil);
+    expect(await page.evaluate(() => window.__pwned)).toBeUndefined();
+    expect(errors.filter((e) => !e.includes("favicon"))).toEqual([]);
+    await ctx.close();
+  });
+
+  test("a form posted without its CSRF token is refused", async () => {
+    const user = "csrf-" + run;
+    const { ctx, page } = await signedIn(keys.compliance);
+    await page.goto(base + "/console/subjects?user_id=" + user);
+    await page.locator("form[action='/console/subjects/restrict'] input[name=csrf]").evaluate((el) => el.remove());
+    await page.getByRole("button", { name: "Restrict" }).click();
+    await expect(page.locator(".problem").textContent()).resolves.toContain("security token");
+    expect((await api("GET", "/v1/gdpr/restrictions/" + user, keys.compliance)).restricted).toBe(false);
+    await ctx.close();
+  });
+
+  test("an agent key gets no GDPR pages", async () => {
+    const { ctx, page } = await signedIn(keys.agent);
+    expect(await page.getByRole("link", { name: "Subjects" }).count()).toBe(0);
+    expect(await page.getByRole("link", { name: "Erasures" }).count()).toBe(0);
+    const r = await page.goto(base + "/console/subjects?user_id=someone");
+    expect(r.status()).toBe(403);
+    await expect(page.locator(".problem").textContent()).resolves.toContain("needs a compliance key");
+    const r2 = await page.goto(base + "/console/erasures");
+    expect(r2.status()).toBe(403);
+    await ctx.close();
+  });
+
+  test("an expired session is sent to sign-in", async () => {
+    const { ctx, page } = await signedIn(keys.expiring);
+    // Age the session past the idle limit, as 31 quiet minutes would.
+    execFileSync("psql", [process.env.STRATA_DB_URL, "-qtAc",
+      "UPDATE console_sessions SET last_seen_at = now() - interval '31 minutes' WHERE org_id = 'console-expiring'"]);
+    await page.goto(base + "/console/erasures");
+    await expect.poll(() => page.url()).toContain("/console/login");
+    expect(page.url()).toContain("next=%2Fconsole%2Ferasures");
+    await expect(page.locator(".notice").textContent()).resolves.toContain("session has ended");
+    await ctx.close();
+  });
+
+  test("usable at 390 px: no horizontal scroll of the page, navigation reachable", async () => {
+    const { ctx, page } = await signedIn(keys.admin, { viewport: { width: 390, height: 844 } });
+    for (const p of ["/console/jobs", "/console/subjects?user_id=someone", "/console/erasures", "/console/audit",
+      "/console/memories?query=x", "/console/kv?namespace=prefs", "/console/policies", "/console/quarantines", "/console/keys"]) {
+      await page.goto(base + p);
+      const over = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      expect(over, p).toBeLessThanOrEqual(0);
+      // Every control is labelled, every button says what it does.
+      const unlabelled = await page.evaluate(() => [...document.querySelectorAll("input:not([type=hidden]), select, textarea")]
+        .filter((e) => e.labels.length === 0 && !e.getAttribute("aria-label")).map((e) => e.name));
+      expect(unlabelled, p).toEqual([]);
+      const mute = await page.evaluate(() => [...document.querySelectorAll("button")].filter((b) => !b.textContent.trim()).length);
+      expect(mute, p).toBe(0);
+    }
+    await page.goto(base + "/console/policies");
+    await page.getByRole("button", { name: "Preview eviction" }).click();
+    await expect(page.locator("#preview").textContent()).resolves.toContain("{");
+    await shot(page, "mobile-policies");
+    await ctx.close();
+  });
+});
