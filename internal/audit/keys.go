@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 )
@@ -21,7 +22,8 @@ import (
 // neither.
 
 // ReadSecret returns s, or the contents of the file s names when s starts with "/", "./"
-// or "file:" (trailing whitespace trimmed).
+// or "file:" (trailing whitespace trimmed). A value starting with "/" that names no file
+// and is valid base64 is a key, not a path.
 func ReadSecret(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	path := ""
@@ -36,6 +38,11 @@ func ReadSecret(s string) (string, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
+		// A standard-base64 key may itself start with "/" (one key in 64): when no such
+		// file exists and the value decodes as base64, it is the value.
+		if _, derr := base64.StdEncoding.DecodeString(s); derr == nil && path == s && errors.Is(err, fs.ErrNotExist) {
+			return s, nil
+		}
 		return "", fmt.Errorf("reading key file %s: %w", path, err)
 	}
 	return strings.TrimSpace(string(b)), nil

@@ -70,3 +70,18 @@ func TestPseudonymRotation(t *testing.T) {
 	require.NotEqual(t, cur.Hash("o", "u1"), subs[0], "Redis names are not the audit pseudonym")
 	require.Nil(t, cur.Subjects("o", ""))
 }
+
+// TestReadSecretSlashLeadingBase64 is a key whose base64 starts with "/" (one in 64): it
+// names no file, so it is the key itself; a missing file that is not base64 is still an
+// error naming the file.
+func TestReadSecretSlashLeadingBase64(t *testing.T) {
+	t.Parallel()
+	const key = "/d5sh4PxhI+f/UPCtT7mJjWglm487VAKyY1H3uuiaVg="
+	v, err := audit.ReadSecret(key)
+	require.NoError(t, err)
+	require.Equal(t, key, v)
+	_, err = audit.ParsePublicKey(key)
+	require.NoError(t, err)
+	_, err = audit.ReadSecret("/no/such/key.pem")
+	require.ErrorContains(t, err, "reading key file /no/such/key.pem")
+}
