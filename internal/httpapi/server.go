@@ -25,6 +25,7 @@ import (
 	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
@@ -74,6 +75,9 @@ type Deps struct {
 	// keys anchors verify with (GET /v1/audit/verify).
 	Anchorer  *audit.Anchorer
 	AuditKeys audit.Keyring
+	// Replicas routes the operations that may read from a Postgres read replica
+	// (replicas.go); nil: every read on Pool.
+	Replicas *pg.Replicas
 
 	Options Options
 }
@@ -121,6 +125,7 @@ type Server struct {
 	// anchorer and auditKeys: audit anchors (audit.go).
 	anchorer  *audit.Anchorer
 	auditKeys audit.Keyring
+	replicas  *pg.Replicas // read replicas (replicas.go); nil: none
 
 	metrics *metrics
 	limiter *keyLimiter
@@ -137,7 +142,7 @@ func NewServer(d Deps) *Server {
 	s := &Server{opts: d.Options, log: d.Log, pool: d.Pool, rdb: d.Redis, keys: d.Keys, pseudo: d.Pseudo,
 		restrictions: d.Restrictions, jobs: d.Jobs, events: d.Events, working: d.Working, kv: d.KV,
 		memories: d.Memories, emb: d.Embedder, evictor: d.Evictor, consolidator: d.Consolidator,
-		erasures: d.Erasures, policyDefaults: d.PolicyDefaults, access: d.Access,
+		erasures: d.Erasures, policyDefaults: d.PolicyDefaults, access: d.Access, replicas: d.Replicas,
 		metrics: newMetrics(d.Metrics, d.Pool, d.Redis), limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst)}
 	s.space = semantic.Space{Embedder: s.emb.Name(), Model: s.emb.Model(), Dims: s.emb.Dims()}
 	s.assembler = d.Context
