@@ -142,7 +142,7 @@ func (r *Replicas) Sample(ctx context.Context) {
 			r.opt.Sampled()
 		}
 	}()
-	timeout := max(r.opt.Interval, time.Second)
+	timeout := max(r.opt.Interval, r.opt.MaxLag/2) // a slow answer is still an answer
 	at := r.opt.Now()
 	var lsn int64
 	pctx, cancel := context.WithTimeout(ctx, timeout)
