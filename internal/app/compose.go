@@ -21,6 +21,7 @@ import (
 	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/turncontext"
@@ -54,6 +55,7 @@ type parts struct {
 	policy       policy.LifecyclePolicy // the defaults an org runs on until it stores its own
 	assembler    *turncontext.Assembler // per-turn context (POST /v1/context)
 	audit        *auditKeys             // anchor signing and verification; nil in NewServer
+	replicas     *pg.Replicas           // read replicas; nil without STRATA_DATABASE_REPLICA_URL
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -129,7 +131,7 @@ func (p *parts) server() *httpapi.Server {
 		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, JobLog: joblog.New(p.jobs, p.events),
 		Working: p.working, KV: p.kv, Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
 		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
-		Context: p.assembler, Now: time.Now,
+		Context: p.assembler, Now: time.Now, Replicas: p.replicas,
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
