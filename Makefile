@@ -5,7 +5,7 @@ export STRATA_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/strata?sslmode=
 export STRATA_REDIS_URL ?= redis://127.0.0.1:6379/0
 GOTESTFLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: console-screenshots help run stores test test-short lint fmt vet build migrate bench clean docker-up docker-down soak soak-load
+.PHONY: console-screenshots help run stores test test-redis-cluster test-short lint fmt vet build migrate bench clean docker-up docker-down soak soak-load
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -33,7 +33,13 @@ test: stores ## the whole suite against real Postgres, pgvector and Redis (race 
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) test $(GOTESTFLAGS) ./...
+	$(MAKE) --no-print-directory test-redis-cluster
 	@GO=$(GO) bash scripts/fuzz.sh 3s
+
+test-redis-cluster: ## the Redis-touching suites again, against a real 3-master Redis Cluster the tests start (docs/scaling.md)
+	STRATA_TEST_REDIS=cluster $(GO) test $(GOTESTFLAGS) ./internal/working/ ./internal/keyvalue/ ./internal/turncontext/
+	STRATA_TEST_REDIS=cluster $(GO) test $(GOTESTFLAGS) -run 'TestGDPRErasureResumesAfterKill|TestGDPRRectifyKV' ./internal/gdpr/
+	STRATA_TEST_REDIS=cluster $(GO) test $(GOTESTFLAGS) -run 'TestWorking|TestKVHTTP|TestGDPRErasureEveryTier|TestGDPRExport' ./internal/httpapi/
 
 soak: stores ## the slow reliability soak: crash/replica/fault tests with many more kills and ops, then every fuzz target for 60s
 	STRATA_SOAK=1 $(GO) test -race -count=1 -timeout 60m -v -run 'TestCrashUnderLoad|TestTwoReplicas|TestFaults' ./internal/reliability/

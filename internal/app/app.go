@@ -153,6 +153,19 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	p.audit = ak
+	if urls := cfg.Replicas(); len(urls) > 0 {
+		rep, err := pg.NewReplicas(ctx, pool, urls, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2},
+			pg.ReplicaOptions{MaxLag: cfg.ReplicaMaxLag, Log: log})
+		if err != nil {
+			return err
+		}
+		defer rep.Close()
+		if err := rep.Start(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("starting the read replica router: %w", err)
+		}
+		defer rep.Stop() // after the HTTP server has drained (defers run in reverse)
+		p.replicas = rep
+	}
 	srv := p.server()
 	if p.access != nil {
 		defer func() { // after its loop has stopped, before the pools close

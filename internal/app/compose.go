@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/turncontext"
@@ -56,6 +57,7 @@ type parts struct {
 	policy       policy.LifecyclePolicy // the defaults an org runs on until it stores its own
 	assembler    *turncontext.Assembler // per-turn context (POST /v1/context)
 	audit        *auditKeys             // anchor signing and verification; nil in NewServer
+	replicas     *pg.Replicas           // read replicas; nil without STRATA_DATABASE_REPLICA_URL
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -131,7 +133,7 @@ func (p *parts) server() *httpapi.Server {
 		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, JobLog: joblog.New(p.jobs, p.events),
 		Working: p.working, KV: p.kv, Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
 		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
-		Context: p.assembler, Now: time.Now,
+		Context: p.assembler, Now: time.Now, Replicas: p.replicas,
 		Console: func(api http.Handler) http.Handler {
 			return console.New(console.Deps{API: api, Keys: p.keys, Log: p.log, Idle: cfg.ConsoleIdle, Absolute: cfg.ConsoleAbsolute})
 		},

@@ -61,7 +61,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	admin := "sk_admin_" + testenv.RandomID(16)
 	env := map[string]string{
 		"STRATA_DATABASE_URL": dsn,
-		"STRATA_REDIS_URL":    testenv.RedisURL(),
+		"STRATA_REDIS_URL":    testenv.RedisServerURL(t),
 		"STRATA_REDIS_PREFIX": prefix,
 		"STRATA_HTTP_ADDR":    "127.0.0.1:0",
 		"STRATA_ADMIN_KEY":    admin,

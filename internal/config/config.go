@@ -18,7 +18,12 @@ import (
 type Config struct {
 	DatabaseURL string `env:"STRATA_DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/strata?sslmode=disable"`
 	RedisURL    string `env:"STRATA_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
-	HTTPAddr    string `env:"STRATA_HTTP_ADDR" envDefault:":8080"`
+	// ReplicaURLs are Postgres streaming standbys (comma-separated postgres:// URLs) that
+	// serve the reads that tolerate lag (docs/scaling.md, "Read replicas"); none: every read
+	// on the primary. ReplicaMaxLag is how far behind a standby may be and still serve.
+	ReplicaURLs   string        `env:"STRATA_DATABASE_REPLICA_URL"`
+	ReplicaMaxLag time.Duration `env:"STRATA_REPLICA_MAX_LAG" envDefault:"2s"`
+	HTTPAddr      string        `env:"STRATA_HTTP_ADDR" envDefault:":8080"`
 	// AdminKey is accepted as-is as an admin of every org. When empty a key is generated
 	// at start and printed (local runs).
 	AdminKey string `env:"STRATA_ADMIN_KEY"`
@@ -147,6 +152,17 @@ func environ(getenv func(string) string, c Config) map[string]string {
 	return m
 }
 
+// Replicas are the read replicas' URLs of STRATA_DATABASE_REPLICA_URL.
+func (c Config) Replicas() []string {
+	var out []string
+	for _, r := range strings.Split(c.ReplicaURLs, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Validate checks what the types alone cannot, naming the variable to fix.
 func (c Config) Validate() error {
 	var errs []string
@@ -155,6 +171,15 @@ func (c Config) Validate() error {
 	}
 	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		bad("STRATA_DATABASE_URL", "must be a postgres:// URL, got %q", c.DatabaseURL)
+	}
+	for _, r := range c.Replicas() {
+		if u, err := url.Parse(r); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			bad("STRATA_DATABASE_REPLICA_URL", "must be comma-separated postgres:// URLs")
+			break
+		}
+	}
+	if c.ReplicaMaxLag <= 0 {
+		bad("STRATA_REPLICA_MAX_LAG", "must be a positive duration, got %s", c.ReplicaMaxLag)
 	}
 	if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
 		bad("STRATA_REDIS_URL", "must be a redis://, rediss:// or unix:// URL, got %q", c.RedisURL)

@@ -65,7 +65,10 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportIn
 	// streamed statement lasts as long as the client reads): it runs until it is done or
 	// the client goes away (a write fails), in one snapshot.
 	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	etx, err := pg.BeginReadSnapshot(ectx, s.Pool, org)
+	etx, err := pg.BeginReadSnapshot(ectx, s.readPool(ctx), org)
+	if err != nil && s.retryOnPrimary(ctx, err) {
+		etx, err = pg.BeginReadSnapshot(ectx, s.Pool, org)
+	}
 	if err != nil {
 		cancel()
 		return nil, err

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/apptest"
@@ -121,14 +120,11 @@ func scanDatabase(t *testing.T, owner *pgx.Conn, needle string) map[string]int64
 func scanRedis(t *testing.T, prefix, needle string) []string {
 	t.Helper()
 	ctx := context.Background()
-	opt, err := redis.ParseURL(testenv.RedisURL())
-	require.NoError(t, err)
-	c := redis.NewClient(opt)
-	defer c.Close()
+	c := testenv.RedisClient(t)
 	var hits []string
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
+	keys, err := testenv.RedisKeys(ctx, c, prefix+"*")
+	require.NoError(t, err)
+	for _, k := range keys {
 		var content string
 		switch c.Type(ctx, k).Val() {
 		case "string":
@@ -146,7 +142,6 @@ func scanRedis(t *testing.T, prefix, needle string) []string {
 			hits = append(hits, k)
 		}
 	}
-	require.NoError(t, iter.Err())
 	return hits
 }
 

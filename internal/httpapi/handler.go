@@ -87,16 +87,24 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 		if !ok || !p.Can(roles...) {
 			return nil, huma.Error403Forbidden("this API key's role (" + string(p.Role) + ") may not call " + op.OperationID)
 		}
-		r, err := newRequest(ctx, p)
-		if err != nil {
-			return nil, s.problemAt(ctx, err, locs)
+		s.routeRead(ctx, op.OperationID) // a read replica, if the operation may use one (replicas.go)
+		run := func() (*O, error) {
+			r, err := newRequest(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			if err := guard.before(ctx, s, r, in); err != nil {
+				return nil, err
+			}
+			out, err := h(ctx, r, in)
+			if err == nil {
+				err = guard.after(ctx, s, r, in, out)
+			}
+			return out, err
 		}
-		if err := guard.before(ctx, s, r, in); err != nil {
-			return nil, s.problemAt(ctx, err, locs)
-		}
-		out, err := h(ctx, r, in)
-		if err == nil {
-			err = guard.after(ctx, s, r, in, out)
+		out, err := run()
+		if err != nil && s.retryOnPrimary(ctx, err) {
+			out, err = run()
 		}
 		if err != nil {
 			return nil, s.problemAt(ctx, err, locs)

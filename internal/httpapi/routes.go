@@ -41,7 +41,7 @@ func (s *Server) routes() {
 
 	// The API: authenticated, one unit of work per request.
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate, s.rateLimit, s.unitOfWork)
+		r.Use(s.authenticate, s.rateLimit, s.readRouting, s.unitOfWork)
 		s.api = humachi.New(r, newHumaConfig())
 
 		// API keys (admin_keys.go).

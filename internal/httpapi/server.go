@@ -26,6 +26,7 @@ import (
 	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
@@ -78,6 +79,9 @@ type Deps struct {
 	// keys anchors verify with (GET /v1/audit/verify).
 	Anchorer  *audit.Anchorer
 	AuditKeys audit.Keyring
+	// Replicas routes the operations that may read from a Postgres read replica
+	// (replicas.go); nil: every read on Pool.
+	Replicas *pg.Replicas
 
 	// Console builds the web console (internal/console) on the API as an in-process
 	// handler; nil serves no console.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/apptest"
@@ -59,18 +58,11 @@ func decodeTurns(t *testing.T, r *apptest.Response) turnsResp {
 func flushPrefix(t *testing.T, prefix string) {
 	t.Helper()
 	ctx := context.Background()
-	opt, err := redis.ParseURL(testenv.RedisURL())
+	c := testenv.RedisClient(t)
+	keys, err := testenv.RedisKeys(ctx, c, prefix+"*")
 	require.NoError(t, err)
-	c := redis.NewClient(opt)
-	defer c.Close()
-	var keys []string
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	require.NoError(t, iter.Err())
 	require.NotEmpty(t, keys)
-	require.NoError(t, c.Del(ctx, keys...).Err())
+	require.NoError(t, testenv.RedisDel(ctx, c, keys))
 }
 
 func TestWorkingStateLifecycle(t *testing.T) {
@@ -280,9 +272,7 @@ func TestWorkingFlushRecovery(t *testing.T) {
 	require.Equal(t, int64(6), tr.Seq)
 
 	// The user index was rebuilt by the restore.
-	opt, _ := redis.ParseURL(testenv.RedisURL())
-	c := redis.NewClient(opt)
-	defer c.Close()
+	c := testenv.RedisClient(t)
 	members, err := c.SMembers(context.Background(), s.Prefix+"ws:user:{acme/u1}").Result()
 	require.NoError(t, err)
 	require.Equal(t, []string{"fr"}, members)
@@ -323,9 +313,7 @@ func TestWorkingMessages(t *testing.T) {
 	require.Equal(t, 10, distinct)
 
 	// The Redis list is trimmed to the buffer size after each commit.
-	opt, _ := redis.ParseURL(testenv.RedisURL())
-	c := redis.NewClient(opt)
-	defer c.Close()
+	c := testenv.RedisClient(t)
 	l, err := c.LLen(context.Background(), s.Prefix+"ws:{acme/chat}:t").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(4), l)

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ type PoolOptions struct {
 	MaxConns         int32
 	StatementTimeout time.Duration // per statement, server side (default 10s)
 	ConnectTimeout   time.Duration // default 5s
+	ApplicationName  string        // default "strata"
 }
 
 // NewPool opens a pool whose connections SET ROLE strata_app, know pgvector's types and
@@ -51,7 +53,7 @@ func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, err
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(o.StatementTimeout.Milliseconds())
 	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "10000"
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
-	cfg.ConnConfig.RuntimeParams["application_name"] = "strata"
+	cfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(o.ApplicationName, "strata")
 	cfg.HealthCheckPeriod = 5 * time.Second
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if _, err := c.Exec(ctx, "SET ROLE "+AppRole); err != nil {

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -18,6 +19,7 @@ import (
 // a failed request writes nothing. A request that never touches Postgres never begins one.
 type Session struct {
 	pool    *pgxpool.Pool
+	replica *pgxpool.Pool // where Tx begins for a read-only operation (ReadFrom); nil: the primary
 	org     string
 	mu      sync.Mutex
 	tx      *orgTx
@@ -43,12 +45,45 @@ func (s *Session) Tx(ctx context.Context) (pgx.Tx, error) {
 	if s.tx != nil {
 		return s.tx, nil
 	}
-	tx, err := newOrgTx(s.pool, s.org)
+	tx, err := newOrgTx(cmp.Or(s.replica, s.pool), s.org)
 	if err != nil {
 		return nil, err
 	}
 	s.tx = tx
 	return tx, nil
+}
+
+// ReadFrom makes the session's transaction begin on replica, a read replica's pool, and
+// reports whether it will: only before the transaction began (an Idempotency-Key claim
+// or an earlier statement keeps it on the primary). The caller promises the operation only
+// reads through Tx; AtCommit statements still commit on the primary.
+func (s *Session) ReadFrom(replica *pgxpool.Pool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if replica == nil || s.tx != nil || s.done {
+		return false
+	}
+	s.replica = replica
+	return true
+}
+
+// OnReplica reports whether the session's reads go to a read replica.
+func (s *Session) OnReplica() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replica != nil
+}
+
+// BackToPrimary abandons a replica's transaction (the replica failed mid-request) so that
+// the next Tx begins on the primary; the operation is then run again from the start.
+func (s *Session) BackToPrimary(ctx context.Context) {
+	s.mu.Lock()
+	tx := s.tx
+	s.tx, s.replica = nil, nil
+	s.mu.Unlock()
+	if tx != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+	}
 }
 
 // Reserve takes the session's connection from the pool now if one is free within wait, and
@@ -97,9 +132,16 @@ func (s *Session) AtCommit(sql string, args ...any) {
 // transaction in the same one if nothing ran yet), then runs the AfterCommit hooks.
 func (s *Session) Commit(ctx context.Context) error {
 	s.mu.Lock()
-	tx, hooks, trailer := s.tx, s.hooks, s.trailer
+	tx, hooks, trailer, onReplica := s.tx, s.hooks, s.trailer, s.replica != nil
 	s.done, s.hooks, s.trailer = true, nil, nil
 	s.mu.Unlock()
+	if onReplica && tx != nil {
+		// The replica's transaction only read; the queued statements write on the primary.
+		if err := tx.commit(ctx, nil); err != nil {
+			return err
+		}
+		tx = nil
+	}
 	if len(trailer) > 0 && tx == nil {
 		var err error
 		if tx, err = newOrgTx(s.pool, s.org); err != nil {

@@ -22,12 +22,20 @@ type RedisProcess struct {
 // FreePort returns a TCP port that was free a moment ago on 127.0.0.1.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freePort()
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	return p
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // StartRedis starts a redis-server without persistence on a free port; it is killed when

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,30 +156,96 @@ func OwnerConn(t testing.TB, dsn string) *pgx.Conn {
 	return c
 }
 
+// ClusterMode reports whether STRATA_TEST_REDIS=cluster asks the suites to run against a
+// real Redis Cluster (SharedRedisCluster) instead of the single server of RedisURL.
+func ClusterMode() bool { return os.Getenv("STRATA_TEST_REDIS") == "cluster" }
+
+// RedisServerURL is the STRATA_REDIS_URL a test server should use: the shared cluster's in
+// cluster mode, RedisURL otherwise.
+func RedisServerURL(t testing.TB) string {
+	t.Helper()
+	if ClusterMode() {
+		return SharedRedisCluster(t).URL
+	}
+	return RedisURL()
+}
+
 // Redis returns a client and a key prefix of this test's own; the prefix's keys are
-// deleted when the test ends.
+// deleted when the test ends. In cluster mode the client is a cluster client of the shared
+// cluster.
 func Redis(t testing.TB) (redis.UniversalClient, string) {
 	t.Helper()
-	opt, err := redis.ParseURL(RedisURL())
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
+	var c redis.UniversalClient
+	if ClusterMode() {
+		c = SharedRedisCluster(t).Client()
+	} else {
+		opt, err := redis.ParseURL(RedisURL())
+		if err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+		c = redis.NewClient(opt)
 	}
-	c := redis.NewClient(opt)
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		t.Fatalf("testenv: Redis is not reachable at %s (run `make stores`): %v", RedisURL(), err)
 	}
 	prefix := "t" + RandomID(5) + ":"
 	t.Cleanup(func() {
 		ctx := context.Background()
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if len(keys) > 0 {
-			c.Del(ctx, keys...)
+		if keys, err := RedisKeys(ctx, c, prefix+"*"); err == nil {
+			for _, k := range keys { // one DEL per key: keys of a cluster live on many slots
+				c.Del(ctx, k)
+			}
 		}
 		c.Close()
 	})
 	return c, prefix
+}
+
+// RedisKeys lists the keys matching pattern, on every master when c is a cluster client
+// (SCAN and KEYS see one node only).
+func RedisKeys(ctx context.Context, c redis.UniversalClient, pattern string) ([]string, error) {
+	var mu sync.Mutex
+	var keys []string
+	scan := func(ctx context.Context, n redis.Cmdable) error {
+		iter := n.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
+		return keys, err
+	}
+	return keys, scan(ctx, c)
+}
+
+// RedisClient is a client of the Redis a test server uses (RedisServerURL), closed when
+// the test ends.
+func RedisClient(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	if ClusterMode() {
+		c = SharedRedisCluster(t).Client()
+	} else {
+		opt, err := redis.ParseURL(RedisURL())
+		if err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+		c = redis.NewClient(opt)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// RedisDel deletes keys one by one (a multi-key DEL across cluster slots is refused).
+func RedisDel(ctx context.Context, c redis.UniversalClient, keys []string) error {
+	for _, k := range keys {
+		if err := c.Del(ctx, k).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -360,14 +360,10 @@ func TestAssembleReadsALostSessionFromPostgres(t *testing.T) {
 	require.Zero(t, viaTx, "Redis had the session: no Postgres read")
 	require.Equal(t, 2, other, "state and turns")
 
-	var keys []string
-	iter := e.rdb.Scan(e.ctx, 0, e.prefix+"*", 1000).Iterator()
-	for iter.Next(e.ctx) {
-		keys = append(keys, iter.Val())
-	}
-	require.NoError(t, iter.Err())
+	keys, err := testenv.RedisKeys(e.ctx, e.rdb, e.prefix+"*")
+	require.NoError(t, err)
 	require.NotEmpty(t, keys)
-	require.NoError(t, e.rdb.Del(e.ctx, keys...).Err())
+	require.NoError(t, testenv.RedisDel(e.ctx, e.rdb, keys))
 
 	after, err := e.assemble(a, fullRequest())
 	require.NoError(t, err)
@@ -504,14 +500,10 @@ func TestAssembleRoundTrips(t *testing.T) {
 	require.EqualValues(t, 1, outside)
 	require.EqualValues(t, 2, searches, "no side connection: both searches on the transaction")
 
-	var keys []string
-	iter := e.rdb.Scan(e.ctx, 0, e.prefix+"ws:*", 1000).Iterator()
-	for iter.Next(e.ctx) {
-		keys = append(keys, iter.Val())
-	}
-	require.NoError(t, iter.Err())
+	keys, err := testenv.RedisKeys(e.ctx, e.rdb, e.prefix+"ws:*")
+	require.NoError(t, err)
 	require.NotEmpty(t, keys)
-	require.NoError(t, e.rdb.Del(e.ctx, keys...).Err())
+	require.NoError(t, testenv.RedisDel(e.ctx, e.rdb, keys))
 	outside, _ = rt(a, noQuery)
 	require.Greater(t, outside, int64(1), "the lost session is read through the transaction")
 	outside, _ = rt(a, noQuery)

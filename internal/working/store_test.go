@@ -63,11 +63,9 @@ func (b *bundle) inTx(org string, fn func(tx pgx.Tx) error) (err error) {
 // flush emulates FLUSHALL for this test's prefix.
 func (b *bundle) flush(t *testing.T) {
 	t.Helper()
-	keys, err := b.rdb.Keys(b.ctx, b.prefix+"*").Result()
+	keys, err := testenv.RedisKeys(b.ctx, b.rdb, b.prefix+"*")
 	require.NoError(t, err)
-	if len(keys) > 0 {
-		require.NoError(t, b.rdb.Del(b.ctx, keys...).Err())
-	}
+	require.NoError(t, testenv.RedisDel(b.ctx, b.rdb, keys))
 }
 
 // post appends a turn through the whole protocol: Redis + Postgres in one transaction,
@@ -367,7 +365,7 @@ func TestEraseAndExportUser(t *testing.T) {
 		(SELECT count(*) FROM working_sessions WHERE user_id = 'alice' OR state::text LIKE '%alice%') +
 		(SELECT count(*) FROM working_turns WHERE user_id = 'alice' OR content LIKE '%alice%')`).Scan(&n))
 	require.Zero(t, n)
-	keys, err := b.rdb.Keys(b.ctx, b.prefix+"*").Result()
+	keys, err := testenv.RedisKeys(b.ctx, b.rdb, b.prefix+"*")
 	require.NoError(t, err)
 	for _, k := range keys {
 		if typ := b.rdb.Type(b.ctx, k).Val(); typ == "hash" {
