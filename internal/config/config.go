@@ -148,6 +148,10 @@ func environ(getenv func(string) string, c Config) map[string]string {
 	return m
 }
 
+// DevKeyPrefix starts admin keys that are published for development (docker-compose.yml's
+// default): production refuses them.
+const DevKeyPrefix = "sk_dev_"
+
 // Validate checks what the types alone cannot, naming the variable to fix.
 func (c Config) Validate() error {
 	var errs []string
@@ -263,6 +267,10 @@ func (c Config) Validate() error {
 		if c.PseudonymKey == "" {
 			bad("STRATA_PSEUDONYM_KEY", "is required when STRATA_ENV=production: 32+ random bytes in hex or its file "+
 				"(`strata audit keygen` prints one; upgrading? see docs/compliance.md, \"Keys\")")
+		}
+		if strings.HasPrefix(c.AdminKey, DevKeyPrefix) {
+			bad("STRATA_ADMIN_KEY", "is a public development key (%s…, docker-compose.yml's default); "+
+				"set a secret one when STRATA_ENV=production", DevKeyPrefix)
 		}
 	default:
 		bad("STRATA_ENV", "must be development or production, got %q", c.Env)

@@ -57,6 +57,14 @@ func TestAuditKeysRequiredInProduction(t *testing.T) {
 	_, err = Load(func(k string) string { return prod[k] })
 	require.NoError(t, err)
 
+	// docker-compose.yml's public development admin key is refused in production.
+	prod["STRATA_ADMIN_KEY"] = "sk_dev_compose_admin_key_not_for_production"
+	_, err = Load(func(k string) string { return prod[k] })
+	require.ErrorContains(t, err, "STRATA_ADMIN_KEY: is a public development key")
+	delete(prod, "STRATA_ENV")
+	_, err = Load(func(k string) string { return prod[k] })
+	require.NoError(t, err, "development accepts it")
+
 	for name, val := range map[string]string{"STRATA_ENV": "staging", "STRATA_PSEUDONYM_KEY": "short",
 		"STRATA_AUDIT_ANCHOR_INTERVAL": "10ms"} {
 		env := map[string]string{name: val}
