@@ -5,7 +5,7 @@ export STRATA_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/strata?sslmode=
 export STRATA_REDIS_URL ?= redis://127.0.0.1:6379/0
 GOTESTFLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: console-screenshots help run stores test test-redis-cluster test-short lint fmt vet build migrate bench clean docker-up docker-down soak soak-load
+.PHONY: console-screenshots help run stores test test-redis-cluster test-short lint fmt vet build migrate bench clean docker-up docker-down compose-test soak soak-load
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -67,6 +67,9 @@ docker-up: ## the whole stack in containers (needs a Docker engine)
 
 docker-down:
 	docker compose down
+
+compose-test: ## prove docker-compose.yml as root: stand-in images, up --build, all healthy, 30 s loadtest profile with 0 errors, down -v (scripts/compose-test.sh)
+	@bash scripts/compose-test.sh
 
 clean:
 	rm -rf bin

@@ -29,6 +29,10 @@ redis_ready() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null | grep 
 if [ "${1:-}" = --mode ]; then echo "$mode"; exit 0; fi
 
 if [ "$mode" = docker ]; then
+  if pg_ready && redis_ready; then
+    log "Postgres on $PGHOST:$PGPORT and Redis on 127.0.0.1:$REDIS_PORT already answer: leaving them alone"
+    exit 0
+  fi
   log "Docker engine found: starting postgres and redis with docker compose"
   docker compose up -d --wait postgres redis
   exit 0

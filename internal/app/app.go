@@ -193,7 +193,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	defer service.StopAll(services...)
 
 	jobs, err := queue.New(pool, log, queue.Config{
-		Workers: workers,
+		Workers:  workers,
+		LogLevel: logLevel(cfg.RiverLogLevel),
 		PeriodicJobs: append([]*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(10*time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) { return idempotency.SweepArgs{}, nil },
@@ -256,10 +257,15 @@ func displayURL(a net.Addr) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+// logLevel parses a validated STRATA_*LOG_LEVEL value (debug, info, warn, error).
+func logLevel(s string) slog.Level {
 	var level slog.Level
-	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
-	opts := &slog.HandlerOptions{Level: level}
+	_ = level.UnmarshalText([]byte(strings.ToUpper(s)))
+	return level
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: logLevel(cfg.LogLevel)}
 	if cfg.LogFormat == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}

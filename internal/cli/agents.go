@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/strata-mem/strata/client"
+	"github.com/strata-mem/strata/internal/progress"
 )
 
 // Agent-facing commands: sessions, jobs, memories, kv, context, tools.
@@ -57,15 +57,11 @@ func ts(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// newBar is a progress bar on stderr for table output (nothing for JSON output, so that
-// stdout and stderr stay machine-readable).
-func (a *app) newBar(total int64, what string) *progressbar.ProgressBar {
-	if a.output == "json" {
-		return progressbar.DefaultSilent(total, what)
-	}
-	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(a.errOut), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish(),
-		progressbar.OptionThrottle(100*time.Millisecond))
+// newBar is a progress bar on stderr for table output: redrawn in place on a terminal,
+// plain lines in a pipe or a log, nothing for JSON output (so that stdout and stderr stay
+// machine-readable).
+func (a *app) newBar(total int64, what string) *progress.Bar {
+	return progress.New(a.errOut, total, what, progress.Options{Hidden: a.output == "json", ShowCount: true, ClearOnFinish: true})
 }
 
 // completeJobs offers the org's job ids for shell completion.
@@ -207,7 +203,7 @@ func (a *app) jobsCmd() *cobra.Command {
 				return err
 			}
 			var evs []client.Event
-			var bar *progressbar.ProgressBar
+			var bar *progress.Bar
 			if all {
 				r, err := c.ResumeJob(cmd.Context(), args[0], 0)
 				if err != nil {
@@ -228,7 +224,7 @@ func (a *app) jobsCmd() *cobra.Command {
 				evs = append(evs, p.Items...)
 				if len(p.Items) > 0 {
 					if bar != nil {
-						_ = bar.Add64(p.Items[len(p.Items)-1].Seq - cursor)
+						bar.Add(p.Items[len(p.Items)-1].Seq - cursor)
 					}
 					cursor = p.Items[len(p.Items)-1].Seq
 				}
@@ -237,7 +233,7 @@ func (a *app) jobsCmd() *cobra.Command {
 				}
 			}
 			if bar != nil {
-				_ = bar.Finish()
+				bar.Finish()
 			}
 			rows := [][]string{}
 			for _, e := range evs {

@@ -21,6 +21,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(demo.EnvWorker) == "1" {
 		os.Exit(Main(context.Background(), []string{"demo", "worker"}, os.Getenv, os.Stdout, os.Stderr))
 	}
+	// STRATA_CLI_TEST_MAIN=1: the test binary is `strata` itself, with its real stdout and
+	// stderr (tests run it with both on pipes, as `strata demo | cat` does).
+	if os.Getenv(envTestMain) == "1" {
+		os.Exit(Main(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	}
 	workerCommand = func() *exec.Cmd { return exec.Command(os.Args[0], "-test.run=^$") }
 	os.Exit(m.Run())
 }

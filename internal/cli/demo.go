@@ -2,11 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/strata-mem/strata/internal/demo"
@@ -20,19 +18,6 @@ var workerCommand = func() *exec.Cmd {
 		self = os.Args[0]
 	}
 	return exec.Command(self, "demo", "worker")
-}
-
-// barWriter keeps a progress bar (on stderr) below the lines written to w.
-type barWriter struct {
-	bar *progressbar.ProgressBar
-	w   io.Writer
-}
-
-func (b barWriter) Write(p []byte) (int, error) {
-	_ = b.bar.Clear()
-	n, err := b.w.Write(p)
-	_ = b.bar.RenderBlank()
-	return n, err
 }
 
 func (a *app) demoCmd() *cobra.Command {
@@ -53,13 +38,15 @@ func (a *app) demoCmd() *cobra.Command {
 			}
 			o.Client, o.URL, o.Key, o.Worker = c, a.url, a.key, workerCommand
 			bar := a.newBar(int64(len(demo.Plan())), "media job")
-			o.Progress = func(done, _ int) { _ = bar.Set(done) }
-			o.Out = barWriter{bar: bar, w: a.out}
+			o.Progress = func(done, _ int) { bar.Set(int64(done)) }
+			// The timeline's lines go above the bar: on a terminal the bar is cleared
+			// and redrawn around each; in a pipe both are plain lines.
+			o.Out = bar.Writer(a.out)
 			if a.output == "json" {
 				o.Out = nil
 			}
 			rep, err := demo.Run(cmd.Context(), o)
-			_ = bar.Finish()
+			bar.Finish()
 			if err != nil {
 				return err
 			}

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/strata-mem/strata/client"
+	"github.com/strata-mem/strata/internal/progress"
 )
 
 // gdprCmd is `strata gdpr`: data-subject requests for compliance staff.
@@ -94,12 +94,11 @@ func (a *app) gdprCmd() *cobra.Command {
 				return err
 			}
 			w := bufio.NewWriterSize(f, 1<<20)
-			bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(a.errOut), progressbar.OptionSetDescription("exporting"),
-				progressbar.OptionShowBytes(true), progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond),
-				progressbar.OptionSetVisibility(!noProgress), progressbar.OptionClearOnFinish())
+			bar := progress.New(a.errOut, -1, "exporting", progress.Options{Hidden: noProgress, Bytes: true, ShowCount: true,
+				ClearOnFinish: true})
 			var prev int64
-			sum, err := c.Export(cmd.Context(), args[0], w, func(_, n int64) { _ = bar.Add64(n - prev); prev = n })
-			_ = bar.Finish()
+			sum, err := c.Export(cmd.Context(), args[0], w, func(_, n int64) { bar.Add(n - prev); prev = n })
+			bar.Finish()
 			if ferr := w.Flush(); err == nil {
 				err = ferr
 			}
@@ -163,9 +162,7 @@ func (a *app) gdprCmd() *cobra.Command {
 
 // followErasure polls until the erasure finished, with a progress bar over its phases.
 func (a *app) followErasure(ctx context.Context, c *client.Client, id string, quiet bool) (client.Erasure, error) {
-	bar := progressbar.NewOptions(100, progressbar.OptionSetWriter(a.errOut), progressbar.OptionSetDescription("erasing"),
-		progressbar.OptionSetPredictTime(false), progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetVisibility(!quiet), progressbar.OptionClearOnFinish())
+	bar := progress.New(a.errOut, 100, "erasing", progress.Options{Hidden: quiet, Percent: true, ClearOnFinish: true})
 	e, err := c.WaitErasure(ctx, id, 500*time.Millisecond, func(e client.Erasure) {
 		phase := "queued"
 		if e.Status == "running" {
@@ -178,9 +175,9 @@ func (a *app) followErasure(ctx context.Context, c *client.Client, id string, qu
 			}
 		}
 		bar.Describe("erasing: " + phase)
-		_ = bar.Set(int(e.Progress() * 100))
+		bar.Set(int64(e.Progress() * 100))
 	})
-	_ = bar.Finish()
+	bar.Finish()
 	return e, err
 }
 

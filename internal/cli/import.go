@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/strata-mem/strata/client"
+	"github.com/strata-mem/strata/internal/progress"
 )
 
 // importState is what `strata memories import` has acknowledged of a file, kept beside it
@@ -149,9 +149,9 @@ func (a *app) memoriesImportCmd() *cobra.Command {
 // importProgress reports each acknowledged batch: a bar on a terminal, a plain line per
 // batch otherwise (pipes and CI logs get no carriage returns).
 func (a *app) importProgress(total int64) func(importState, int) {
-	if f, ok := a.errOut.(*os.File); ok && term.IsTerminal(int(f.Fd())) && a.output != "json" {
+	if progress.IsTerminal(a.errOut) && a.output != "json" {
 		bar := a.newBar(total, "importing")
-		return func(st importState, _ int) { _ = bar.Set64(int64(st.Lines)) }
+		return func(st importState, _ int) { bar.Set(int64(st.Lines)) }
 	}
 	return func(st importState, n int) {
 		fmt.Fprintf(a.errOut, "imported %d/%d lines (+%d): created %d, deduplicated %d, failed %d\n",

@@ -65,6 +65,10 @@ type Config struct {
 	MaxBodyBytes   int64  `env:"STRATA_MAX_BODY_BYTES" envDefault:"1048576"`
 	MaxJSONDepth   int    `env:"STRATA_MAX_JSON_DEPTH" envDefault:"64"`
 	DBMaxConns     int32  `env:"STRATA_DB_MAX_CONNS" envDefault:"32"`
+
+	// RiverLogLevel is the least severe record of the job queue's own (River) that is
+	// logged: warn by default, since River reports job counts at info every 5 s.
+	RiverLogLevel string `env:"STRATA_RIVER_LOG_LEVEL" envDefault:"warn"`
 	// GroupCommit writes concurrent event appends of one org in one transaction.
 	GroupCommit bool `env:"STRATA_GROUP_COMMIT" envDefault:"true"`
 	// AccessFlush is how often the memory access counts that searches and context add up
@@ -163,6 +167,10 @@ func (c Config) Replicas() []string {
 	return out
 }
 
+// DevKeyPrefix starts admin keys that are published for development (docker-compose.yml's
+// default): production refuses them.
+const DevKeyPrefix = "sk_dev_"
+
 // Validate checks what the types alone cannot, naming the variable to fix.
 func (c Config) Validate() error {
 	var errs []string
@@ -208,6 +216,11 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("STRATA_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch strings.ToLower(c.RiverLogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("STRATA_RIVER_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.RiverLogLevel)
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		bad("STRATA_LOG_FORMAT", "must be json or text, got %q", c.LogFormat)
@@ -283,6 +296,10 @@ func (c Config) Validate() error {
 		if c.PseudonymKey == "" {
 			bad("STRATA_PSEUDONYM_KEY", "is required when STRATA_ENV=production: 32+ random bytes in hex or its file "+
 				"(`strata audit keygen` prints one; upgrading? see docs/compliance.md, \"Keys\")")
+		}
+		if strings.HasPrefix(c.AdminKey, DevKeyPrefix) {
+			bad("STRATA_ADMIN_KEY", "is a public development key (%s…, docker-compose.yml's default); "+
+				"set a secret one when STRATA_ENV=production", DevKeyPrefix)
 		}
 	default:
 		bad("STRATA_ENV", "must be development or production, got %q", c.Env)

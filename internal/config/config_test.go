@@ -15,6 +15,7 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, "hash", c.Embedder)
 	require.EqualValues(t, 1<<20, c.MaxBodyBytes)
 	require.Equal(t, time.Second, c.AccessFlush)
+	require.Equal(t, "warn", c.RiverLogLevel, "River's INFO job counts are quiet by default")
 	c, err = Load(func(k string) string { return map[string]string{"STRATA_ACCESS_FLUSH": "0"}[k] })
 	require.NoError(t, err)
 	require.Zero(t, c.AccessFlush, "0 counts accesses in each request's transaction")
@@ -23,14 +24,15 @@ func TestLoadDefaults(t *testing.T) {
 func TestLoadNamesTheBadVariable(t *testing.T) {
 	t.Parallel()
 	for name, val := range map[string]string{
-		"STRATA_DATABASE_URL":   "mysql://x",
-		"STRATA_REDIS_URL":      "http://x",
-		"STRATA_EMBEDDER":       "magic",
-		"STRATA_EMBEDDING_DIMS": "notanumber",
-		"STRATA_SESSION_TTL":    "-1s",
-		"STRATA_ADMIN_KEY":      "short",
-		"STRATA_ACCESS_FLUSH":   "-1s",
-		"STRATA_DB_MAX_CONNS":   "1",
+		"STRATA_DATABASE_URL":    "mysql://x",
+		"STRATA_REDIS_URL":       "http://x",
+		"STRATA_EMBEDDER":        "magic",
+		"STRATA_EMBEDDING_DIMS":  "notanumber",
+		"STRATA_SESSION_TTL":     "-1s",
+		"STRATA_ADMIN_KEY":       "short",
+		"STRATA_ACCESS_FLUSH":    "-1s",
+		"STRATA_DB_MAX_CONNS":    "1",
+		"STRATA_RIVER_LOG_LEVEL": "loud",
 	} {
 		env := map[string]string{name: val}
 		_, err := Load(func(k string) string { return env[k] })
@@ -54,6 +56,14 @@ func TestAuditKeysRequiredInProduction(t *testing.T) {
 	prod["STRATA_PSEUDONYM_KEY"] = "/run/secrets/pseudonym"
 	_, err = Load(func(k string) string { return prod[k] })
 	require.NoError(t, err)
+
+	// docker-compose.yml's public development admin key is refused in production.
+	prod["STRATA_ADMIN_KEY"] = "sk_dev_compose_admin_key_not_for_production"
+	_, err = Load(func(k string) string { return prod[k] })
+	require.ErrorContains(t, err, "STRATA_ADMIN_KEY: is a public development key")
+	delete(prod, "STRATA_ENV")
+	_, err = Load(func(k string) string { return prod[k] })
+	require.NoError(t, err, "development accepts it")
 
 	for name, val := range map[string]string{"STRATA_ENV": "staging", "STRATA_PSEUDONYM_KEY": "short",
 		"STRATA_AUDIT_ANCHOR_INTERVAL": "10ms"} {

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/strata-mem/strata/internal/progress"
 )
 
 // Endpoint names, as reported.
@@ -273,7 +275,7 @@ func attack(ctx context.Context, cfg *Config, w *workload, name string, rate int
 				case <-t.C:
 					el := time.Since(start)
 					bar.Describe(fmt.Sprintf("%-19s %6.0f req/s, %d errors", name, float64(done.Load())/el.Seconds(), failed.Load()))
-					_ = bar.Set(int(min(el, d) / time.Second))
+					bar.Set(int64(min(el, d) / time.Second))
 				}
 			}
 		}()
@@ -321,8 +323,12 @@ func attack(ctx context.Context, cfg *Config, w *workload, name string, rate int
 	close(stopBar)
 	barWG.Wait()
 	if bar != nil {
-		_ = bar.Finish()
-		fmt.Fprintln(cfg.Progress)
+		bar.Describe(fmt.Sprintf("%-19s %6.0f req/s, %d errors", name, float64(done.Load())/d.Seconds(), failed.Load()))
+		bar.Set(int64(d / time.Second))
+		bar.Finish()
+		if progress.IsTerminal(cfg.Progress) {
+			fmt.Fprintln(cfg.Progress) // end the bar's line
+		}
 	}
 	total.Close()
 	fill(&phase.Requests, &phase.Throughput, &phase.P50Ms, &phase.P95Ms, &phase.P99Ms, &phase.MaxMs, &phase.Errors, &phase.ByStatus, &total)

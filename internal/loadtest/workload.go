@@ -12,8 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/strata-mem/strata/internal/progress"
 )
 
 const (
@@ -333,18 +334,12 @@ func (w *workload) observe(ep string, r *vegeta.Result) {
 	}
 }
 
-// newBar is a progress bar over d's seconds, or nil without a writer.
-func newBar(out io.Writer, name string, d time.Duration) *progressbar.ProgressBar {
+// newBar is a progress bar over d's seconds (redrawn on a terminal, plain lines elsewhere),
+// or nil without a writer.
+func newBar(out io.Writer, name string, d time.Duration) *progress.Bar {
 	if out == nil {
 		return nil
 	}
-	return progressbar.NewOptions(int(d/time.Second),
-		progressbar.OptionSetWriter(out),
-		progressbar.OptionSetDescription(name),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionShowElapsedTimeOnFinish(),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionSetItsString("s"),
-	)
+	return progress.New(out, int64(d/time.Second), name, progress.Options{Unit: "s", PredictTime: true,
+		ElapsedOnFinish: true, Throttle: 200 * time.Millisecond})
 }

@@ -26,6 +26,10 @@ type Config struct {
 	PeriodicJobs []*river.PeriodicJob
 	MaxWorkers   int           // default 8
 	JobTimeout   time.Duration // default 5 minutes
+	// LogLevel is the least severe record of River's own that is logged (default WARN:
+	// River reports its producers' job counts at INFO every 5 s while jobs run, which
+	// drowns the server's log). The server's logger still filters at its own level.
+	LogLevel slog.Leveler
 }
 
 // New makes a River client on pool (the server's pool: River's tables carry no tenant
@@ -42,12 +46,45 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Client, error) {
 		Workers:      cfg.Workers,
 		PeriodicJobs: cfg.PeriodicJobs,
 		JobTimeout:   cfg.JobTimeout,
-		Logger:       log.With("component", "river"),
+		Logger:       Logger(log, cfg.LogLevel).With("component", "river"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the job queue client: %w", err)
 	}
 	return c, nil
+}
+
+// Logger is log that drops records less severe than min (nil: WARN), for River.
+func Logger(log *slog.Logger, min slog.Leveler) *slog.Logger {
+	if min == nil {
+		min = slog.LevelWarn
+	}
+	return slog.New(minLevel{Handler: log.Handler(), min: min})
+}
+
+// minLevel passes on only records at min or above.
+type minLevel struct {
+	slog.Handler
+	min slog.Leveler
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min.Level() && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < h.min.Level() {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(as), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
 // Stop stops c, letting running jobs finish until ctx ends.
