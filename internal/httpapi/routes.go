@@ -67,6 +67,7 @@ func (s *Server) routes() {
 		handle(s, agentRoles, opDeleteSession, NoSubjectData, s.deleteSession)           // DELETE /v1/sessions/{session}/state
 		handle(s, agentRoles, opPostSessionMessage, NoSubjectData, s.postSessionMessage) // POST /v1/sessions/{session}/messages
 		handle(s, agentRoles, opListSessionMessages, SubjectData, s.listSessionMessages) // GET /v1/sessions/{session}/messages
+		handle(s, agentRoles, opSessionExtraction, SubjectData, s.sessionExtraction)     // GET /v1/sessions/{session}/extraction
 
 		// Episodic log (episodic.go).
 		handle(s, agentRoles, opAppendEvents, NoSubjectData, s.appendEvents)  // POST /v1/jobs/{job}/events
@@ -117,6 +118,8 @@ func (s *Server) routes() {
 		handle(s, agentRoles, opMemoryHistory, SubjectData, s.memoryHistory)         // GET /v1/memories/{id}/history
 		handle(s, agentRoles, opVerifyMemory, NoSubjectData, s.verifyMemory)         // POST /v1/memories/{id}/verify
 		handle(s, agentRoles, opMemoryRetrievals, SubjectData, s.memoryRetrievals)   // GET /v1/memories/{id}/retrievals
+		handle(s, agentRoles, opExtractMemories, NoSubjectData, s.extractMemories)   // POST /v1/memories/extract
+		handle(s, agentRoles, opMemoryProvenance, SubjectData, s.memoryProvenance)   // GET /v1/memories/{id}/provenance
 
 		// LangGraph checkpointer (langgraph.go).
 		handle(s, agentRoles, opPutLanggraphCheckpoint, NoSubjectData, s.putLanggraphCheckpoint)               // POST /v1/jobs/{job}/langgraph/checkpoints

@@ -21,6 +21,7 @@ import (
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/jobs"
@@ -74,6 +75,11 @@ type Deps struct {
 	// keys anchors verify with (GET /v1/audit/verify).
 	Anchorer  *audit.Anchorer
 	AuditKeys audit.Keyring
+	// Extraction extracts memories from turns (POST /v1/memories/extract; appends mark
+	// their turns for it); nil when the server has no LLM. ExtractionDefaultOn is the
+	// default of the policy's extraction.enabled.
+	Extraction          *extraction.Extractor
+	ExtractionDefaultOn bool
 
 	Options Options
 }
@@ -121,6 +127,9 @@ type Server struct {
 	// anchorer and auditKeys: audit anchors (audit.go).
 	anchorer  *audit.Anchorer
 	auditKeys audit.Keyring
+	// extraction: conversation memory (extraction.go); nil without an LLM.
+	extraction          *extraction.Extractor
+	extractionDefaultOn bool
 
 	metrics *metrics
 	limiter *keyLimiter
@@ -145,6 +154,7 @@ func NewServer(d Deps) *Server {
 		s.now = time.Now
 	}
 	s.anchorer, s.auditKeys = d.Anchorer, d.AuditKeys
+	s.extraction, s.extractionDefaultOn = d.Extraction, d.ExtractionDefaultOn
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
 	}

@@ -81,9 +81,10 @@ type deleteStateInput struct {
 type postMessageInput struct {
 	SessionPath
 	Body struct {
-		Role     string     `json:"role" enum:"user,assistant,system,tool"`
-		Content  string     `json:"content"`
-		Metadata jsonObject `json:"metadata,omitempty" doc:"Free-form JSON object."`
+		Role     string      `json:"role,omitempty" enum:"user,assistant,system,tool" doc:"Required unless messages is sent."`
+		Content  string      `json:"content,omitempty" doc:"Required unless messages is sent."`
+		Metadata jsonObject  `json:"metadata,omitempty" doc:"Free-form JSON object."`
+		Messages []messageIn `json:"messages,omitempty" maxItems:"100" doc:"A batch of turns appended in order in one call (instead of role/content): all or none."`
 		SessionWrite
 	}
 }
@@ -91,7 +92,8 @@ type postMessageInput struct {
 type messageBody struct {
 	SessionID string `json:"session_id"`
 	working.Turn
-	ExpiresAt time.Time `json:"expires_at"`
+	ExpiresAt time.Time      `json:"expires_at"`
+	Items     []working.Turn `json:"items,omitempty" doc:"With messages: every turn appended, in order (the body's own fields are the last)."`
 }
 
 type messageOutput struct {
@@ -206,11 +208,16 @@ var opPostSessionMessage = huma.Operation{
 }
 
 func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *postMessageInput) (*messageOutput, error) {
+	if len(in.Body.Messages) > 0 {
+		return s.postSessionMessages(ctx, r, in)
+	}
 	a, err := s.working.Append(ctx, r.Tx, r.Org, in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
-		Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl()})
+		Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.ttl(),
+		KeyID: r.Caller.KeyID})
 	if err != nil {
 		return nil, err
 	}
+	s.markExtraction(r, in.Session, a)
 	r.AfterCommit(func() {
 		if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
 			s.log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
