@@ -102,9 +102,9 @@ func (e *env) say(session, user string, turns ...string) []int64 {
 	return seqs
 }
 
-func (e *env) state(session string) extraction.State {
+func (e *env) state(session string) extraction.SessionExtraction {
 	e.t.Helper()
-	var st extraction.State
+	var st extraction.SessionExtraction
 	e.tx(func(tx pgx.Tx) error {
 		var err error
 		st, err = extraction.GetState(e.ctx, tx, org, session)

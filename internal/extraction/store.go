@@ -66,8 +66,8 @@ const MarkPendingSQL = `INSERT INTO extraction_state AS e (org_id, session_id, u
 		last_turn_at = excluded.last_turn_at, user_id = coalesce(e.user_id, excluded.user_id),
 		agent_id = coalesce(e.agent_id, excluded.agent_id), updated_at = excluded.updated_at`
 
-// State is a session's extraction bookkeeping.
-type State struct {
+// SessionExtraction is a session's extraction bookkeeping.
+type SessionExtraction struct {
 	SessionID    string     `json:"session_id"`
 	PendingSeq   int64      `json:"pending_seq" doc:"The newest turn recorded as waiting."`
 	ExtractedSeq int64      `json:"extracted_seq" doc:"The cursor: every turn at or below it has been extracted."`
@@ -81,17 +81,17 @@ type State struct {
 }
 
 // GetState reads a session's extraction state (strata.ErrNotFound when it has none).
-func GetState(ctx context.Context, db pg.DBTX, org, session string) (State, error) {
+func GetState(ctx context.Context, db pg.DBTX, org, session string) (SessionExtraction, error) {
 	return getState(ctx, db, org, session, false)
 }
 
-func getState(ctx context.Context, db pg.DBTX, org, session string, lock bool) (State, error) {
+func getState(ctx context.Context, db pg.DBTX, org, session string, lock bool) (SessionExtraction, error) {
 	q := `SELECT session_id, pending_seq, extracted_seq, status, runs, failures, coalesce(last_error, ''), last_run_at,
 		retry_after, updated_at FROM extraction_state WHERE org_id = $1 AND session_id = $2`
 	if lock {
 		q += ` FOR UPDATE`
 	}
-	var s State
+	var s SessionExtraction
 	err := db.QueryRow(ctx, q, org, session).Scan(&s.SessionID, &s.PendingSeq, &s.ExtractedSeq, &s.Status, &s.Runs,
 		&s.Failures, &s.LastError, &s.LastRunAt, &s.RetryAfter, &s.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -102,11 +102,11 @@ func getState(ctx context.Context, db pg.DBTX, org, session string, lock bool) (
 
 // ensureState makes sure the session has a state row (extraction on demand, or a row the
 // append did not write) and locks it until tx ends.
-func ensureState(ctx context.Context, tx pgx.Tx, org, session, user, agent string, now time.Time) (State, error) {
+func ensureState(ctx context.Context, tx pgx.Tx, org, session, user, agent string, now time.Time) (SessionExtraction, error) {
 	if _, err := tx.Exec(ctx, `INSERT INTO extraction_state (org_id, session_id, user_id, agent_id, updated_at)
 		VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5) ON CONFLICT (org_id, session_id) DO NOTHING`,
 		org, session, user, agent, now); err != nil {
-		return State{}, pg.Interpret(err)
+		return SessionExtraction{}, pg.Interpret(err)
 	}
 	return getState(ctx, tx, org, session, true)
 }

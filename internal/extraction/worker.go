@@ -182,7 +182,7 @@ func (x *Extractor) RunSession(ctx context.Context, org, session string) (RunRes
 
 func (x *Extractor) runBatch(ctx context.Context, org, session string) (res RunResult, done bool, err error) {
 	now := x.now()
-	var st State
+	var st SessionExtraction
 	var req Request
 	var rules policy.Extraction
 	err = pg.InOrgTx(ctx, x.Pool, org, func(tx pgx.Tx) error {
@@ -303,7 +303,7 @@ func (x *Extractor) applyPaused(ctx context.Context, tx pgx.Tx, ac AfterCommit, 
 }
 
 // fail records a failed run: status, backoff, metric and an audit entry (counts, no content).
-func (x *Extractor) fail(ctx context.Context, org, session string, st State, req Request, dec Decisions, err error) {
+func (x *Extractor) fail(ctx context.Context, org, session string, st SessionExtraction, req Request, dec Decisions, err error) {
 	backoff := time.Duration(1<<min(st.Failures, 10)) * 5 * time.Second
 	msg := err.Error()
 	if len(msg) > 300 {

@@ -81,7 +81,7 @@ var opMemoryProvenance = huma.Operation{
 
 type extractionStateOutput struct {
 	subject string
-	Body    extraction.State
+	Body    extraction.SessionExtraction
 }
 
 var opSessionExtraction = huma.Operation{
