@@ -21,6 +21,7 @@ import (
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/joblog"
@@ -78,6 +79,11 @@ type Deps struct {
 	// keys anchors verify with (GET /v1/audit/verify).
 	Anchorer  *audit.Anchorer
 	AuditKeys audit.Keyring
+	// Extraction extracts memories from turns (POST /v1/memories/extract; appends mark
+	// their turns for it); nil when the server has no LLM. ExtractionDefaultOn is the
+	// default of the policy's extraction.enabled.
+	Extraction          *extraction.Extractor
+	ExtractionDefaultOn bool
 
 	Options Options
 }
