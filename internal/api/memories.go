@@ -24,7 +24,7 @@ type CreateMemoryInput struct {
 		Metadata   map[string]any  `json:"metadata,omitempty" doc:"Free-form object (at most 16 KiB). Search can filter on containment. Job memories use job_id, outcome and parameters."`
 		Importance *float64        `json:"importance,omitempty" minimum:"0" maximum:"1" doc:"0-1, default 0.5: a ranking feature."`
 		Pinned     bool            `json:"pinned,omitempty" doc:"Pinned memories do not decay with age (and eviction keeps them)."`
-		Trust      string          `json:"trust,omitempty" enum:"verified,user_stated,agent_inferred,tool_output,consolidated" doc:"Where the content came from (default agent_inferred)."`
+		Trust      string          `json:"trust,omitempty" enum:"verified,user_stated,agent_inferred,tool_output,consolidated,extracted" doc:"Where the content came from (default agent_inferred)."`
 		Provenance *ProvenanceBody `json:"provenance,omitempty"`
 	}
 }
@@ -56,7 +56,7 @@ type PatchMemoryInput struct {
 		Metadata   map[string]any  `json:"metadata,omitempty" doc:"Replaces the metadata object."`
 		Importance *float64        `json:"importance,omitempty" minimum:"0" maximum:"1"`
 		Pinned     *bool           `json:"pinned,omitempty"`
-		Trust      *string         `json:"trust,omitempty" enum:"verified,user_stated,agent_inferred,tool_output,consolidated"`
+		Trust      *string         `json:"trust,omitempty" enum:"verified,user_stated,agent_inferred,tool_output,consolidated,extracted"`
 		Provenance *ProvenanceBody `json:"provenance,omitempty"`
 	}
 }

@@ -79,9 +79,10 @@ type DeleteStateInput struct {
 type PostMessageInput struct {
 	SessionPath
 	Body struct {
-		Role     string     `json:"role" enum:"user,assistant,system,tool"`
-		Content  string     `json:"content"`
-		Metadata JSONObject `json:"metadata,omitempty" doc:"Free-form JSON object."`
+		Role     string      `json:"role,omitempty" enum:"user,assistant,system,tool" doc:"Required unless messages is sent."`
+		Content  string      `json:"content,omitempty" doc:"Required unless messages is sent."`
+		Metadata JSONObject  `json:"metadata,omitempty" doc:"Free-form JSON object."`
+		Messages []MessageIn `json:"messages,omitempty" maxItems:"100" doc:"A batch of turns appended in order in one call (instead of role/content): all or none."`
 		SessionWrite
 	}
 }
@@ -89,7 +90,8 @@ type PostMessageInput struct {
 type MessageBody struct {
 	SessionID string `json:"session_id"`
 	working.Turn
-	ExpiresAt time.Time `json:"expires_at"`
+	ExpiresAt time.Time      `json:"expires_at"`
+	Items     []working.Turn `json:"items,omitempty" doc:"With messages: every turn appended, in order (the body's own fields are the last)."`
 }
 
 type MessageOutput struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/joblog"
@@ -58,6 +59,7 @@ type parts struct {
 	assembler    *turncontext.Assembler // per-turn context (POST /v1/context)
 	audit        *auditKeys             // anchor signing and verification; nil in NewServer
 	replicas     *pg.Replicas           // read replicas; nil without STRATA_DATABASE_REPLICA_URL
+	extractor    *extraction.Extractor  // conversation memory; nil without STRATA_LLM_MODEL
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -98,6 +100,13 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 			return nil, fmt.Errorf("STRATA_LLM_MODEL: %w", err)
 		}
 		p.consolidator.Summarizer = llm
+		p.extractor, err = extraction.New(extraction.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
+			Model: cfg.LLMModel}, extraction.Extractor{Pool: pool, Semantic: p.memories, KV: p.kv, Working: p.working,
+			Embedder: emb, Restricted: p.restrictions.RestrictedOn, Defaults: p.policy, Log: log,
+			Metrics: extraction.NewMetrics(p.metrics), ApplyPause: cfg.ExtractionApplyPause})
+		if err != nil {
+			return nil, err
+		}
 	}
 	if p.erasures, err = gdpr.NewInserter(pool); err != nil {
 		return nil, fmt.Errorf("gdpr: River inserter: %w", err)
@@ -137,6 +146,7 @@ func (p *parts) server() *httpapi.Server {
 		Console: func(api http.Handler) http.Handler {
 			return console.New(console.Deps{API: api, Keys: p.keys, Log: p.log, Idle: cfg.ConsoleIdle, Absolute: cfg.ConsoleAbsolute})
 		},
+		Extraction: p.extractor, ExtractionDefaultOn: *p.policy.Extraction.Enabled,
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/consolidation"
 	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/queue"
 )
 
@@ -36,6 +37,13 @@ func (p *parts) lifecycleWorkers(workers *river.Workers) []*river.PeriodicJob {
 		every(cfg.OutboxPoll, consolidation.DispatchArgs{}, true),
 		every(cfg.ConsolidationInterval, consolidation.ScheduleArgs{}, false),
 		every(cfg.EvictionInterval, eviction.ScheduleArgs{}, false),
+	}
+	// Conversation memory (docs/extraction.md), when the server has an LLM:
+	//	every STRATA_EXTRACTION_POLL extraction_dispatch: due sessions → extract_session (unique per session)
+	if p.extractor != nil {
+		river.AddWorker(workers, &extraction.DispatchWorker{Extractor: p.extractor, ExtraOrg: cfg.AdminOrg})
+		river.AddWorker(workers, &extraction.SessionWorker{Extractor: p.extractor})
+		periodic = append(periodic, every(cfg.ExtractionPoll, extraction.DispatchArgs{}, true))
 	}
 	return periodic
 }

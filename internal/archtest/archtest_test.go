@@ -24,7 +24,7 @@ var floors = map[string]int{
 	"internal/working": 20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,
 	"internal/keyvalue": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
-	"internal/consolidation": 30, "internal/joblog": 30,
+	"internal/consolidation": 30, "internal/joblog": 30, "internal/extraction": 29, // gdpr erases extraction's state
 	"internal/mcp":     40, // the MCP server and its tool table, built from the OpenAPI document
 	"internal/console": 40, // the web console: its sessions and pages; calls the API in-process
 	"internal/api":     41, // the wire contract of /v1: types and operation docs (/v1/tools answers mcp's)
@@ -43,12 +43,12 @@ var sharedWithOutside = []string{"internal/audit", "internal/strata"}
 // support packages exist for tests and tools and may import anything.
 var support = []string{"internal/testenv", "internal/apptest", "internal/archtest", "internal/crashtest",
 	"internal/reliability", "internal/readme", "internal/langgraphtest", "internal/pythontest",
-	"internal/typescripttest", "internal/steptest", "internal/consoletest", "internal/embed/internal/genmodel",
+	"internal/typescripttest", "internal/steptest", "internal/consoletest", "internal/llmtest", "internal/embed/internal/genmodel",
 	"internal/embed/internal/genmodel/gen"}
 
 // httpClients are the packages below the transport allowed net/http: they call HTTP APIs
 // (embedders, the LLM).
-var httpClients = []string{"internal/embed", "internal/consolidation"}
+var httpClients = []string{"internal/embed", "internal/consolidation", "internal/extraction"}
 
 func imports(t *testing.T) map[string][]string {
 	t.Helper()

@@ -541,7 +541,7 @@ func (a *app) memoriesCmd() *cobra.Command {
 			}
 			return a.print(map[string]any{"id": args[0], "deleted_versions": ids}, []string{"ID", "VERSIONS_DELETED"}, [][]string{{args[0], strconv.Itoa(len(ids))}})
 		}}
-	cmd.AddCommand(add, search, show, forget, a.memoriesImportCmd())
+	cmd.AddCommand(add, search, show, forget, a.memoriesImportCmd(), a.memoriesExtractCmd())
 	return cmd
 }
 

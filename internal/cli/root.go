@@ -70,6 +70,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.AddCommand(a.lifecycleCmds()...)
 	root.AddCommand(a.gdprCmd())
 	root.AddCommand(a.loadtestCmd())
+	root.AddCommand(a.evalCmd())
 	return root
 }
 

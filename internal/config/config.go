@@ -115,6 +115,13 @@ type Config struct {
 	ErasureBatch int           `env:"STRATA_ERASURE_BATCH" envDefault:"1000"`
 	ErasurePause time.Duration `env:"STRATA_ERASURE_PAUSE" envDefault:"0s"`
 	ErasureLease time.Duration `env:"STRATA_ERASURE_LEASE" envDefault:"30s"`
+
+	// Conversation memory (docs/extraction.md): with STRATA_LLM_MODEL set, facts and
+	// preferences are extracted from session turns for orgs whose policy turns it on. The
+	// dispatcher looks for due sessions every STRATA_EXTRACTION_POLL;
+	// STRATA_EXTRACTION_APPLY_PAUSE (tests only) sleeps between applied decisions.
+	ExtractionPoll       time.Duration `env:"STRATA_EXTRACTION_POLL" envDefault:"1s"`
+	ExtractionApplyPause time.Duration `env:"STRATA_EXTRACTION_APPLY_PAUSE" envDefault:"0s"`
 }
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).
@@ -279,6 +286,12 @@ func (c Config) Validate() error {
 	}
 	if c.ErasureBatch < 1 || c.ErasureBatch > 100000 {
 		bad("STRATA_ERASURE_BATCH", "must be between 1 and 100000, got %d", c.ErasureBatch)
+	}
+	if c.ExtractionPoll <= 0 {
+		bad("STRATA_EXTRACTION_POLL", "must be a positive duration")
+	}
+	if c.ExtractionApplyPause < 0 {
+		bad("STRATA_EXTRACTION_APPLY_PAUSE", "must not be negative")
 	}
 	if c.ErasurePause < 0 {
 		bad("STRATA_ERASURE_PAUSE", "must not be negative")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
@@ -32,7 +33,7 @@ const MaxRounds = 3
 
 // Phases are the erasure's steps, in order. River jobs go first so no queued work re-creates
 // data behind the erasure; restrictions go last.
-var Phases = []string{"river", "jobs", "episodic", "checkpoints", "assets", "semantic", "keyvalue", "working", "idempotency", "restrictions"}
+var Phases = []string{"river", "jobs", "episodic", "checkpoints", "assets", "semantic", "extraction", "keyvalue", "working", "idempotency", "restrictions"}
 
 // Engine runs erasures. Any number of engines (replicas) may run; an erasure's lease makes
 // one of them work it at a time.
@@ -355,6 +356,11 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			k, err := semantic.EraseUserRetrievals(ctx, tx, org, user, n)
 			return map[string]int64{"semantic.retrievals": k}, k < int64(n), err
+		})
+	case "extraction":
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
+			x, err := extraction.EraseUser(ctx, tx, org, user)
+			return map[string]int64{"extraction.states": x.States, "extraction.provenance": x.Provenance}, true, err
 		})
 	case "keyvalue":
 		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {

@@ -33,6 +33,8 @@ var Covered = []Coverage{
 	{Table: "idempotency_keys", Tier: "idempotency", Erasure: "deleted: by user_id, by the paths of erased jobs/sessions/assets, by responses quoting erased memory ids or the subject's user_id",
 		Remaining: `SELECT count(*) FROM idempotency_keys WHERE org_id = $1 AND (user_id = $2
 			OR position(convert_to('"user_id":' || to_jsonb($2::text)::text, 'UTF8') IN response_body) > 0)`},
+	{Table: "extraction_state", Tier: "extraction", Erasure: "deleted (the subject's sessions' cursors and statuses); queued extraction jobs go with River's phase (their args name the user)"},
+	{Table: "extraction_provenance", Tier: "extraction", Erasure: "deleted (where each extracted memory and preference came from; the memories and preferences go with their tiers)"},
 	{Table: "gdpr_restrictions", Tier: "gdpr", Erasure: "deleted (nothing is left to restrict)"},
 	{Table: "gdpr_erasures", Tier: "gdpr", Erasure: "the raw user_id is cleared when the erasure completes; the receipt keeps only the audit pseudonym",
 		Remaining: `SELECT count(*) FROM gdpr_erasures WHERE org_id = $1 AND user_id = $2 AND status NOT IN ('pending', 'running')`},

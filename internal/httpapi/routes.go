@@ -72,6 +72,7 @@ func (s *Server) routes() {
 		handle(s, agentRoles, api.OpDeleteSession, NoSubjectData, s.deleteSession)           // DELETE /v1/sessions/{session}/state
 		handle(s, agentRoles, api.OpPostSessionMessage, NoSubjectData, s.postSessionMessage) // POST /v1/sessions/{session}/messages
 		handle(s, agentRoles, api.OpListSessionMessages, SubjectData, s.listSessionMessages) // GET /v1/sessions/{session}/messages
+		handle(s, agentRoles, api.OpSessionExtraction, SubjectData, s.sessionExtraction)     // GET /v1/sessions/{session}/extraction
 
 		// Episodic log (episodic.go).
 		handle(s, agentRoles, api.OpAppendEvents, NoSubjectData, s.appendEvents)  // POST /v1/jobs/{job}/events
@@ -123,6 +124,8 @@ func (s *Server) routes() {
 		handle(s, agentRoles, api.OpMemoryHistory, SubjectData, s.memoryHistory)         // GET /v1/memories/{id}/history
 		handle(s, agentRoles, api.OpVerifyMemory, NoSubjectData, s.verifyMemory)         // POST /v1/memories/{id}/verify
 		handle(s, agentRoles, api.OpMemoryRetrievals, SubjectData, s.memoryRetrievals)   // GET /v1/memories/{id}/retrievals
+		handle(s, agentRoles, api.OpExtractMemories, NoSubjectData, s.extractMemories)   // POST /v1/memories/extract
+		handle(s, agentRoles, api.OpMemoryProvenance, SubjectData, s.memoryProvenance)   // GET /v1/memories/{id}/provenance
 
 		// LangGraph checkpointer (langgraph.go).
 		handle(s, agentRoles, api.OpPutLanggraphCheckpoint, NoSubjectData, s.putLanggraphCheckpoint)               // POST /v1/jobs/{job}/langgraph/checkpoints

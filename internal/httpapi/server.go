@@ -21,6 +21,7 @@ import (
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/joblog"
@@ -86,6 +87,12 @@ type Deps struct {
 	// Console builds the web console (internal/console) on the API as an in-process
 	// handler; nil serves no console.
 	Console func(api http.Handler) http.Handler
+
+	// Extraction extracts memories from turns (POST /v1/memories/extract; appends mark
+	// their turns for it); nil when the server has no LLM. ExtractionDefaultOn is the
+	// default of the policy's extraction.enabled.
+	Extraction          *extraction.Extractor
+	ExtractionDefaultOn bool
 
 	Options Options
 }

@@ -63,11 +63,16 @@ func (s *Server) deleteSession(ctx context.Context, r *Request, in *api.DeleteSt
 }
 
 func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *api.PostMessageInput) (*api.MessageOutput, error) {
+	if len(in.Body.Messages) > 0 {
+		return s.postSessionMessages(ctx, r, in)
+	}
 	a, err := s.Working.Append(ctx, r.Tx, r.Org, in.Session, working.NewTurn{Role: in.Body.Role, Content: in.Body.Content,
-		Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL()})
+		Metadata: json.RawMessage(in.Body.Metadata), UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL(),
+		KeyID: r.Caller.KeyID})
 	if err != nil {
 		return nil, err
 	}
+	s.markExtraction(r, in.Session, a)
 	r.AfterCommit(func() {
 		if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
 			s.Log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))

@@ -61,6 +61,14 @@ var Specs = []Spec{
 			"before relying on them.",
 	},
 	{
+		Name: "extract_memories", Method: http.MethodPost, Path: "/v1/memories/extract",
+		Description: "Hand over conversation turns and let Strata decide what to remember: it asks the org's LLM for facts " +
+			"(added, updated as new versions, retracted) and preferences (key-value namespace preferences, user level), " +
+			"each traceable to the turns. Pass session_id to extract the session's turns not extracted yet, or messages " +
+			"with user_id. dry_run shows the decisions without applying them. Extraction also runs in the background " +
+			"after turns are appended when the org's policy enables it.",
+	},
+	{
 		Name: "forget", Method: http.MethodDelete, Path: "/v1/memories/{id}", Destructive: true,
 		Description: "Delete a memory and all its versions (text, vector, history). Use the id from recall or remember. " +
 			"Only when the user asks you to forget it or it is wrong and cannot be corrected.",

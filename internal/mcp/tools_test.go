@@ -14,7 +14,7 @@ import (
 	"github.com/strata-mem/strata/internal/mcp"
 )
 
-var toolNames = []string{"ack_handoff", "complete_step", "fail_step", "forget", "get_context", "handoff", "kv_get",
+var toolNames = []string{"ack_handoff", "complete_step", "extract_memories", "fail_step", "forget", "get_context", "handoff", "kv_get",
 	"kv_set", "log_event", "recall", "remember", "resume_job", "save_checkpoint", "start_step", "was_applied"}
 
 func connect(t *testing.T, s *apptest.Server, key string) *sdk.ClientSession {

@@ -89,6 +89,7 @@ type LifecyclePolicy struct {
 	Checkpoints   CheckpointRules       `json:"checkpoints,omitempty"`
 	KeyValue      KeyValueRules         `json:"key_value,omitempty"`
 	Consolidation ConsolidationRules    `json:"consolidation,omitempty"`
+	Extraction    ExtractionRules       `json:"extraction,omitempty"`
 }
 
 func sp(s string) *string   { return &s }
@@ -133,6 +134,7 @@ func DefaultPolicy(verifyAge time.Duration) LifecyclePolicy {
 				RecencyHalfLife: sp("7d"),
 			},
 		},
+		Extraction: defaultExtraction(),
 	}
 }
 
@@ -186,6 +188,7 @@ type Effective struct {
 	CompactMinRun  int
 	MergeThreshold float64
 	Promotion      Promotion
+	Extraction     Extraction
 	// Doc is the filled-in document (what GET answers).
 	Doc LifecyclePolicy
 }
@@ -255,6 +258,7 @@ func Fill(p, def LifecyclePolicy) LifecyclePolicy {
 	if pr.Kinds == nil {
 		out.Consolidation.Promotion.Kinds = dp.Kinds
 	}
+	out.Extraction = fillExtraction(p.Extraction, def.Extraction)
 	return out
 }
 
@@ -349,6 +353,7 @@ func Compile(p, def LifecyclePolicy) (Effective, error) {
 			errs = append(errs, strata.Invalid("body.consolidation.promotion."+name, "must be a non-negative number"))
 		}
 	}
+	e.Extraction = compileExtraction(doc.Extraction, &errs)
 	if len(errs) > 0 {
 		return e, errs[0]
 	}

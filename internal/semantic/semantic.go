@@ -34,6 +34,7 @@ var Trusts = []string{
 	"agent_inferred", // an agent concluded it (the default)
 	"tool_output",    // a tool or API returned it
 	"consolidated",   // written by consolidation from episodic logs / finished jobs
+	"extracted",      // extracted by the org's LLM from conversation turns (internal/extraction)
 }
 
 // DefaultTrust is the trust of a memory written without one.

@@ -34,6 +34,7 @@ type NewTurn struct {
 	UserID   string
 	AgentID  string
 	TTL      time.Duration
+	KeyID    string // the API key appending it (working_turns.written_by; extraction's provenance)
 }
 
 // entryBody is what the Redis list stores after "<seq>\n".
@@ -72,6 +73,8 @@ func decodeEntry(e string) (Turn, error) {
 type Appended struct {
 	Turn      Turn
 	ExpiresAt time.Time
+	UserID    string // the session's user and agent (fixed when it was created)
+	AgentID   string
 	store     *Store
 	org, sess string
 	durable   int64 // every turn <= durable is in Postgres once the transaction commits
@@ -172,9 +175,9 @@ func (s *Store) Append(ctx context.Context, tx pg.DBTX, org, session string, in 
 			}
 		}
 		spill[t.Seq] = t
-		a := &Appended{Turn: t, ExpiresAt: now.Add(ttl).UTC().Truncate(time.Millisecond), store: s, org: org, sess: session,
-			durable: t.Seq, trimTo: trimTo}
-		if err := s.persistTurns(ctx, tx, org, session, uid, aid, ttl, ca, now, spill); err != nil {
+		a := &Appended{Turn: t, ExpiresAt: now.Add(ttl).UTC().Truncate(time.Millisecond), UserID: uid, AgentID: aid,
+			store: s, org: org, sess: session, durable: t.Seq, trimTo: trimTo}
+		if err := s.persistTurns(ctx, tx, org, session, uid, aid, ttl, ca, now, spill, t.Seq, in.KeyID); err != nil {
 			k := s.sessionKeys(org, session)
 			entry, _ := encodeEntry(t)
 			_ = dropTurnScript.Run(context.WithoutCancel(ctx), s.rdb, []string{k.meta, k.turns}, entry).Err()
@@ -188,7 +191,7 @@ func (s *Store) Append(ctx context.Context, tx pg.DBTX, org, session string, in 
 // persistTurns is the Postgres half of an append: the session row (scope, expiry, turn
 // counter) first — it serialises appends to one session — then the turns, idempotently.
 func (s *Store) persistTurns(ctx context.Context, tx pg.DBTX, org, session, uid, aid string, ttl time.Duration,
-	ca int64, now time.Time, spill map[int64]Turn) error {
+	ca int64, now time.Time, spill map[int64]Turn, newSeq int64, keyID string) error {
 	if s.afterRedisWrite != nil {
 		if err := s.afterRedisWrite(); err != nil {
 			return err
@@ -222,11 +225,12 @@ func (s *Store) persistTurns(ctx context.Context, tx pg.DBTX, org, session, uid,
 	if err != nil {
 		return pg.Interpret(fmt.Errorf("writing durable session %s: %w", session, err))
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO working_turns (org_id, session_id, seq, user_id, role, content, metadata, created_at)
-		SELECT $1, $2, u.seq, nullif($3, ''), u.role, u.content, u.metadata::jsonb, u.created_at
+	_, err = tx.Exec(ctx, `INSERT INTO working_turns (org_id, session_id, seq, user_id, role, content, metadata, created_at, written_by)
+		SELECT $1, $2, u.seq, nullif($3, ''), u.role, u.content, u.metadata::jsonb, u.created_at,
+			CASE WHEN u.seq = $9 THEN nullif($10, '') END
 		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::timestamptz[]) AS u(seq, role, content, metadata, created_at)
 		ON CONFLICT (org_id, session_id, seq) DO NOTHING`,
-		org, session, uid, seqs, roles, contents, mds, created)
+		org, session, uid, seqs, roles, contents, mds, created, newSeq, keyID)
 	if err != nil {
 		return pg.Interpret(fmt.Errorf("spilling turns of session %s: %w", session, err))
 	}

@@ -1,0 +1,456 @@
+package extraction
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/strata-mem/strata/internal/embed"
+	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
+	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/strata"
+	"github.com/strata-mem/strata/internal/working"
+)
+
+// Namespace is the key-value namespace preferences go to.
+const Namespace = "preferences"
+
+// WorkerKey is the actor of extraction's writes when the turns name no API key.
+const WorkerKey = "worker:extraction"
+
+// Trust is the trust of everything extraction writes, whatever a turn says.
+const Trust = "extracted"
+
+// ErrNotConfigured: the server has no LLM (STRATA_LLM_MODEL unset).
+var ErrNotConfigured = errors.New("extraction needs an LLM: set STRATA_LLM_MODEL (and OPENAI_BASE_URL for a server other than OpenAI's)")
+
+// RateLimitedError: the org used its LLM calls or tokens for this hour.
+type RateLimitedError struct {
+	Limit string        // "calls" or "tokens"
+	Wait  time.Duration // until the next hour
+}
+
+func (e *RateLimitedError) Error() string {
+	return "extraction: the org's hourly LLM " + e.Limit + " limit is used up; retry in " + e.Wait.Round(time.Second).String()
+}
+
+// Restricted reports whether a data subject's processing is restricted (GDPR Art. 18) on
+// db (app wires internal/gdpr's check).
+type Restricted func(ctx context.Context, db pg.DBTX, org, user string) (bool, error)
+
+// Extractor extracts and applies memories. Build it with New.
+type Extractor struct {
+	Pool       *pgxpool.Pool
+	Semantic   *semantic.Store
+	KV         *keyvalue.Store
+	Working    *working.Store
+	Embedder   embed.Embedder
+	Restricted Restricted
+	Defaults   policy.LifecyclePolicy
+	Log        *slog.Logger
+	Metrics    *Metrics // nil: not counted
+	Now        func() time.Time
+	// ApplyPause sleeps between applied decisions of a background run
+	// (STRATA_EXTRACTION_APPLY_PAUSE; the crash test kills the server inside an apply).
+	ApplyPause time.Duration
+
+	client *openai.Client
+	o      LLMOptions
+}
+
+// New returns an extractor calling the model o names; without o.Model it returns nil and
+// ErrNotConfigured (extraction is off).
+func New(o LLMOptions, x Extractor) (*Extractor, error) {
+	if o.Model == "" {
+		return nil, ErrNotConfigured
+	}
+	x.o, x.client = o, newClient(o)
+	if x.Log == nil {
+		x.Log = slog.New(slog.DiscardHandler)
+	}
+	return &x, nil
+}
+
+func (x *Extractor) now() time.Time {
+	if x.Now != nil {
+		return x.Now().UTC().Truncate(time.Microsecond)
+	}
+	return time.Now().UTC().Truncate(time.Microsecond)
+}
+
+func (x *Extractor) attempts() int {
+	if x.o.Attempts > 0 {
+		return x.o.Attempts
+	}
+	return 3
+}
+
+func (x *Extractor) timeout() time.Duration {
+	if x.o.Timeout > 0 {
+		return x.o.Timeout
+	}
+	return 60 * time.Second
+}
+
+func (x *Extractor) maxTokens() int {
+	if x.o.MaxTokens > 0 {
+		return x.o.MaxTokens
+	}
+	return 1500
+}
+
+// DefaultModel is the server's model (STRATA_LLM_MODEL).
+func (x *Extractor) DefaultModel() string { return x.o.Model }
+
+// Turn is one turn to extract from. Seq is the session's seq (or the message's 1-based
+// position for messages sent to POST /v1/memories/extract); WrittenBy the key that wrote it.
+type Turn struct {
+	Seq       int64  `json:"seq"`
+	Role      string `json:"role"`
+	Content   string `json:"content"`
+	WrittenBy string `json:"-"`
+}
+
+// Request is one extraction: turns of one scope.
+type Request struct {
+	Org       string
+	UserID    string // the data subject; facts and preferences are written at their level
+	AgentID   string // the agent the turns were with (provenance; quarantine by agent)
+	SessionID string // the session the turns belong to ("" for messages sent in a request)
+	Turns     []Turn
+	// KeyID is the caller: the actor for turns that name no writer.
+	KeyID string
+	// Model overrides the org's model (the org policy's extraction.model, else the server's).
+	Model string
+}
+
+// Decision is one thing the model decided, and what applying it did.
+type Decision struct {
+	Op       string     `json:"op" enum:"add,update,delete,noop" doc:"add: a new fact or preference; update: a new version superseding the old; delete: the fact or preference retracted (history kept); noop: already known."`
+	Kind     string     `json:"kind" enum:"fact,preference"`
+	Text     string     `json:"text,omitempty" doc:"The fact, or the preference's value."`
+	Key      string     `json:"key,omitempty" doc:"The preference key (namespace preferences)."`
+	MemoryID *uuid.UUID `json:"memory_id,omitempty" doc:"The existing memory an update, delete or noop is about."`
+	Turns    []int64    `json:"turns" doc:"The turn seqs it came from."`
+	// What applying it did (absent on a dry run).
+	Result         string     `json:"result,omitempty" enum:"added,deduplicated,updated,retracted,unchanged,skipped" doc:"skipped: nothing to do (the preference already had this value, or no user to hold it)."`
+	ResultMemoryID *uuid.UUID `json:"result_memory_id,omitempty" doc:"The memory version written (or the duplicate it was folded into)."`
+	KVVersion      int64      `json:"kv_version,omitempty" doc:"The preference's version after the write."`
+
+	vector []float32
+	writer string
+}
+
+// Decisions is an extraction's answer.
+type Decisions struct {
+	Model         string     `json:"model"`
+	PromptVersion string     `json:"prompt_version"`
+	Decisions     []Decision `json:"decisions"`
+	Usage         Usage      `json:"usage"`
+	Applied       bool       `json:"applied" doc:"False on a dry run."`
+}
+
+// Counts tallies decisions by op (audit and metrics; no content).
+func (d Decisions) Counts() map[string]int {
+	c := map[string]int{"add": 0, "update": 0, "delete": 0, "noop": 0}
+	for _, x := range d.Decisions {
+		c[x.Op]++
+	}
+	return c
+}
+
+// factScope is where a request's facts live: the user's level when there is a user (facts
+// outlive the session), otherwise the session's own scope.
+func (r Request) factScope() strata.Scope {
+	if r.UserID != "" {
+		return strata.Scope{OrgID: r.Org, UserID: r.UserID}
+	}
+	return strata.Scope{OrgID: r.Org, AgentID: r.AgentID, SessionID: r.SessionID}
+}
+
+// prefScope is where preferences live: user level (or the session's when there is no user).
+func (r Request) prefScope() strata.Scope { return r.factScope() }
+
+func (x *Extractor) check(r Request) error {
+	if r.Org == "" {
+		return errors.New("extraction: empty org")
+	}
+	if len(r.Turns) == 0 {
+		return strata.Invalid("messages", "there are no turns to extract from")
+	}
+	for f, v := range map[string]string{"user_id": r.UserID, "agent_id": r.AgentID, "session_id": r.SessionID} {
+		if err := strata.CheckID(f, v, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// modelFor is the model an org's extraction asks.
+func (x *Extractor) modelFor(ctx context.Context, db pg.DBTX, r Request) (string, policy.Extraction, error) {
+	eff, err := policy.LoadEffective(ctx, db, r.Org, x.Defaults)
+	if err != nil {
+		return "", policy.Extraction{}, err
+	}
+	m := cmpOr(r.Model, eff.Extraction.Model, x.o.Model)
+	return m, eff.Extraction, nil
+}
+
+func cmpOr(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// Extract asks the model what to remember from r's turns and validates its answer. It
+// reads on tx (bound to r.Org) — the subject's restriction, the memories and preferences
+// shown to the model — and writes nothing but the org's usage counters (on their own
+// transaction, so a call is counted even when the caller rolls back). A restricted subject
+// is strata.ErrRestricted before any call.
+func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decisions, error) {
+	if err := x.check(r); err != nil {
+		return Decisions{}, err
+	}
+	if x.Restricted != nil && r.UserID != "" {
+		restricted, err := x.Restricted(ctx, tx, r.Org, r.UserID)
+		if err != nil {
+			return Decisions{}, err
+		}
+		if restricted {
+			return Decisions{}, strata.ErrRestricted
+		}
+	}
+	model, rules, err := x.modelFor(ctx, tx, r)
+	if err != nil {
+		return Decisions{}, err
+	}
+	out := Decisions{Model: model, PromptVersion: PromptVersion, Decisions: []Decision{}}
+
+	// What the model is shown: the batch's turns, and the memories and preferences of the
+	// exact scope the results are written to (nothing else can be named in an answer).
+	doc := promptDoc{Memories: []promptMemory{}, Preferences: []promptPref{}}
+	seqs := map[int64]bool{}
+	writers := map[int64]string{}
+	var query strings.Builder
+	for _, t := range r.Turns {
+		doc.Turns = append(doc.Turns, promptTurn{Seq: t.Seq, Role: t.Role, Content: t.Content})
+		seqs[t.Seq] = true
+		writers[t.Seq] = cmpOr(t.WrittenBy, r.KeyID, WorkerKey)
+		if t.Role == "user" || query.Len() < 2000 {
+			query.WriteString(t.Content)
+			query.WriteString("\n")
+		}
+	}
+	sc := r.factScope()
+	refs := map[string]bool{}
+	refIDs := map[string]uuid.UUID{}
+	q := query.String()
+	if len([]rune(q)) > 4000 {
+		q = string([]rune(q)[:4000])
+	}
+	vecs, err := x.Embedder.Embed(ctx, []string{q})
+	if err != nil {
+		return Decisions{}, fmt.Errorf("extraction: embedding the turns: %w", err)
+	}
+	sp := x.space()
+	hits, _, err := x.Semantic.Search(ctx, tx, semantic.Query{Scope: sc, Text: q, Vector: vecs[0], Space: sp,
+		Kinds: []string{semantic.KindFact}, TopK: 30})
+	if err != nil {
+		return Decisions{}, err
+	}
+	for _, h := range hits {
+		m := h.Memory
+		if m.UserID != sc.UserID || m.AgentID != sc.AgentID || m.SessionID != sc.SessionID {
+			continue // visible to the scope but not of it: never a target
+		}
+		ref := "m" + strconv.Itoa(len(refIDs)+1)
+		refs[ref], refIDs[ref] = true, m.ID
+		doc.Memories = append(doc.Memories, promptMemory{Ref: ref, Text: m.Text})
+	}
+	prefs := map[string]bool{}
+	prefValues := map[string]string{}
+	entries, err := x.KV.ListOn(ctx, tx, Namespace, r.prefScope(), false, "", 200)
+	if err != nil && !errors.Is(err, strata.ErrNotFound) {
+		return Decisions{}, err
+	}
+	for _, e := range entries {
+		v := prefValue(e.Value)
+		prefs[e.Key], prefValues[e.Key] = true, v
+		doc.Preferences = append(doc.Preferences, promptPref{Key: e.Key, Value: v})
+	}
+
+	before := func() error { return x.checkUsage(ctx, r.Org, rules) }
+	after := func(u Usage) { x.addUsage(ctx, r.Org, u) }
+	raw, usage, err := x.ask(ctx, model, doc, refs, prefs, seqs, before, after)
+	out.Usage = usage
+	x.Metrics.call(usage)
+	if err != nil {
+		return out, err
+	}
+	var texts []string
+	var textAt []int
+	for _, d := range raw {
+		dd := Decision{Op: strings.ToLower(d.Op), Kind: d.Kind, Text: strings.TrimSpace(d.Text), Turns: slices.Clone(d.Turns)}
+		slices.Sort(dd.Turns)
+		dd.Turns = slices.Compact(dd.Turns)
+		if dd.Turns == nil {
+			dd.Turns = []int64{}
+		}
+		if d.Kind == "preference" {
+			dd.Key = d.Key
+			if dd.Op == "add" && prefs[d.Key] {
+				dd.Op = "update"
+			}
+			if dd.Op == "update" && !prefs[d.Key] {
+				dd.Op = "add"
+			}
+			if dd.Op == "delete" {
+				dd.Text = ""
+			}
+		} else if d.Ref != "" {
+			id := refIDs[d.Ref]
+			dd.MemoryID = &id
+			if dd.Op == "delete" || dd.Op == "noop" {
+				dd.Text = ""
+			}
+		}
+		// The writer of a result is the writer of the newest turn it cites.
+		dd.writer = cmpOr(r.KeyID, WorkerKey)
+		if n := len(dd.Turns); n > 0 {
+			dd.writer = writers[dd.Turns[n-1]]
+		}
+		if dd.Kind == "fact" && (dd.Op == "add" || dd.Op == "update") {
+			texts = append(texts, dd.Text)
+			textAt = append(textAt, len(out.Decisions))
+		}
+		out.Decisions = append(out.Decisions, dd)
+	}
+	if len(texts) > 0 {
+		vs, err := x.Embedder.Embed(ctx, texts)
+		if err != nil {
+			return out, fmt.Errorf("extraction: embedding the facts: %w", err)
+		}
+		for i, at := range textAt {
+			out.Decisions[at].vector = vs[i]
+		}
+	}
+	return out, nil
+}
+
+func (x *Extractor) space() semantic.Space {
+	return semantic.Space{Embedder: x.Embedder.Name(), Model: x.Embedder.Model(), Dims: x.Embedder.Dims()}
+}
+
+// prefValue is a stored preference as text (a JSON string's content, other JSON as is).
+func prefValue(v json.RawMessage) string {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}
+
+// AfterCommit registers work to run once the caller's transaction has committed (the
+// key-value cache).
+type AfterCommit = keyvalue.AfterCommit
+
+// Apply writes d's decisions on tx through the tiers' write paths and records each
+// result's provenance (session, turn seqs, model, prompt version, writer key). Everything
+// happens on tx: the caller commits it together with its own bookkeeping (the session
+// cursor), or rolls it all back.
+func (x *Extractor) Apply(ctx context.Context, tx pgx.Tx, afterCommit AfterCommit, r Request, d *Decisions) error {
+	sc, psc := r.factScope(), r.prefScope()
+	now := x.now()
+	sp := x.space()
+	for i := range d.Decisions {
+		dd := &d.Decisions[i]
+		meta := map[string]any{"extraction": map[string]any{"session_id": r.SessionID, "turns": dd.Turns,
+			"model": d.Model, "prompt_version": d.PromptVersion}}
+		prov := semantic.Provenance{KeyID: dd.writer, AgentID: r.AgentID}
+		var memID *uuid.UUID
+		var kvVersion *int64
+		switch {
+		case dd.Kind == "fact" && dd.Op == "add":
+			m, dup, err := x.Semantic.Create(ctx, tx, semantic.NewMemory{Scope: sc, Kind: semantic.KindFact, Text: dd.Text,
+				Metadata: meta, Importance: 0.5, Trust: Trust, Provenance: prov, Vector: dd.vector, Space: sp})
+			if err != nil {
+				return fmt.Errorf("extraction: adding a fact: %w", err)
+			}
+			dd.Result, dd.ResultMemoryID = "added", &m.ID
+			if dup != nil {
+				dd.Result = "deduplicated"
+			}
+			memID = &m.ID
+		case dd.Kind == "fact" && dd.Op == "update":
+			trust := Trust
+			m, err := x.Semantic.Supersede(ctx, tx, r.Org, *dd.MemoryID, semantic.Patch{Text: &dd.Text, Metadata: meta,
+				Trust: &trust, Provenance: prov, Vector: dd.vector, Space: sp})
+			if err != nil {
+				return fmt.Errorf("extraction: updating a fact: %w", err)
+			}
+			dd.Result, dd.ResultMemoryID, memID = "updated", &m.ID, &m.ID
+		case dd.Kind == "fact" && dd.Op == "delete":
+			m, err := x.Semantic.Retract(ctx, tx, r.Org, *dd.MemoryID)
+			if err != nil {
+				return fmt.Errorf("extraction: retracting a fact: %w", err)
+			}
+			dd.Result, dd.ResultMemoryID, memID = "retracted", &m.ID, &m.ID
+		case dd.Op == "noop":
+			dd.Result = "unchanged"
+			continue
+		case dd.Kind == "preference" && (dd.Op == "add" || dd.Op == "update"):
+			val, _ := json.Marshal(dd.Text)
+			e, _, err := x.KV.Put(ctx, tx, afterCommit, keyvalue.WriteInput{Namespace: Namespace, Key: dd.Key, Scope: psc,
+				Value: val, Actor: dd.writer})
+			if err != nil {
+				return fmt.Errorf("extraction: writing a preference: %w", err)
+			}
+			dd.Result, dd.KVVersion = map[string]string{"add": "added", "update": "updated"}[dd.Op], e.Version
+			kvVersion = &e.Version
+		case dd.Kind == "preference" && dd.Op == "delete":
+			e, err := x.KV.Delete(ctx, tx, afterCommit, Namespace, dd.Key, psc, nil, dd.writer)
+			if errors.Is(err, strata.ErrNotFound) {
+				dd.Result = "skipped"
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("extraction: deleting a preference: %w", err)
+			}
+			dd.Result, dd.KVVersion = "retracted", e.Version
+			kvVersion = &e.Version
+		default:
+			return fmt.Errorf("extraction: unknown decision %s/%s", dd.Kind, dd.Op)
+		}
+		var ns, key *string
+		if kvVersion != nil {
+			n, k := Namespace, dd.Key
+			ns, key = &n, &k
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO extraction_provenance (org_id, op, memory_id, kv_namespace, kv_key, kv_version,
+				user_id, agent_id, session_id, turn_seqs, model, prompt_version, written_by, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10, $11, $12, $13, $14)`,
+			r.Org, dd.Op, memID, ns, key, kvVersion, r.UserID, r.AgentID, r.SessionID, dd.Turns, d.Model, d.PromptVersion,
+			dd.writer, now); err != nil {
+			return pg.Interpret(err)
+		}
+	}
+	d.Applied = true
+	x.Metrics.decided(*d)
+	return nil
+}

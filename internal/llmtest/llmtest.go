@@ -1,0 +1,187 @@
+// Package llmtest is a fake OpenAI-compatible chat-completions server for tests: it speaks
+// the real wire format (POST /v1/chat/completions, choices, usage) and answers what the test
+// scripts, so extraction is tested end to end without a paid model. It is a test support
+// package: nothing in the server imports it.
+package llmtest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+)
+
+// Prompt is what one call asked: the model, the messages, and the extraction document
+// (the last user message parsed, when it is JSON).
+type Prompt struct {
+	Model          string
+	Messages       []Message
+	Doc            Doc
+	ResponseFormat map[string]any
+	Attempt        int // 1 for the first call of a conversation, 2 after one rejected answer, ...
+}
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Doc is extraction's prompt document.
+type Doc struct {
+	Memories []struct {
+		Ref  string `json:"ref"`
+		Text string `json:"text"`
+	} `json:"memories"`
+	Preferences []struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	} `json:"preferences"`
+	Turns []struct {
+		Seq     int64  `json:"seq"`
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"turns"`
+}
+
+// Ref returns the ref of the memory shown with text ("" when none).
+func (d Doc) Ref(text string) string {
+	for _, m := range d.Memories {
+		if m.Text == text {
+			return m.Ref
+		}
+	}
+	return ""
+}
+
+// Seqs are the seqs of the turns shown.
+func (d Doc) Seqs() []int64 {
+	out := make([]int64, len(d.Turns))
+	for i, t := range d.Turns {
+		out[i] = t.Seq
+	}
+	return out
+}
+
+// Server is the fake.
+type Server struct {
+	*httptest.Server
+	mu     sync.Mutex
+	answer func(Prompt) string
+	calls  []Prompt
+	// Status, when non-zero, is answered instead (an API error).
+	status int
+	// OnCall, when set, runs on every call before it is answered (tests wait on it).
+	OnCall func(Prompt)
+}
+
+// New starts a fake answering answer(prompt) for every call; t's cleanup closes it.
+func New(t testing.TB, answer func(Prompt) string) *Server {
+	s := &Server{answer: answer}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// URL is the base URL to configure (OPENAI_BASE_URL).
+func (s *Server) BaseURL() string { return s.Server.URL + "/v1" }
+
+// SetAnswer replaces the answer function.
+func (s *Server) SetAnswer(f func(Prompt) string) {
+	s.mu.Lock()
+	s.answer = f
+	s.mu.Unlock()
+}
+
+// FailWith makes every call answer status (0: answer normally again).
+func (s *Server) FailWith(status int) {
+	s.mu.Lock()
+	s.status = status
+	s.mu.Unlock()
+}
+
+// Calls returns the calls so far.
+func (s *Server) Calls() []Prompt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Prompt(nil), s.calls...)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
+		return
+	}
+	var body struct {
+		Model          string         `json:"model"`
+		Messages       []Message      `json:"messages"`
+		ResponseFormat map[string]any `json:"response_format"`
+	}
+	raw, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(raw, &body); err != nil {
+		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+		return
+	}
+	p := Prompt{Model: body.Model, Messages: body.Messages, ResponseFormat: body.ResponseFormat}
+	users := 0
+	for _, m := range body.Messages {
+		if m.Role == "user" {
+			users++
+		}
+	}
+	p.Attempt = users
+	for _, m := range body.Messages {
+		if m.Role == "user" {
+			_ = json.Unmarshal([]byte(m.Content), &p.Doc)
+			break
+		}
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, p)
+	answer, status, on := s.answer, s.status, s.OnCall
+	s.mu.Unlock()
+	if on != nil {
+		on(p)
+	}
+	if status != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `{"error":{"message":"model overloaded","type":"server_error"}}`)
+		return
+	}
+	content := answer(p)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": body.Model,
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": content}}},
+		"usage": map[string]any{"prompt_tokens": len(raw) / 4, "completion_tokens": len(content) / 4,
+			"total_tokens": len(raw)/4 + len(content)/4},
+	})
+}
+
+// D is one decision of a scripted answer.
+type D struct {
+	Op    string  `json:"op"`
+	Kind  string  `json:"kind"`
+	Ref   string  `json:"ref"`
+	Key   string  `json:"key"`
+	Text  string  `json:"text"`
+	Turns []int64 `json:"turns"`
+}
+
+// Answer encodes decisions as the schema's JSON answer.
+func Answer(ds ...D) string {
+	for i := range ds {
+		if ds[i].Turns == nil {
+			ds[i].Turns = []int64{}
+		}
+	}
+	if ds == nil {
+		ds = []D{}
+	}
+	b, _ := json.Marshal(map[string]any{"decisions": ds})
+	return string(b)
+}
