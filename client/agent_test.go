@@ -215,7 +215,7 @@ func TestClientCoversTheAgentAPI(t *testing.T) {
 	require.Len(t, tc.Sections, 5)
 	tools, err := c.Tools(ctx)
 	require.NoError(t, err)
-	require.Len(t, tools, 15)
+	require.Len(t, tools, 16) // the MCP tools, extract_memories included
 
 	require.NoError(t, c.DeleteSession(ctx, "s1", nil))
 	_, err = c.GetState(ctx, "s1")
