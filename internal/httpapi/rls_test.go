@@ -72,6 +72,9 @@ func TestEveryTenantTableForcesRowLevelSecurity(t *testing.T) {
 	conn := testenv.OwnerConn(t, testenv.DatabaseURL(t))
 	// Tables that are lookups, not memory (documented in migrations).
 	exempt := map[string]bool{"api_keys": true}
+	// Looked up by a secret's hash before the org is known (console sign-in sessions,
+	// migrations/0028): keyed by that hash, like a key lookup, and read only by it.
+	lookups := map[string]bool{"console_sessions": true}
 	rows, err := conn.Query(ctx, `
 		SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity,
 		       coalesce((SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
@@ -86,6 +89,9 @@ func TestEveryTenantTableForcesRowLevelSecurity(t *testing.T) {
 		var rls, force bool
 		require.NoError(t, rows.Scan(&name, &rls, &force, &pkFirst))
 		n++
+		if lookups[name] {
+			continue
+		}
 		require.Equal(t, "org_id", pkFirst, "primary key of %s must lead with org_id", name)
 		if exempt[name] {
 			continue
