@@ -45,17 +45,13 @@ func (s *Server) listKeys(ctx context.Context, r *Request, in *api.ListKeysInput
 	if err != nil {
 		return nil, err
 	}
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(k auth.Key) string { return k.ID }, func(n int) ([]auth.Key, error) {
+		return s.Keys.List(ctx, s.Pool, org, in.Cursor, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	keys, err := s.Keys.List(ctx, s.Pool, org, in.Cursor, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	out := &api.ListKeysOutput{}
-	out.Body = page(keys, limit, func(k auth.Key) string { return k.ID })
-	return out, nil
+	return &api.ListKeysOutput{Body: l}, nil
 }
 
 func (s *Server) revokeKey(ctx context.Context, r *Request, in *api.KeyIDInput) (*api.KeyOutput, error) {

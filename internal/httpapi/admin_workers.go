@@ -6,6 +6,7 @@ import (
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/consolidation"
 	"github.com/strata-mem/strata/internal/eviction"
+	"github.com/strata-mem/strata/internal/httpops"
 )
 
 func (s *Server) previewEviction(ctx context.Context, r *Request, in *struct{}) (*api.EvictionOutput, error) {
@@ -37,7 +38,7 @@ func (s *Server) runConsolidation(ctx context.Context, r *Request, in *api.Conso
 // request's transaction; what must follow the commit (Redis deletions) runs after it.
 func (s *Server) runEvictionNow(ctx context.Context, r *Request, apply bool) (*api.EvictionOutput, error) {
 	p := r.Caller
-	rep, after, err := s.Evictor.Run(ctx, r.Tx, p.OrgID, apply, eviction.Actor{KeyID: p.KeyID, Role: string(p.Role), RequestID: requestID(ctx)})
+	rep, after, err := s.Evictor.Run(ctx, r.Tx, p.OrgID, apply, eviction.Actor{KeyID: p.KeyID, Role: string(p.Role), RequestID: httpops.RequestID(ctx)})
 	if err != nil {
 		return nil, err
 	}

@@ -73,33 +73,29 @@ func (s *Server) anchorAudit(ctx context.Context, r *Request, in *struct{}) (*ap
 }
 
 func (s *Server) listAnchors(ctx context.Context, r *Request, in *api.ListAnchorsInput) (*api.ListAnchorsOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(a audit.Anchor) string { return strconv.FormatInt(a.ID, 10) }, func(n int) ([]audit.Anchor, error) {
+		before, err := audit.ParseCursor(in.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		return audit.ListAnchors(ctx, r.Tx, r.Org, before, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	before, err := audit.ParseCursor(in.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	as, err := audit.ListAnchors(ctx, r.Tx, r.Org, before, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ListAnchorsOutput{Body: page(as, limit, func(a audit.Anchor) string { return strconv.FormatInt(a.ID, 10) })}, nil
+	return &api.ListAnchorsOutput{Body: l}, nil
 }
 
 func (s *Server) exportAudit(ctx context.Context, r *Request, in *api.ListAnchorsInput) (*api.ExportAuditOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(c audit.ChainRecord) string { return strconv.FormatInt(c.Seq, 10) }, func(n int) ([]audit.ChainRecord, error) {
+		after, err := audit.ParseCursor(in.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		return audit.ListChain(ctx, r.Tx, r.Org, after, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	after, err := audit.ParseCursor(in.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := audit.ListChain(ctx, r.Tx, r.Org, after, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ExportAuditOutput{Body: page(recs, limit, func(c audit.ChainRecord) string { return strconv.FormatInt(c.Seq, 10) })}, nil
+	return &api.ExportAuditOutput{Body: l}, nil
 }

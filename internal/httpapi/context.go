@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/strata-mem/strata/internal/api"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/semantic"
 	tc "github.com/strata-mem/strata/internal/turncontext"
 )
@@ -14,7 +15,7 @@ import (
 // getContext hands the request to the assembler, which checks the GDPR restriction of the
 // user, job and session named in its first round trip (CheckedByHandler in routes.go).
 func (s *Server) getContext(ctx context.Context, r *Request, in *api.ContextInput) (*api.ContextOutput, error) {
-	a, err := s.Context.Assemble(ctx, r.Session(), assembly(r, in.Body, requestID(ctx)))
+	a, err := s.Context.Assemble(ctx, r.Session(), assembly(r, in.Body, httpops.RequestID(ctx)))
 	if err != nil {
 		return nil, err
 	}

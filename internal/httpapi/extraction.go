@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/extraction"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/working"
 )
@@ -23,7 +24,7 @@ func extractionProblem(err error) error {
 			"(and OPENAI_BASE_URL, OPENAI_API_KEY for an OpenAI-compatible server) and restart it")
 	case errors.As(err, &rl):
 		return huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests, rl.Error()),
-			retryAfter(int(rl.Wait.Seconds())+1))
+			httpops.RetryAfter(int(rl.Wait.Seconds())+1))
 	case errors.Is(err, extraction.ErrMalformed):
 		return huma.NewError(http.StatusBadGateway, "the model's answers were malformed or out of scope; nothing was applied")
 	}
@@ -161,7 +162,7 @@ func (s *Server) postSessionMessages(ctx context.Context, r *Request, in *api.Po
 	r.AfterCommit(func() {
 		for _, a := range as {
 			if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
-				s.Log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
+				s.Log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", httpops.RequestID(ctx))
 				return
 			}
 		}

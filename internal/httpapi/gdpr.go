@@ -13,6 +13,7 @@ import (
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/gdpr"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -20,7 +21,7 @@ import (
 func (s *Server) createErasure(ctx context.Context, r *Request, in *api.CreateErasureInput) (*api.ErasureOutput, error) {
 	p := r.Caller
 	e, err := gdpr.CreateErasure(ctx, r.Tx, s.Erasures, gdpr.NewErasure{OrgID: p.OrgID, UserID: in.Body.UserID,
-		Subject: s.Pseudo.Subject(p.OrgID, in.Body.UserID), RequestedBy: p.KeyID, RequestID: requestID(ctx),
+		Subject: s.Pseudo.Subject(p.OrgID, in.Body.UserID), RequestedBy: p.KeyID, RequestID: httpops.RequestID(ctx),
 		Reason: in.Body.Reason, At: s.Now()})
 	if err != nil {
 		return nil, err
@@ -37,15 +38,13 @@ func (s *Server) getErasure(ctx context.Context, r *Request, in *api.ErasureIDIn
 }
 
 func (s *Server) listErasures(ctx context.Context, r *Request, in *api.ListErasuresInput) (*api.ListErasuresOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(e gdpr.Erasure) string { return e.ID }, func(n int) ([]gdpr.Erasure, error) {
+		return gdpr.ListErasures(ctx, r.Tx, r.Org, s.Pseudo.Subject(r.Org, in.UserID), in.Cursor, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	es, err := gdpr.ListErasures(ctx, r.Tx, r.Org, s.Pseudo.Subject(r.Org, in.UserID), in.Cursor, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ListErasuresOutput{Body: page(es, limit, func(e gdpr.Erasure) string { return e.ID })}, nil
+	return &api.ListErasuresOutput{Body: l}, nil
 }
 
 func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportInput) (*huma.StreamResponse, error) {
@@ -56,7 +55,7 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportIn
 	// its own, before anything is sent.
 	if err := pg.InOrgTx(ctx, s.Pool, org, func(tx pgx.Tx) error {
 		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: p.KeyID, ActorRole: string(p.Role),
-			Action: "export-subject", EntityType: "gdpr.export", RequestID: requestID(ctx), Subject: subject, Status: 200,
+			Action: "export-subject", EntityType: "gdpr.export", RequestID: httpops.RequestID(ctx), Subject: subject, Status: 200,
 			Details: viaDetails(p)})
 	}); err != nil {
 		return nil, err
@@ -90,9 +89,9 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportIn
 			GeneratedAt: s.Now().UTC(), Restricted: restriction.Restricted}, w)
 		if err != nil {
 			// The status is sent; say so in the stream (no summary line follows).
-			s.Log.ErrorContext(ctx, "export failed", "err", err, "request_id", requestID(ctx), "records", sum.Records)
+			s.Log.ErrorContext(ctx, "export failed", "err", err, "request_id", httpops.RequestID(ctx), "records", sum.Records)
 			b, _ := json.Marshal(map[string]any{"type": "error", "detail": "the export failed after " +
-				fmt.Sprint(sum.Records) + " records; retry (report X-Request-Id " + requestID(ctx) + ")"})
+				fmt.Sprint(sum.Records) + " records; retry (report X-Request-Id " + httpops.RequestID(ctx) + ")"})
 			_, _ = w.Write(append(b, '\n'))
 		}
 	}}, nil
@@ -138,7 +137,7 @@ func (s *Server) rectify(ctx context.Context, r *Request, in *api.RectifyInput) 
 		return nil, strata.Invalid("body", "give exactly one of memory, kv")
 	}
 	req := gdpr.RectifyRequest{OrgID: r.Org, UserID: b.UserID, Reason: b.Reason, KeyID: r.Caller.KeyID,
-		Role: string(r.Caller.Role), RequestID: requestID(ctx), At: s.Now()}
+		Role: string(r.Caller.Role), RequestID: httpops.RequestID(ctx), At: s.Now()}
 	if m := b.Memory; m != nil {
 		req.Memory = &gdpr.MemoryCorrection{ID: m.ID, Text: m.Text, Metadata: m.Metadata}
 	} else {

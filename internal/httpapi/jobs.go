@@ -50,16 +50,13 @@ func (s *Server) getJob(ctx context.Context, r *Request, in *api.JobPath) (*api.
 }
 
 func (s *Server) listJobs(ctx context.Context, r *Request, in *api.ListJobsInput) (*api.ListJobsOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(j jobs.JobListItem) string { return j.JobID }, func(n int) ([]jobs.JobListItem, error) {
+		return s.Jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: n})
+	})
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.Jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: limit + 1})
-	if err != nil {
-		return nil, err
-	}
-	out := &api.ListJobsOutput{Body: page(items, limit, func(j jobs.JobListItem) string { return j.JobID })}
-	return out, nil
+	return &api.ListJobsOutput{Body: l}, nil
 }
 
 func (s *Server) completeJob(ctx context.Context, r *Request, in *api.CompleteJobInput) (*api.JobOutput, error) {
@@ -86,17 +83,14 @@ func (s *Server) putCheckpoint(ctx context.Context, r *Request, in *api.PutCheck
 }
 
 func (s *Server) listCheckpoints(ctx context.Context, r *Request, in *api.ListCheckpointsInput) (*api.ListCheckpointsOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(c jobs.CheckpointSummary) string { return strconv.FormatInt(c.Version, 10) },
+		func(n int) ([]jobs.CheckpointSummary, error) {
+			return s.Jobs.ListCheckpoints(ctx, r.Tx, r.Org, in.Job, in.Cursor, in.Order == "desc", n)
+		})
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.Jobs.ListCheckpoints(ctx, r.Tx, r.Org, in.Job, in.Cursor, in.Order == "desc", limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ListCheckpointsOutput{Body: page(items, limit, func(c jobs.CheckpointSummary) string {
-		return strconv.FormatInt(c.Version, 10)
-	})}, nil
+	return &api.ListCheckpointsOutput{Body: l}, nil
 }
 
 func (s *Server) getCheckpoint(ctx context.Context, r *Request, in *api.CheckpointPath) (*api.CheckpointOutput, error) {
@@ -168,15 +162,11 @@ func (s *Server) getStep(ctx context.Context, r *Request, in *api.StepPath) (*ap
 }
 
 func (s *Server) listSteps(ctx context.Context, r *Request, in *api.ListStepsInput) (*api.ListStepsOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(st jobs.Step) string { return st.StepID }, func(n int) ([]jobs.Step, error) { return s.Jobs.PageSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, n) })
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.Jobs.PageSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ListStepsOutput{Body: page(items, limit, func(st jobs.Step) string { return st.StepID })}, nil
+	return &api.ListStepsOutput{Body: l}, nil
 }
 
 func (s *Server) resumeJob(ctx context.Context, r *Request, in *api.ResumeInput) (*api.ResumeOutput, error) {
@@ -203,15 +193,13 @@ func (s *Server) createHandoff(ctx context.Context, r *Request, in *api.CreateHa
 }
 
 func (s *Server) listHandoffs(ctx context.Context, r *Request, in *api.ListHandoffsInput) (*api.ListHandoffsOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(h jobs.Handoff) string { return h.ID }, func(n int) ([]jobs.Handoff, error) {
+		return s.Jobs.ListHandoffs(ctx, r.Tx, r.Org, in.Job, in.Status, in.Cursor, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.Jobs.ListHandoffs(ctx, r.Tx, r.Org, in.Job, in.Status, in.Cursor, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ListHandoffsOutput{Body: page(items, limit, func(h jobs.Handoff) string { return h.ID })}, nil
+	return &api.ListHandoffsOutput{Body: l}, nil
 }
 
 func (s *Server) ackHandoff(ctx context.Context, r *Request, in *api.AckHandoffInput) (*api.AckOutput, error) {

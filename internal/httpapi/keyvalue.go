@@ -66,15 +66,13 @@ func (s *Server) deleteKv(ctx context.Context, r *Request, in *api.KvDeleteInput
 }
 
 func (s *Server) kvHistory(ctx context.Context, r *Request, in *api.KvHistoryInput) (*api.KvHistoryOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) }, func(n int) ([]keyvalue.KVVersion, error) {
+		return s.KV.History(ctx, in.Namespace, in.Key, in.Scope(r.Org), in.Cursor, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	vs, err := s.KV.History(ctx, in.Namespace, in.Key, in.Scope(r.Org), in.Cursor, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.KvHistoryOutput{Body: page(vs, limit, func(v keyvalue.KVVersion) string { return strconv.FormatInt(v.Version, 10) })}, nil
+	return &api.KvHistoryOutput{Body: l}, nil
 }
 
 func (s *Server) restoreKv(ctx context.Context, r *Request, in *api.KvRestoreInput) (*api.KvEntryOutput, error) {
@@ -93,15 +91,13 @@ func (s *Server) restoreKv(ctx context.Context, r *Request, in *api.KvRestoreInp
 }
 
 func (s *Server) listKv(ctx context.Context, r *Request, in *api.KvListInput) (*api.KvListOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(e keyvalue.KVEntry) string { return e.Key }, func(n int) ([]keyvalue.KVEntry, error) {
+		return s.KV.List(ctx, in.Namespace, in.Scope(r.Org), in.Resolve, in.Cursor, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	es, err := s.KV.List(ctx, in.Namespace, in.Scope(r.Org), in.Resolve, in.Cursor, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.KvListOutput{Body: page(es, limit, func(e keyvalue.KVEntry) string { return e.Key })}, nil
+	return &api.KvListOutput{Body: l}, nil
 }
 
 func (s *Server) batchGetKv(ctx context.Context, r *Request, in *api.KvBatchGetInput) (*api.KvBatchGetOutput, error) {

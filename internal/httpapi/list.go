@@ -14,3 +14,17 @@ func page[T any](items []T, limit int, cursor func(T) string) api.List[T] {
 	}
 	return l
 }
+
+// listPage is one page of a list: fetch reads up to n rows (the page's size plus one, so
+// that a next page is known without a count), and the page is trimmed to its size.
+func listPage[T any](p api.Page, cursor func(T) string, fetch func(n int) ([]T, error)) (api.List[T], error) {
+	limit, err := p.Size()
+	if err != nil {
+		return api.List[T]{}, err
+	}
+	items, err := fetch(limit + 1)
+	if err != nil {
+		return api.List[T]{}, err
+	}
+	return page(items, limit, cursor), nil
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -78,7 +79,7 @@ func (s *Server) searchMemories(ctx context.Context, r *Request, in *api.SearchI
 		return nil, err
 	}
 	p := r.Caller
-	s.Memories.QueueServed(r.Session(), s.Access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+	s.Memories.QueueServed(r.Session(), s.Access, semantic.Served{Scope: q.Scope, RequestID: httpops.RequestID(ctx),
 		Operation: "search", KeyID: p.KeyID, JobID: b.JobID}, res)
 	out := &api.SearchOutput{}
 	out.Body.Items, out.Body.Search = res, info
@@ -100,7 +101,7 @@ func (s *Server) similarJobs(ctx context.Context, r *Request, in *api.SimilarJob
 		return nil, err
 	}
 	p := r.Caller
-	s.Memories.QueueServed(r.Session(), s.Access, semantic.Served{Scope: q.Scope, RequestID: requestID(ctx),
+	s.Memories.QueueServed(r.Session(), s.Access, semantic.Served{Scope: q.Scope, RequestID: httpops.RequestID(ctx),
 		Operation: "similar_jobs", KeyID: p.KeyID, JobID: b.JobID}, res)
 	return &api.SimilarJobsOutput{Body: api.List[semantic.SimilarJob]{Items: semantic.SimilarJobs(res)}}, nil
 }

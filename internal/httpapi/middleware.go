@@ -3,129 +3,24 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
-
-type requestIDKey struct{}
-
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
-
-// withRequestID accepts a sane X-Request-Id from the client or makes one, and echoes it.
-func withRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-Id")
-		if !idempotency.ValidKey(id) || len(id) > 128 {
-			b := make([]byte, 12)
-			_, _ = rand.Read(b)
-			id = hex.EncodeToString(b)
-		}
-		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
-	})
-}
-
-// statusWriter remembers the status and size of what was written.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += n
-	return n, err
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// observe logs one line per request and records metrics; it also turns a panic into a 500
-// problem that names the request id and nothing else.
-func (s *Server) observe(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			if rec := recover(); rec != nil {
-				if rec == http.ErrAbortHandler {
-					panic(rec)
-				}
-				s.Log.ErrorContext(r.Context(), "panic", "request_id", requestID(r.Context()),
-					"panic", rec, "stack", string(debug.Stack()))
-				if sw.status == 0 {
-					writeProblem(sw, r, http.StatusInternalServerError, "internal error: report the X-Request-Id of this response", nil)
-				}
-			}
-			route := chi.RouteContext(r.Context()).RoutePattern()
-			if route == "" {
-				route = "unmatched"
-			}
-			status := sw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			d := time.Since(start)
-			s.metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
-			s.metrics.duration.WithLabelValues(r.Method, route).Observe(d.Seconds())
-			p, _ := auth.FromContext(r.Context())
-			level := slog.LevelInfo
-			if status >= 500 {
-				level = slog.LevelError
-			}
-			if route == "/healthz" || route == "/readyz" || route == "/metrics" {
-				level = slog.LevelDebug
-			}
-			if s.Log.Enabled(r.Context(), level) { // the attributes cost allocations even when dropped
-				s.Log.Log(r.Context(), level, "request",
-					"request_id", requestID(r.Context()), "method", r.Method, "route", route, "status", status,
-					"duration_ms", float64(d.Microseconds())/1000, "bytes", sw.bytes,
-					"org_id", p.OrgID, "key_id", p.KeyID)
-			}
-		}()
-		ctx, cancel := context.WithTimeout(r.Context(), s.Options.RequestTimeout)
-		defer cancel()
-		next.ServeHTTP(sw, r.WithContext(ctx))
-	})
-}
 
 // authenticate resolves the bearer key. Missing or unknown → 401; database down → 503.
 func (s *Server) authenticate(next http.Handler) http.Handler {
@@ -140,7 +35,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		secret, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok || secret == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="strata"`)
-			writeProblem(w, r, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key>", nil)
+			httpops.WriteProblem(w, r, http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key>", nil)
 			return
 		}
 		p, err := s.Keys.Authenticate(r.Context(), strings.TrimSpace(secret))
@@ -149,12 +44,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			switch {
 			case errors.Is(err, strata.ErrNotFound):
 				w.Header().Set("WWW-Authenticate", `Bearer realm="strata", error="invalid_token"`)
-				writeProblem(w, r, http.StatusUnauthorized, "unknown or revoked API key", nil)
+				httpops.WriteProblem(w, r, http.StatusUnauthorized, "unknown or revoked API key", nil)
 			case errors.As(err, &ue):
-				writeProblem(w, r, http.StatusServiceUnavailable, "postgres is unavailable; retry later", retryAfter(2))
+				httpops.WriteProblem(w, r, http.StatusServiceUnavailable, "postgres is unavailable; retry later", httpops.RetryAfter(2))
 			default:
-				s.Log.ErrorContext(r.Context(), "authenticating", "err", err, "request_id", requestID(r.Context()))
-				writeProblem(w, r, http.StatusInternalServerError, "internal error: report the X-Request-Id of this response", nil)
+				s.Log.ErrorContext(r.Context(), "authenticating", "err", err, "request_id", httpops.RequestID(r.Context()))
+				httpops.WriteProblem(w, r, http.StatusInternalServerError, httpops.InternalDetail, nil)
 			}
 			return
 		}
@@ -205,9 +100,6 @@ func isWrite(method string) bool {
 // claimed and completed inside that same transaction.
 func (s *Server) unitOfWork(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !checkQuery(w, r) {
-			return
-		}
 		p, _ := auth.FromContext(r.Context())
 		sess := pg.NewSession(s.Pool, p.OrgID)
 		ctx := pg.WithSession(r.Context(), sess)
@@ -230,21 +122,21 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				writeProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes", nil)
+				httpops.WriteProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes", nil)
 				return
 			}
-			writeProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
+			httpops.WriteProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if d := strata.JSONDepth(body); d > s.Options.MaxJSONDepth {
-			writeProblem(w, r, http.StatusBadRequest, depthMessage(s.Options.MaxJSONDepth), nil,
+			httpops.WriteProblem(w, r, http.StatusBadRequest, depthMessage(s.Options.MaxJSONDepth), nil,
 				&huma.ErrorDetail{Location: "body", Message: depthMessage(s.Options.MaxJSONDepth)})
 			return
 		}
 		if p, ok := strata.NULPath(body); ok {
 			f := "body" + p
-			writeProblem(w, r, http.StatusUnprocessableEntity, "invalid "+f, nil,
+			httpops.WriteProblem(w, r, http.StatusUnprocessableEntity, "invalid "+f, nil,
 				&huma.ErrorDetail{Location: f, Message: "must not contain NUL (\\u0000) characters"})
 			return
 		}
@@ -254,7 +146,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		key := r.Header.Get("Idempotency-Key")
 		if key != "" && r.Method != http.MethodDelete {
 			if !idempotency.ValidKey(key) {
-				writeProblem(w, r, http.StatusBadRequest, "invalid Idempotency-Key", nil,
+				httpops.WriteProblem(w, r, http.StatusBadRequest, "invalid Idempotency-Key", nil,
 					&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "must be 1-255 visible ASCII characters"})
 				return
 			}
@@ -275,12 +167,12 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			switch {
 			case errors.Is(err, idempotency.ErrMismatch):
 				sess.Rollback(ctx)
-				writeProblem(w, r, http.StatusUnprocessableEntity, "this Idempotency-Key was already used with a different request; use a new key for a new request", nil,
+				httpops.WriteProblem(w, r, http.StatusUnprocessableEntity, "this Idempotency-Key was already used with a different request; use a new key for a new request", nil,
 					&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "reused with a different method, path or body"})
 				return
 			case errors.Is(err, idempotency.ErrInProgress):
 				sess.Rollback(ctx)
-				writeProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", retryAfter(1))
+				httpops.WriteProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", httpops.RetryAfter(1))
 				return
 			case err != nil:
 				sess.Rollback(ctx)
@@ -397,7 +289,7 @@ func (s *Server) auditEntry(ctx context.Context, r *http.Request, p auth.Princip
 	}
 	return s.Pseudo.RequestEntry(audit.Request{OrgID: p.OrgID, KeyID: p.KeyID, Role: string(p.Role),
 		AgentID: ids[0], UserID: ids[1], Action: s.operationID(r.Method, route), Method: r.Method, Route: route,
-		ParamKeys: rc.URLParams.Keys, ParamValues: rc.URLParams.Values, RequestID: requestID(ctx), Status: status,
+		ParamKeys: rc.URLParams.Keys, ParamValues: rc.URLParams.Values, RequestID: httpops.RequestID(ctx), Status: status,
 		Via: p.Via}), nil
 }
 
@@ -489,7 +381,7 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var se huma.StatusError
 	if !errors.As(herr, &se) {
-		writeProblem(w, r, http.StatusInternalServerError, "internal error", nil)
+		httpops.WriteProblem(w, r, http.StatusInternalServerError, "internal error", nil)
 		return
 	}
 	em, _ := se.(*huma.ErrorModel)
@@ -498,7 +390,7 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	if em != nil {
 		details, detail = em.Errors, em.Detail
 	}
-	writeProblem(w, r, se.GetStatus(), detail, hdr, details...)
+	httpops.WriteProblem(w, r, se.GetStatus(), detail, hdr, details...)
 }
 
 // writeErrFresh is writeErr after a buffered response was discarded: it clears the headers

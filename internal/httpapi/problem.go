@@ -2,19 +2,14 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/strata"
 )
-
-// ProblemType is the `type` URI prefix of Strata's problems.
-const problemContentType = "application/problem+json"
 
 // scrubInternal is a response transformer: internal error text never reaches a client, so a
 // 5xx problem (other than 503/504, which say what to retry) carries only a generic detail;
@@ -22,12 +17,10 @@ const problemContentType = "application/problem+json"
 func scrubInternal(_ huma.Context, _ string, v any) (any, error) {
 	if em, ok := v.(*huma.ErrorModel); ok && em.Status >= 500 &&
 		em.Status != http.StatusServiceUnavailable && em.Status != http.StatusGatewayTimeout {
-		em.Detail, em.Errors = internalDetail, nil
+		em.Detail, em.Errors = httpops.InternalDetail, nil
 	}
 	return v, nil
 }
-
-const internalDetail = "internal error: report the X-Request-Id of this response"
 
 // problem turns a tier error into the huma error the client sees, logging what the client
 // must not see.
@@ -68,8 +61,8 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	case errors.Is(err, strata.ErrForbidden):
 		return huma.Error403Forbidden("this key's role may not do this")
 	case errors.As(err, &ue):
-		s.Log.WarnContext(ctx, "store unavailable", "store", ue.Store, "err", ue.Err, "request_id", requestID(ctx))
-		s.metrics.storeErrors.WithLabelValues(ue.Store).Inc()
+		s.Log.WarnContext(ctx, "store unavailable", "store", ue.Store, "err", ue.Err, "request_id", httpops.RequestID(ctx))
+		s.metrics.StoreErrors.WithLabelValues(ue.Store).Inc()
 		return huma.ErrorWithHeaders(huma.NewError(http.StatusServiceUnavailable, ue.Store+" is unavailable; retry later"),
 			http.Header{"Retry-After": {"2"}})
 	case errors.Is(err, context.DeadlineExceeded):
@@ -77,8 +70,8 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "client closed request")
 	}
-	s.Log.ErrorContext(ctx, "internal error", "err", err, "request_id", requestID(ctx))
-	return huma.NewError(http.StatusInternalServerError, internalDetail)
+	s.Log.ErrorContext(ctx, "internal error", "err", err, "request_id", httpops.RequestID(ctx))
+	return huma.NewError(http.StatusInternalServerError, httpops.InternalDetail)
 }
 
 // fieldStatus answers a tier's field error by its kind.
@@ -87,28 +80,4 @@ var fieldStatus = map[strata.FieldKind]int{
 	strata.FieldMalformed: http.StatusBadRequest,
 	strata.FieldTooLarge:  http.StatusRequestEntityTooLarge,
 	strata.FieldNotFound:  http.StatusNotFound,
-}
-
-// writeProblem writes a problem outside huma (middleware), in the same shape.
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string, hdr http.Header, details ...*huma.ErrorDetail) {
-	for k, v := range hdr {
-		w.Header()[k] = v
-	}
-	w.Header().Set("Content-Type", problemContentType)
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(&huma.ErrorModel{
-		Title:  http.StatusText(status),
-		Status: status,
-		Detail: detail,
-		Errors: details,
-	})
-}
-
-func retryAfter(seconds int) http.Header {
-	return http.Header{"Retry-After": {strconv.Itoa(seconds)}}
-}
-
-// logAttrs are the request's identifying attributes for log lines.
-func logAttrs(ctx context.Context) []any {
-	return []any{slog.String("request_id", requestID(ctx))}
 }

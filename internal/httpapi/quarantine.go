@@ -44,15 +44,13 @@ func (s *Server) createQuarantine(ctx context.Context, r *Request, in *api.Creat
 }
 
 func (s *Server) listQuarantines(ctx context.Context, r *Request, in *api.ListQuarantinesInput) (*api.ListQuarantinesOutput, error) {
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(q semantic.Quarantine) string { return q.ID.String() }, func(n int) ([]semantic.Quarantine, error) {
+		return s.Memories.ListQuarantines(ctx, r.Tx, r.Org, in.Status, in.Cursor, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	qs, err := s.Memories.ListQuarantines(ctx, r.Tx, r.Org, in.Status, in.Cursor, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ListQuarantinesOutput{Body: page(qs, limit, func(q semantic.Quarantine) string { return q.ID.String() })}, nil
+	return &api.ListQuarantinesOutput{Body: l}, nil
 }
 
 func (s *Server) getQuarantine(ctx context.Context, r *Request, in *api.QuarantineIDInput) (*api.QuarantineOutput, error) {
@@ -72,15 +70,13 @@ func (s *Server) listQuarantinedMemories(ctx context.Context, r *Request, in *ap
 	if err != nil {
 		return nil, err
 	}
-	limit, err := in.Page.Size()
+	l, err := listPage(in.Page, func(m semantic.Memory) string { return m.ID.String() }, func(n int) ([]semantic.Memory, error) {
+		return s.Memories.QuarantinedMemories(ctx, r.Tx, r.Org, id, in.Cursor, n)
+	})
 	if err != nil {
 		return nil, err
 	}
-	ms, err := s.Memories.QuarantinedMemories(ctx, r.Tx, r.Org, id, in.Cursor, limit+1)
-	if err != nil {
-		return nil, err
-	}
-	return &api.QuarantinedMemoriesOutput{Body: page(ms, limit, func(m semantic.Memory) string { return m.ID.String() })}, nil
+	return &api.QuarantinedMemoriesOutput{Body: l}, nil
 }
 
 func (s *Server) releaseQuarantine(ctx context.Context, r *Request, in *api.QuarantineIDInput) (*api.QuarantineOutput, error) {

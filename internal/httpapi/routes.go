@@ -8,29 +8,30 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/strata-mem/strata/internal/api"
+	"github.com/strata-mem/strata/internal/httpops"
 )
 
 // routes is the whole API, top to bottom.
 func (s *Server) routes() {
 	r := s.router
-	r.Use(withRequestID, s.observe)
+	r.Use(httpops.WithRequestID, httpops.Observe(s.Log, s.metrics, s.Options.RequestTimeout))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path, nil)
+		httpops.WriteProblem(w, r, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path, nil)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path, nil)
+		httpops.WriteProblem(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path, nil)
 	})
 
 	// Operations: unauthenticated.
-	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
-	r.Handle("/metrics", s.metricsHandler())
+	r.Get("/healthz", httpops.Healthz)
+	r.Get("/readyz", httpops.Readyz(s.Pool, s.Redis))
+	r.Handle("/metrics", s.metrics.Handler())
 	r.Get("/openapi.json", s.serveOpenAPI)
 
 	// Profiling: admin keys only.
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate, requireAdmin)
-		pprofRoutes(r)
+		r.Use(s.authenticate)
+		httpops.Pprof(r)
 	})
 
 	// MCP (tools.go): authenticated; each tool call is dispatched to the API below.
@@ -41,7 +42,7 @@ func (s *Server) routes() {
 
 	// The API: authenticated, one unit of work per request.
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate, s.rateLimit, s.readRouting, s.unitOfWork)
+		r.Use(s.authenticate, s.limiter.Middleware, s.readRouting, httpops.CheckQuery, s.unitOfWork)
 		s.api = humachi.New(r, newHumaConfig())
 
 		// API keys (admin_keys.go).

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/strata-mem/strata/internal/audit"
@@ -24,13 +22,13 @@ import (
 	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/groupcommit"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
-	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/turncontext"
 	"github.com/strata-mem/strata/internal/working"
 )
@@ -115,8 +113,8 @@ type Options struct {
 type Server struct {
 	Deps
 	space   semantic.Space // the embedder's vector space (semantic.Space of Deps.Embedder)
-	metrics *metrics
-	limiter *keyLimiter
+	metrics *httpops.Metrics
+	limiter *httpops.KeyLimiter
 	opOnce  sync.Once
 	ops     map[string]*huma.Operation // "METHOD route" → its operation (operation)
 	router  chi.Router
@@ -130,13 +128,13 @@ func NewServer(d Deps) *Server {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	s := &Server{Deps: d, metrics: newMetrics(d.Metrics, d.Pool, d.Redis),
-		limiter: newKeyLimiter(d.Options.RateLimit, d.Options.RateBurst),
+	s := &Server{Deps: d, metrics: httpops.NewMetrics(d.Metrics, d.Pool, d.Redis),
+		limiter: httpops.NewKeyLimiter(d.Options.RateLimit, d.Options.RateBurst),
 		space:   semantic.Space{Embedder: d.Embedder.Name(), Model: d.Embedder.Model(), Dims: d.Embedder.Dims()}}
 	if d.Options.GroupCommit {
-		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.reg)
+		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.Registry)
 	}
-	s.metrics.reg.MustRegister(jobs.StalledCollector(s.Jobs, s.Pool, s.Options.StoreTimeout))
+	s.metrics.Registry.MustRegister(jobs.StalledCollector(s.Jobs, s.Pool, s.Options.StoreTimeout))
 	s.router = chi.NewRouter()
 	s.routes()
 	return s
@@ -168,32 +166,6 @@ func newHumaConfig() huma.Config {
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/vnd.oai.openapi+json")
 	_ = json.NewEncoder(w).Encode(s.api.OpenAPI())
-}
-
-func (s *Server) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
-}
-
-// requireAdmin guards non-huma routes (pprof) with the admin role.
-func requireAdmin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p, _ := auth.FromContext(r.Context()); p.Role != strata.RoleAdmin {
-			writeProblem(w, r, http.StatusForbidden, "profiling needs an admin key", nil)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func pprofRoutes(r chi.Router) {
-	r.HandleFunc("/debug/pprof/", pprof.Index)
-	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	r.Handle("/debug/pprof/{name}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		pprof.Handler(chi.URLParam(r, "name")).ServeHTTP(w, r)
-	}))
 }
 
 // Router exposes the chi router, for mounting extra handlers (MCP) and for tests that walk

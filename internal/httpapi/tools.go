@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/strata-mem/strata/internal/api"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/mcp"
 )
 
@@ -49,7 +50,7 @@ func (s *Server) agentTools() *agentTools { return &s.tools }
 func (s *Server) mountMCP(r chi.Router) {
 	r.With(s.authenticate).Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if _, err := s.toolTable(); err != nil {
-			writeProblem(w, req, http.StatusInternalServerError, "building the tool table: "+err.Error(), nil)
+			httpops.WriteProblem(w, req, http.StatusInternalServerError, "building the tool table: "+err.Error(), nil)
 			return
 		}
 		s.agentTools().mcp.ServeHTTP(w, req)

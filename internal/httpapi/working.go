@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/strata-mem/strata/internal/api"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -75,7 +76,7 @@ func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *api.Pos
 	s.markExtraction(r, in.Session, a)
 	r.AfterCommit(func() {
 		if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
-			s.Log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", requestID(ctx))
+			s.Log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", httpops.RequestID(ctx))
 		}
 	})
 	return &api.MessageOutput{Status: http.StatusCreated, Body: api.MessageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil

@@ -1,4 +1,4 @@
-package httpapi
+package httpops
 
 import (
 	"net/http"
@@ -10,10 +10,10 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 )
 
-// badQueryParam names the first query parameter whose name or value Postgres could not
+// BadQueryParam names the first query parameter whose name or value Postgres could not
 // store or compare (invalid UTF-8, NUL), or "" when all are fine. Found by fuzzing the
 // cursors: `?cursor=%83` reached a query and came back as a 500.
-func badQueryParam(q url.Values) string {
+func BadQueryParam(q url.Values) string {
 	names := make([]string, 0, len(q))
 	for k := range q {
 		names = append(names, k)
@@ -32,13 +32,14 @@ func badQueryParam(q url.Values) string {
 	return ""
 }
 
-// checkQuery answers 422 for such a parameter, before any handler runs.
-func checkQuery(w http.ResponseWriter, r *http.Request) bool {
-	loc := badQueryParam(r.URL.Query())
-	if loc == "" {
-		return true
-	}
-	writeProblem(w, r, http.StatusUnprocessableEntity, "invalid "+loc, nil,
-		&huma.ErrorDetail{Location: loc, Message: "must be valid UTF-8 without NUL characters"})
-	return false
+// CheckQuery answers 422 for such a parameter, before any handler runs.
+func CheckQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if loc := BadQueryParam(r.URL.Query()); loc != "" {
+			WriteProblem(w, r, http.StatusUnprocessableEntity, "invalid "+loc, nil,
+				&huma.ErrorDetail{Location: loc, Message: "must be valid UTF-8 without NUL characters"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

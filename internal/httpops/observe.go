@@ -1,0 +1,142 @@
+package httpops
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/redisconn"
+)
+
+// Metrics are the request metrics and the process, pool and store collectors, on the
+// registry the server was given (served at /metrics by Handler).
+type Metrics struct {
+	Registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	// StoreErrors counts requests answered 503 because a store was unreachable.
+	StoreErrors *prometheus.CounterVec
+}
+
+// NewMetrics registers the request metrics and the Go, process, Postgres-pool, Postgres and
+// Redis-pool collectors on reg.
+func NewMetrics(reg *prometheus.Registry, pool *pgxpool.Pool, rdb redis.UniversalClient) *Metrics {
+	m := &Metrics{
+		Registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_http_requests_total", Help: "HTTP requests by method, route pattern and status.",
+		}, []string{"method", "route", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "strata_http_request_duration_seconds",
+			Help:    "HTTP request latency by method and route pattern.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"method", "route"}),
+		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_store_unavailable_total", Help: "Requests answered 503 because a store was unreachable.",
+		}, []string{"store"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.StoreErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		pg.PoolCollector(pool), pg.StatsCollector(pool, 2*time.Second), redisconn.PoolCollector(rdb))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// statusWriter remembers the status and size of what was written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Observe logs one line per request (ids, route, status, timing; never a body or a
+// parameter value) and records the request metrics; it turns a panic into a 500 problem
+// that names the request id and nothing else, and bounds each request by timeout.
+func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			sw := &statusWriter{ResponseWriter: w}
+			defer func() {
+				if rec := recover(); rec != nil {
+					if rec == http.ErrAbortHandler {
+						panic(rec)
+					}
+					log.ErrorContext(r.Context(), "panic", "request_id", RequestID(r.Context()),
+						"panic", rec, "stack", string(debug.Stack()))
+					if sw.status == 0 {
+						WriteProblem(sw, r, http.StatusInternalServerError, InternalDetail, nil)
+					}
+				}
+				route := chi.RouteContext(r.Context()).RoutePattern()
+				if route == "" {
+					route = "unmatched"
+				}
+				status := sw.status
+				if status == 0 {
+					status = http.StatusOK
+				}
+				d := time.Since(start)
+				m.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
+				m.duration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+				p, _ := auth.FromContext(r.Context())
+				level := slog.LevelInfo
+				if status >= 500 {
+					level = slog.LevelError
+				}
+				if route == "/healthz" || route == "/readyz" || route == "/metrics" {
+					level = slog.LevelDebug
+				}
+				if log.Enabled(r.Context(), level) { // the attributes cost allocations even when dropped
+					log.Log(r.Context(), level, "request",
+						"request_id", RequestID(r.Context()), "method", r.Method, "route", route, "status", status,
+						"duration_ms", float64(d.Microseconds())/1000, "bytes", sw.bytes,
+						"org_id", p.OrgID, "key_id", p.KeyID)
+				}
+			}()
+			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			defer cancel()
+			next.ServeHTTP(sw, r.WithContext(ctx))
+		})
+	}
+}
