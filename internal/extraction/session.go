@@ -3,6 +3,7 @@ package extraction
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -66,6 +67,24 @@ func (x *Extractor) ExtractSession(ctx context.Context, tx pgx.Tx, ac AfterCommi
 		return res, err
 	}
 	return res, x.AuditRequest(ctx, tx, req, res.Decisions)
+}
+
+// ExtractMessages extracts from turns the caller sent (POST /v1/memories/extract with
+// messages, Mem0's add(messages)): the decisions, applied and audited in tx unless dryRun.
+func (x *Extractor) ExtractMessages(ctx context.Context, tx pgx.Tx, ac AfterCommit, r Request, dryRun bool) (Decisions, error) {
+	for i, t := range r.Turns {
+		if err := strata.CheckText("content", t.Content); err != nil {
+			return Decisions{}, strata.Invalid("messages["+strconv.Itoa(i)+"].content", "must be text without NUL characters")
+		}
+	}
+	d, err := x.Extract(ctx, tx, r)
+	if err != nil || dryRun {
+		return d, err
+	}
+	if err := x.Apply(ctx, tx, ac, r, &d); err != nil {
+		return d, err
+	}
+	return d, x.AuditRequest(ctx, tx, r, d)
 }
 
 // AuditRequest records an applied on-demand extraction (counts and usage, no content).

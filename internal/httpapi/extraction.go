@@ -54,30 +54,14 @@ func (s *Server) extractMemories(ctx context.Context, r *Request, in *api.Extrac
 	}
 	req := extraction.Request{Org: r.Org, UserID: b.UserID, AgentID: b.AgentID, KeyID: r.Caller.KeyID}
 	for i, m := range b.Messages {
-		if err := strata.CheckText("content", m.Content); err != nil {
-			return nil, strata.Invalid("body.messages["+itoaInt(i)+"].content", "must be text without NUL characters")
-		}
 		req.Turns = append(req.Turns, extraction.Turn{Seq: int64(i + 1), Role: m.Role, Content: m.Content})
 	}
-	d, err := s.Extraction.Extract(ctx, r.Tx, req)
+	d, err := s.Extraction.ExtractMessages(ctx, r.Tx, r.AfterCommit, req, b.DryRun)
 	if err != nil {
 		return nil, extractionProblem(err)
 	}
-	if !b.DryRun {
-		if err := s.Extraction.Apply(ctx, r.Tx, r.AfterCommit, req, &d); err != nil {
-			return nil, err
-		}
-		if err := s.Extraction.AuditRequest(ctx, r.Tx, req, d); err != nil {
-			return nil, err
-		}
-	}
 	out.Body = api.ExtractBody{UserID: b.UserID, Decisions: d}
 	return &out, nil
-}
-
-func itoaInt(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
 }
 
 func (s *Server) memoryProvenance(ctx context.Context, r *Request, in *api.MemoryIDInput) (*api.ExtractedFromOutput, error) {

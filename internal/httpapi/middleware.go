@@ -326,23 +326,8 @@ func (s *Server) bodyLimit(r *http.Request) int64 {
 	return s.Options.MaxBodyBytes
 }
 
-// topField reads a top-level string field of a JSON body, or the query parameter.
-func topField(r *http.Request, body []byte, name string) string {
-	if v := r.URL.Query().Get(name); v != "" {
-		return v
-	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil {
-		return ""
-	}
-	var v string
-	if json.Unmarshal(top[name], &v) != nil {
-		return ""
-	}
-	return v
-}
-
-// topFields is topField for several names, parsing the body once.
+// topFields reads top-level string fields of a JSON body (parsed once), or the query
+// parameters of the same names.
 func topFields(r *http.Request, body []byte, names ...string) []string {
 	out := make([]string, len(names))
 	q := r.URL.Query()
@@ -369,7 +354,7 @@ func topFields(r *http.Request, body []byte, names ...string) []string {
 
 // subjectOf finds the data subject a write names (user_id in the query or at the top of
 // a JSON body), so that erasure can find the idempotency record that holds its response.
-func subjectOf(r *http.Request, body []byte) string { return topField(r, body, "user_id") }
+func subjectOf(r *http.Request, body []byte) string { return topFields(r, body, "user_id")[0] }
 
 // writeErr writes err as a problem from middleware.
 func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
