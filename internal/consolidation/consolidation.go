@@ -190,7 +190,7 @@ func ValidTasks(tasks []string) ([]string, error) {
 			ok = ok || a == t
 		}
 		if !ok {
-			return nil, strata.Invalid(fmt.Sprintf("body.tasks[%d]", i), "must be one of job_summaries, compaction, merge, promotion")
+			return nil, strata.Invalid(fmt.Sprintf("tasks[%d]", i), "must be one of job_summaries, compaction, merge, promotion")
 		}
 		if !seen[t] {
 			seen[t] = true

@@ -65,20 +65,20 @@ func compileExtraction(r ExtractionRules, errs *[]error) Extraction {
 		MaxCallsPerHour: *r.MaxCallsPerHour, MaxTokensPerHour: *r.MaxTokensPerHour}
 	d, err := ParseDuration(*r.Debounce)
 	if err != nil {
-		*errs = append(*errs, strata.Invalid("body.extraction.debounce", "%s", err.Error()))
+		*errs = append(*errs, strata.Invalid("extraction.debounce", "%s", err.Error()))
 	}
 	if d > 24*time.Hour {
-		*errs = append(*errs, strata.Invalid("body.extraction.debounce", "must be at most 24h"))
+		*errs = append(*errs, strata.Invalid("extraction.debounce", "must be at most 24h"))
 	}
 	e.Debounce = d
 	if e.EveryTurns < 0 {
-		*errs = append(*errs, strata.Invalid("body.extraction.every_turns", "must not be negative"))
+		*errs = append(*errs, strata.Invalid("extraction.every_turns", "must not be negative"))
 	}
 	if e.Model != "" && strata.CheckText("model", e.Model) != nil {
-		*errs = append(*errs, strata.Invalid("body.extraction.model", "must be a model name"))
+		*errs = append(*errs, strata.Invalid("extraction.model", "must be a model name"))
 	}
 	if e.MaxCallsPerHour < 0 || e.MaxTokensPerHour < 0 {
-		*errs = append(*errs, strata.Invalid("body.extraction", "limits must not be negative"))
+		*errs = append(*errs, strata.Invalid("extraction", "limits must not be negative"))
 	}
 	return e
 }

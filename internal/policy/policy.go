@@ -263,7 +263,7 @@ func Fill(p, def LifecyclePolicy) LifecyclePolicy {
 }
 
 // Compile validates p (filled against def) and resolves it. Errors name the field as
-// body.<path> (422).
+// its path in the policy document (memories.default.max_age); the transport adds where it travelled.
 func Compile(p, def LifecyclePolicy) (Effective, error) {
 	doc := Fill(p, def)
 	e := Effective{Doc: doc, Kinds: map[string]Rules{}}
@@ -274,7 +274,7 @@ func Compile(p, def LifecyclePolicy) (Effective, error) {
 		}
 		d, err := ParseDuration(*v)
 		if err != nil {
-			errs = append(errs, strata.Invalid("body."+field, "%s", err.Error()))
+			errs = append(errs, strata.Invalid(""+field, "%s", err.Error()))
 		}
 		return d
 	}
@@ -285,14 +285,14 @@ func Compile(p, def LifecyclePolicy) (Effective, error) {
 		if r.MaxItemsPerScope != nil {
 			out.MaxItemsPerScope = *r.MaxItemsPerScope
 			if out.MaxItemsPerScope < 0 {
-				errs = append(errs, strata.Invalid("body."+prefix+".max_items_per_scope", "must not be negative"))
+				errs = append(errs, strata.Invalid(""+prefix+".max_items_per_scope", "must not be negative"))
 			}
 		}
 		return out
 	}
 	e.Default = rules("memories.default", doc.Memories.Default)
 	if e.Default.VerifyAge == 0 {
-		errs = append(errs, strata.Invalid("body.memories.default.verify_age", "must be a positive duration"))
+		errs = append(errs, strata.Invalid("memories.default.verify_age", "must be a positive duration"))
 	}
 	kinds := make([]string, 0, len(doc.Memories.Kinds))
 	for k := range doc.Memories.Kinds {
@@ -300,16 +300,16 @@ func Compile(p, def LifecyclePolicy) (Effective, error) {
 	}
 	sort.Strings(kinds)
 	if len(kinds) > 100 {
-		errs = append(errs, strata.Invalid("body.memories.kinds", "at most 100 kinds"))
+		errs = append(errs, strata.Invalid("memories.kinds", "at most 100 kinds"))
 	}
 	for _, k := range kinds {
 		if !strata.ValidID(k) {
-			errs = append(errs, strata.Invalid("body.memories.kinds", "kind %q must be 1-200 characters of A-Z a-z 0-9 . _ : -", k))
+			errs = append(errs, strata.Invalid("memories.kinds", "kind %q must be 1-200 characters of A-Z a-z 0-9 . _ : -", k))
 			continue
 		}
 		r := rules("memories.kinds."+k, doc.Memories.Kinds[k])
 		if r.VerifyAge == 0 {
-			errs = append(errs, strata.Invalid("body.memories.kinds."+k+".verify_age", "must be a positive duration"))
+			errs = append(errs, strata.Invalid("memories.kinds."+k+".verify_age", "must be a positive duration"))
 		}
 		e.Kinds[k] = r
 	}
@@ -323,11 +323,11 @@ func Compile(p, def LifecyclePolicy) (Effective, error) {
 	e.CompactAfter = dur("consolidation.compact_after", c.CompactAfter)
 	e.CompactMinRun = *c.CompactMinRun
 	if e.CompactMinRun < 2 {
-		errs = append(errs, strata.Invalid("body.consolidation.compact_min_run", "must be at least 2"))
+		errs = append(errs, strata.Invalid("consolidation.compact_min_run", "must be at least 2"))
 	}
 	e.MergeThreshold = *c.MergeThreshold
 	if e.MergeThreshold < 0.5 || e.MergeThreshold > 1 {
-		errs = append(errs, strata.Invalid("body.consolidation.merge_threshold", "must be a cosine similarity in [0.5, 1]"))
+		errs = append(errs, strata.Invalid("consolidation.merge_threshold", "must be a cosine similarity in [0.5, 1]"))
 	}
 	pr := c.Promotion
 	e.Promotion = Promotion{Enabled: *pr.Enabled, Kinds: pr.Kinds, Similarity: *pr.Similarity, MinSessions: *pr.MinSessions,
@@ -335,22 +335,22 @@ func Compile(p, def LifecyclePolicy) (Effective, error) {
 		WeightRecency: *pr.WeightRecency, RecencyHalfLife: dur("consolidation.promotion.recency_half_life", pr.RecencyHalfLife)}
 	for i, k := range pr.Kinds {
 		if !strata.ValidID(k) {
-			errs = append(errs, strata.Invalid(fmt.Sprintf("body.consolidation.promotion.kinds[%d]", i), "must be 1-200 characters of A-Z a-z 0-9 . _ : -"))
+			errs = append(errs, strata.Invalid(fmt.Sprintf("consolidation.promotion.kinds[%d]", i), "must be 1-200 characters of A-Z a-z 0-9 . _ : -"))
 		}
 	}
 	if e.Promotion.Similarity < 0.5 || e.Promotion.Similarity > 1 {
-		errs = append(errs, strata.Invalid("body.consolidation.promotion.similarity", "must be a cosine similarity in [0.5, 1]"))
+		errs = append(errs, strata.Invalid("consolidation.promotion.similarity", "must be a cosine similarity in [0.5, 1]"))
 	}
 	if e.Promotion.MinSessions < 2 {
-		errs = append(errs, strata.Invalid("body.consolidation.promotion.min_sessions", "must be at least 2"))
+		errs = append(errs, strata.Invalid("consolidation.promotion.min_sessions", "must be at least 2"))
 	}
 	if e.Promotion.RecencyHalfLife == 0 {
-		errs = append(errs, strata.Invalid("body.consolidation.promotion.recency_half_life", "must be a positive duration"))
+		errs = append(errs, strata.Invalid("consolidation.promotion.recency_half_life", "must be a positive duration"))
 	}
 	for name, v := range map[string]float64{"threshold": e.Promotion.Threshold, "weight_sessions": e.Promotion.WeightSessions,
 		"weight_reads": e.Promotion.WeightReads, "weight_recency": e.Promotion.WeightRecency} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			errs = append(errs, strata.Invalid("body.consolidation.promotion."+name, "must be a non-negative number"))
+			errs = append(errs, strata.Invalid("consolidation.promotion."+name, "must be a non-negative number"))
 		}
 	}
 	e.Extraction = compileExtraction(doc.Extraction, &errs)

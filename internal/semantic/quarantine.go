@@ -116,7 +116,7 @@ const matchWriter = `m.valid_from >= $4 AND (($2 <> '' AND m.created_by_key = $2
 // or agent wrote at or after n.Since, and every version they write while it is active.
 func (s *Store) CreateQuarantine(ctx context.Context, tx pgx.Tx, org string, n NewQuarantine) (Quarantine, error) {
 	if (n.KeyID == "") == (n.AgentID == "") {
-		return Quarantine{}, strata.Invalid("body", "name exactly one of key_id and agent_id")
+		return Quarantine{}, strata.Invalid("", "name exactly one of key_id and agent_id")
 	}
 	if err := n.Validate(); err != nil {
 		return Quarantine{}, err
