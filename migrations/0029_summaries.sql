@@ -30,3 +30,7 @@ CREATE TABLE summaries (
 );
 SELECT strata_enable_rls('summaries');
 CREATE INDEX summaries_user ON summaries (org_id, user_id) WHERE user_id IS NOT NULL;
+
+-- Browse (GET /v1/memories, Mem0's get_all): current versions newest first, a keyset on
+-- (valid_from, id) within the org.
+CREATE INDEX memories_list ON memories (org_id, valid_from DESC, id DESC) WHERE valid_to IS NULL;
