@@ -70,3 +70,27 @@ func (s *Store) ListSessions(ctx context.Context, db pg.DBTX, org, user, cursor 
 	}
 	return out, pg.Interpret(err)
 }
+
+// LongSession is a session whose turn count is past a threshold (rolling summaries).
+type LongSession struct {
+	SessionID string
+	UserID    string
+	TurnSeq   int64
+}
+
+// LongSessions lists up to limit of org's live sessions with more than minTurns turns that
+// were written at or after since, by session id after after.
+func (s *Store) LongSessions(ctx context.Context, db pg.DBTX, org string, minTurns int64, since time.Time, after string, limit int) ([]LongSession, error) {
+	rows, err := db.Query(ctx, `SELECT session_id, coalesce(user_id, ''), turn_seq FROM working_sessions
+		WHERE org_id = $1 AND deleted_at IS NULL AND turn_seq > $2 AND updated_at >= $3 AND session_id > $4
+		ORDER BY session_id LIMIT $5`, org, minTurns, since, after, limit)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LongSession, error) {
+		var l LongSession
+		return l, r.Scan(&l.SessionID, &l.UserID, &l.TurnSeq)
+	})
+	return out, pg.Interpret(err)
+}
+
