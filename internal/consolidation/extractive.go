@@ -9,14 +9,15 @@ import (
 
 // The extractive rolling summariser: what a session or job summary is without an LLM (and
 // when the LLM's answer is unusable). It does not truncate: it splits the previous summary
-// and the new turns or events into sentences and picks, within the token budget, the most
-// informative ones by SumBasic (Nenkova & Vanderwende, 2005) — a sentence's score is the
-// mean probability of its content words in the whole text, and once a sentence is chosen
-// the probabilities of its words are squared, so the next pick says something else. Values
-// (numbers, codes such as 4K or #1A7F8E) and what the user said weigh more; sentences the
-// previous summary kept weigh a little more, so a rolling summary does not churn. The
-// chosen sentences are written in their original order. Deterministic: the same input
-// gives the same summary.
+// and the new turns or events into sentences and picks, greedily within the token budget,
+// the most informative ones. A word weighs sqrt(tf)·log(1 + sentences/df) (a topic the
+// conversation returns to counts; a phrase in every other sentence does not); a sentence
+// scores the mean weight of its content words, and once one is chosen its words weigh less
+// (SumBasic's redundancy step, Nenkova & Vanderwende 2005), so the next pick says something
+// else. Values (numbers, codes such as 4K or #1A7F8E) and what the user said weigh more;
+// sentences the previous summary kept weigh a little more, so a rolling summary does not
+// churn. The chosen sentences are written in their original order. Deterministic: the same
+// input gives the same summary.
 
 // Passage is one unit of input: a turn or an event, with the speaker or op it is from.
 type Passage struct {
@@ -43,7 +44,8 @@ var stopwords = func() map[string]bool {
 		both each few more most other some such no nor not only own same so than too very can will just should would
 		could may might must shall also about above after again against before below between into through during out
 		over under up down off once further let lets okay ok yes yeah sure please thanks thank hi hello hey well oh
-		im ive id ill dont doesnt didnt cant wont isnt arent wasnt thats whats`) {
+		im ive id ill dont doesnt didnt cant wont isnt arent wasnt thats whats anything something nothing everything
+		got noted sure understood great nice good sounds fine right bye goodbye cool perfect awesome alright will`) {
 		m[w] = true
 	}
 	return m
@@ -134,18 +136,33 @@ func Extract(passages []Passage, budget int, count func(string) int) string {
 	if len(ss) == 0 || budget <= 0 {
 		return ""
 	}
-	prob := map[string]float64{}
-	total := 0.0
+	// Word weights: sqrt(term frequency) × log(1 + sentences / sentences with the word), so
+	// a topic the conversation returns to counts, but a phrase repeated in every other
+	// sentence ("sounds good") does not drown the one sentence that holds a value.
+	tf, df := map[string]float64{}, map[string]float64{}
 	for _, s := range ss {
+		seen := map[string]bool{}
 		for _, w := range s.words {
-			prob[w]++
-			total++
+			tf[w]++
+			if !seen[w] {
+				seen[w] = true
+				df[w]++
+			}
 		}
 	}
-	for w := range prob {
-		prob[w] /= total
+	weight := map[string]float64{}
+	for w := range tf {
+		weight[w] = math.Sqrt(tf[w]) * math.Log(1+float64(len(ss))/df[w])
 	}
+	// Identical sentences are candidates once (the first).
+	dup := map[string]bool{}
 	for i := range ss {
+		k := strings.Join(ss[i].words, " ")
+		if dup[k] {
+			ss[i].cost = -1
+			continue
+		}
+		dup[k] = true
 		ss[i].cost = count(ss[i].text + "\n")
 	}
 	chosen := make([]bool, len(ss))
@@ -153,7 +170,7 @@ func Extract(passages []Passage, budget int, count func(string) int) string {
 	for {
 		best, bestScore := -1, 0.0
 		for i, s := range ss {
-			if chosen[i] || used+s.cost > budget {
+			if chosen[i] || s.cost < 0 || used+s.cost > budget {
 				continue
 			}
 			sum := 0.0
@@ -162,13 +179,13 @@ func Extract(passages []Passage, budget int, count func(string) int) string {
 			for _, w := range s.words {
 				if !seen[w] {
 					seen[w] = true
-					sum += prob[w]
+					sum += weight[w]
 					n++
 				}
 			}
-			// Mean word probability, scaled down gently for very short sentences (one
-			// frequent word is not a summary).
-			score := sum / float64(n) * s.boost * math.Min(1, 0.5+float64(n)/8)
+			// Mean word weight, scaled down for very short sentences (one word is rarely a
+			// summary) and gently for very long ones.
+			score := sum / float64(n) * s.boost * math.Min(1, 0.4+float64(n)/6) / math.Max(1, math.Sqrt(float64(n)/25))
 			if score > bestScore {
 				best, bestScore = i, score
 			}
@@ -178,8 +195,9 @@ func Extract(passages []Passage, budget int, count func(string) int) string {
 		}
 		chosen[best] = true
 		used += ss[best].cost
+		// SumBasic's redundancy step: what was said weighs less in the next pick.
 		for _, w := range ss[best].words {
-			prob[w] *= prob[w]
+			weight[w] *= 0.3
 		}
 	}
 	var picked []sentence

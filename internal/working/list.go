@@ -93,4 +93,3 @@ func (s *Store) LongSessions(ctx context.Context, db pg.DBTX, org string, minTur
 	})
 	return out, pg.Interpret(err)
 }
-
