@@ -10,13 +10,14 @@ import (
 // The extractive rolling summariser: what a session or job summary is without an LLM (and
 // when the LLM's answer is unusable). It does not truncate: it splits the previous summary
 // and the new turns or events into sentences and picks, greedily within the token budget,
-// the most informative ones. A word weighs sqrt(tf)·log(1 + sentences/df) (a topic the
-// conversation returns to counts; a phrase in every other sentence does not); a sentence
+// the most informative ones. A word weighs log(1 + sentences/df)·(1 + log(tf)/4) (a topic the
+// conversation returns to counts a little; a phrase in every other sentence does not); a sentence
 // scores the mean weight of its content words, and once one is chosen its words weigh less
 // (SumBasic's redundancy step, Nenkova & Vanderwende 2005), so the next pick says something
 // else. Values (numbers, codes such as 4K or #1A7F8E) and what the user said weigh more;
-// sentences the previous summary kept weigh a little more, so a rolling summary does not
-// churn. The chosen sentences are written in their original order. Deterministic: the same
+// sentences the previous summary kept weigh a little less than new ones, so a rolling
+// summary follows the conversation and keeps an old sentence only while it stays
+// distinctive. The chosen sentences are written in their original order. Deterministic: the same
 // input gives the same summary.
 
 // Passage is one unit of input: a turn or an event, with the speaker or op it is from.
@@ -136,9 +137,10 @@ func Extract(passages []Passage, budget int, count func(string) int) string {
 	if len(ss) == 0 || budget <= 0 {
 		return ""
 	}
-	// Word weights: sqrt(term frequency) × log(1 + sentences / sentences with the word), so
-	// a topic the conversation returns to counts, but a phrase repeated in every other
-	// sentence ("sounds good") does not drown the one sentence that holds a value.
+	// Word weights: log(1 + sentences / sentences with the word) × (1 + log(tf)/4): what is
+	// distinctive counts most, a topic the conversation returns to a little more, and a
+	// phrase repeated in every other sentence ("sounds good", the op of a thousand trims)
+	// never drowns the one sentence that holds a value.
 	tf, df := map[string]float64{}, map[string]float64{}
 	for _, s := range ss {
 		seen := map[string]bool{}
@@ -152,7 +154,7 @@ func Extract(passages []Passage, budget int, count func(string) int) string {
 	}
 	weight := map[string]float64{}
 	for w := range tf {
-		weight[w] = math.Sqrt(tf[w]) * math.Log(1+float64(len(ss))/df[w])
+		weight[w] = math.Log(1+float64(len(ss))/df[w]) * (1 + math.Log(tf[w])/4)
 	}
 	// Identical sentences are candidates once (the first).
 	dup := map[string]bool{}

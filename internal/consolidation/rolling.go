@@ -337,7 +337,7 @@ func (r *Rolling) summarize(ctx context.Context, org string, sub subject, f fold
 	}
 	var ps []Passage
 	if f.hasPrev && f.prev.Text != "" {
-		ps = append(ps, Passage{Text: f.prev.Text, Weight: 1.2})
+		ps = append(ps, Passage{Text: f.prev.Text, Weight: 0.9})
 	}
 	ps = append(ps, f.passages...)
 	n.Text = Extract(ps, budget, CountTokens)

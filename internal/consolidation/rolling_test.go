@@ -144,6 +144,7 @@ func TestRollingSessionSummaryExtractive(t *testing.T) {
 	require.EqualValues(t, 13, v2.ToSeq)
 	require.Contains(t, v2.Text, "4K", "the rolling summary keeps what the previous version held")
 	require.Contains(t, v2.Text, "#1A7F8E")
+	t.Logf("session summary v2 (%d tokens):\n%s", v2.Tokens, v2.Text)
 	require.LessOrEqual(t, v2.Tokens, 120)
 
 	// History: both versions, newest first.
@@ -248,4 +249,47 @@ func TestExtractIsNotATruncation(t *testing.T) {
 	require.Contains(t, out, "ProRes 422 HQ", "the one informative sentence comes last and is still picked")
 	require.LessOrEqual(t, consolidation.CountTokens(out), 30)
 	require.Equal(t, out, consolidation.Extract(ps, 30, consolidation.CountTokens), "deterministic")
+}
+
+// TestRollingJobSummaryExtractive: a 2,000-event job without an LLM: the events older than
+// the newest 50 are folded (200 per version) into an extractive summary within its budget,
+// which keeps the settled values and marks reverted events as such.
+func TestRollingJobSummaryExtractive(t *testing.T) {
+	t.Parallel()
+	e := newRolling(t, nil)
+	e.r.KeepEvents, e.r.Tokens = 50, 300
+	require.NoError(t, pg.InOrgTx(e.ctx, e.r.Pool, org, func(tx pgx.Tx) error {
+		if _, _, err := e.r.Jobs.PutJob(e.ctx, tx, org, "long-1", jobs.JobSpec{Goal: "Cut the Silva wedding", UserID: "sam"}, nil); err != nil {
+			return err
+		}
+		for b := 0; b < 2; b++ {
+			evs := make([]episodic.EventInput, 1000)
+			for i := range evs {
+				n := b*1000 + i + 1
+				evs[i] = episodic.EventInput{Op: fmt.Sprintf("clip%d.trim", n%20), Params: []byte(fmt.Sprintf(`{"in":%d,"out":%d}`, n%60, n%60+5)), UserID: "sam"}
+				if n == 7 {
+					evs[i] = episodic.EventInput{Op: "color.grade", Params: []byte(`{"lut":"warm-teal","strength":0.8}`), UserID: "sam"}
+				}
+			}
+			if _, err := e.r.Episodic.Append(e.ctx, tx, org, "long-1", evs); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	res, err := e.r.SummarizeJob(e.ctx, org, "long-1")
+	require.NoError(t, err)
+	require.Equal(t, "summarized", res.Status)
+	require.Equal(t, 10, res.Versions, "1,950 events, 200 per version")
+	l := res.Latest
+	require.EqualValues(t, 1, l.FromSeq)
+	require.EqualValues(t, 1950, l.ToSeq)
+	require.Equal(t, "extractive", l.Summarizer)
+	require.LessOrEqual(t, l.Tokens, 300)
+	t.Logf("job summary v%d (%d tokens):\n%s", l.Version, l.Tokens, l.Text)
+	require.Contains(t, l.Text, "warm-teal", "the one distinctive event survives ten folds")
+	require.Contains(t, l.Text, "#18", "and the newest fold is represented")
+	res, err = e.r.SummarizeJob(e.ctx, org, "long-1")
+	require.NoError(t, err)
+	require.Equal(t, "nothing", res.Status, "the newest 50 stay out")
 }
