@@ -293,3 +293,19 @@ func TestRollingJobSummaryExtractive(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "nothing", res.Status, "the newest 50 stay out")
 }
+
+// BenchmarkExtract: one extractive fold of 200 turns into a 400-token summary.
+//
+//	go test -run '^$' -bench BenchmarkExtract -benchtime 20x ./internal/consolidation/
+func BenchmarkExtract(b *testing.B) {
+	var ps []consolidation.Passage
+	for i := 0; i < 200; i++ {
+		ps = append(ps, consolidation.Passage{Seq: int64(i + 1), Label: "user", Text: fmt.Sprintf(
+			"Turn %d: %s Export reel %d in 4K with the warm teal grade. Thanks, that sounds good!", i, mediaChat[i%len(mediaChat)], i%17)})
+	}
+	for b.Loop() {
+		if consolidation.Extract(ps, 400, consolidation.CountTokens) == "" {
+			b.Fatal("empty")
+		}
+	}
+}
