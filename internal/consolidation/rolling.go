@@ -305,7 +305,9 @@ func (r *Rolling) read(ctx context.Context, tx pgx.Tx, org string, sub subject) 
 	if len(f.llmItems) == 0 {
 		return f, nil
 	}
-	f.from = after + 1
+	// The first seq read: after+1, except for a session re-created after a delete, whose
+	// numbering continues past turns that are gone.
+	f.from = f.passages[0].Seq
 	return f, nil
 }
 

@@ -102,6 +102,12 @@ func TestRollingSummariesThroughTheAPI(t *testing.T) {
 	require.Equal(t, 404, s.Do("GET", "/v1/sessions/s1/summary", other, nil).Status, "another org sees nothing")
 	require.Equal(t, 404, s.Do("GET", "/v1/sessions/a1/summary", key, nil).Status, "the restricted subject's turns are not summarised")
 
+	// Deleting a session deletes its turns, and their summary with them.
+	say("s2", "kim", 12, 1)
+	waitStatus(t, s, key, "/v1/sessions/s2/summary", func(m map[string]any) bool { return m["to_seq"] == float64(7) })
+	require.Equal(t, 204, s.Do("DELETE", "/v1/sessions/s2/state", key, nil).Status)
+	require.Equal(t, 404, s.Do("GET", "/v1/sessions/s2/summary", key, nil).Status)
+
 	// A 2,000-event job: events older than the newest 50 are summarised.
 	need(t, s.Do("PUT", "/v1/jobs/long-1", key, map[string]any{"goal": "Cut the Silva wedding film", "user_id": "sam"}), 200, 201)
 	for b := 0; b < 4; b++ {
