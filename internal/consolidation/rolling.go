@@ -428,6 +428,19 @@ func (r *Rolling) Candidates(ctx context.Context, tx pgx.Tx, org, kind string, l
 		if err != nil {
 			return out, err
 		}
+		if kind == summaries.KindJob && len(due) > 0 {
+			ids := make([]string, len(due))
+			for i, d := range due {
+				ids[i] = d.ID
+			}
+			us, err := r.Jobs.Users(ctx, tx, org, ids)
+			if err != nil {
+				return out, err
+			}
+			for id, u := range us {
+				users[id] = u
+			}
+		}
 		for _, d := range due {
 			out = append(out, RollingArgs{Org: org, Of: kind, ID: d.ID, UserID: users[d.ID]})
 		}

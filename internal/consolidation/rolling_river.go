@@ -14,7 +14,7 @@ import (
 )
 
 // RollingArgs folds one session's or job's backlog into its summary. The args name the org,
-// the subject and (for a session) its user, so an erasure of the user deletes the queued job.
+// the subject and its user, so an erasure of the user deletes the queued job.
 type RollingArgs struct {
 	Org    string `json:"org"`
 	Of     string `json:"of"` // summaries.KindSession or KindJob

@@ -277,6 +277,14 @@ func TestRollingJobSummaryExtractive(t *testing.T) {
 		}
 		return nil
 	}))
+	var due []consolidation.RollingArgs
+	require.NoError(t, pg.InOrgTx(e.ctx, e.r.Pool, org, func(tx pgx.Tx) error {
+		var err error
+		due, err = e.r.Candidates(e.ctx, tx, org, summaries.KindJob, 10)
+		return err
+	}))
+	require.Equal(t, []consolidation.RollingArgs{{Org: org, Of: summaries.KindJob, ID: "long-1", UserID: "sam"}}, due,
+		"the queued job names the subject, so an erasure deletes it")
 	res, err := e.r.SummarizeJob(e.ctx, org, "long-1")
 	require.NoError(t, err)
 	require.Equal(t, "summarized", res.Status)
