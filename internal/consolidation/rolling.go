@@ -297,8 +297,9 @@ func (r *Rolling) read(ctx context.Context, tx pgx.Tx, org string, sub subject) 
 				w = 0.5
 			}
 			f.passages = append(f.passages, Passage{Seq: e.Seq, Label: label, Text: text + ".", Weight: w})
-			f.llmItems = append(f.llmItems, map[string]any{"seq": e.Seq, "op": e.Op, "params": e.Params, "result": e.Result,
-				"reverted": reverted[e.Seq]})
+			// Params and results travel compacted and cut (a 200-event prompt stays bounded).
+			f.llmItems = append(f.llmItems, map[string]any{"seq": e.Seq, "op": e.Op, "params": compactJSON(e.Params, 300),
+				"result": compactJSON(e.Result, 300), "reverted": reverted[e.Seq]})
 			f.to = e.Seq
 		}
 	}

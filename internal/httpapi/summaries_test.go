@@ -138,6 +138,12 @@ func TestRollingSummariesThroughTheAPI(t *testing.T) {
 	require.Contains(t, sec["text"], "session s1 turns 1-11 (summary v2)")
 	require.Contains(t, c["prompt"], "Folded")
 
+	// A summary is the subject's data: refused while the subject is restricted (Art. 18).
+	need(t, s.Do("POST", "/v1/gdpr/restrictions/sam", comp, map[string]any{"reason": "disputed"}), 200, 201)
+	require.Equal(t, 403, s.Do("GET", "/v1/sessions/s1/summary", key, nil).Status)
+	require.Equal(t, 403, s.Do("GET", "/v1/jobs/long-1/summary/versions", key, nil).Status)
+	need(t, s.Do("DELETE", "/v1/gdpr/restrictions/sam", comp, nil), 200, 204)
+
 	// Export (Art. 15): the summaries and the extraction rows.
 	need(t, s.Do("POST", "/v1/memories/extract", key, map[string]any{"session_id": "s1"}), 200)
 	counts := exportCounts(t, s, comp, "sam")
