@@ -51,7 +51,7 @@ type ContextBody struct {
 	MaxTokens    int           `json:"max_tokens"`
 	Tokens       int           `json:"tokens" doc:"Tokens of prompt: never more than max_tokens."`
 	Prompt       string        `json:"prompt" doc:"Every included section, in priority order, ready to put in the model's context."`
-	Sections     []tc.Packed   `json:"sections" doc:"job, working_state, preferences, memories, similar_jobs (always all five, in this order): tokens used and what was left out."`
+	Sections     []tc.Packed   `json:"sections" doc:"job, working_state, summary, preferences, memories, similar_jobs (always all six, in this order): tokens used and what was left out. summary is the rolling summary of the session's spilled turns and the job's older events (GET /v1/sessions/{session}/summary, /v1/jobs/{job}/summary)."`
 	Job          *ContextJob   `json:"job,omitempty"`
 	KVNamespaces []string      `json:"kv_namespaces"`
 	Timings      ContextTiming `json:"timings_ms" doc:"Where the time went (milliseconds)."`

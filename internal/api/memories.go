@@ -207,3 +207,37 @@ func (o *HistoryOutput) SubjectUsers() []string {
 	}
 	return []string{o.Body.Items[0].UserID}
 }
+
+var OpListMemories = huma.Operation{
+	OperationID: "list-memories", Method: http.MethodGet, Path: "/v1/memories", Tags: []string{"semantic"},
+	Summary: "Browse memories (filters, newest first, cursor)",
+	Description: "The current version of every memory matching the filters, newest first (by when the version was written), " +
+		"paged with a keyset cursor — Mem0's get_all. Scope fields match exactly: user_id=U lists U's memories at every " +
+		"agent and session (it does not compose scopes the way search does). provenance: extracted (by the org's LLM from " +
+		"conversation turns), consolidated (by the consolidation worker), written (through the API by a key). " +
+		"Memories of a restricted subject (GDPR Art. 18) are left out.",
+}
+
+type ListMemoriesInput struct {
+	ScopeQuery
+	Kind          string `query:"kind" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Only this kind (fact, preference, job, case, or a custom kind)."`
+	Trust         string `query:"trust" enum:"verified,user_stated,agent_inferred,tool_output,consolidated,extracted" doc:"Only this trust level."`
+	Provenance    string `query:"provenance" enum:"extracted,consolidated,written" doc:"Only memories extracted from turns, written by consolidation, or written through the API."`
+	KeyID         string `query:"key_id" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Only versions written by this API key id."`
+	CreatedAfter  string `query:"created_after" maxLength:"64" doc:"Only versions written after this time (RFC 3339)."`
+	CreatedBefore string `query:"created_before" maxLength:"64" doc:"Only versions written before this time (RFC 3339)."`
+	Page
+}
+
+type ListMemoriesOutput struct {
+	Body List[semantic.Memory]
+}
+
+func (o *ListMemoriesOutput) ItemSubjects() (users, jobs []string) {
+	for _, m := range o.Body.Items {
+		users = append(users, m.UserID)
+	}
+	return users, nil
+}
+
+func (o *ListMemoriesOutput) DropItems(drop func(int) bool) { o.Body.DropItems(drop) }

@@ -60,6 +60,7 @@ type parts struct {
 	audit        *auditKeys             // anchor signing and verification; nil in NewServer
 	replicas     *pg.Replicas           // read replicas; nil without STRATA_DATABASE_REPLICA_URL
 	extractor    *extraction.Extractor  // conversation memory; nil without STRATA_LLM_MODEL
+	rolling      *consolidation.Rolling // rolling summaries of sessions and long jobs
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -91,6 +92,12 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	p.consolidator = &consolidation.Consolidator{Pool: pool, Semantic: p.memories, Episodic: p.events, Jobs: p.jobs,
 		Embedder: emb, Defaults: p.policy, Log: log, Metrics: consolidation.NewMetrics(p.metrics)}
 	p.jobMetrics = newJobMetrics(p.metrics)
+	p.rolling = &consolidation.Rolling{Pool: pool, Working: p.working, Episodic: p.events, Jobs: p.jobs,
+		Restricted: p.restrictions.RestrictedOn, Every: cfg.SummaryEvery, KeepEvents: cfg.SummaryKeepEvents,
+		Tokens: cfg.SummaryTokens, Log: log, Metrics: consolidation.NewRollingMetrics(p.metrics)}
+	if cfg.SummaryKeepEvents == 0 {
+		p.rolling.KeepEvents = -1
+	}
 	p.assembler = turncontext.NewAssembler(turncontext.Deps{Jobs: p.jobs, Events: p.events, Working: p.working,
 		KV: p.kv, Memories: p.memories, Embedder: emb, Access: p.access, QueuePolicy: policy.QueueLoadEffective,
 		PolicyDefaults: p.policy, QueueRestrictionCheck: gdpr.QueueContextCheck, Pool: pool})
@@ -100,6 +107,10 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 			return nil, fmt.Errorf("STRATA_LLM_MODEL: %w", err)
 		}
 		p.consolidator.Summarizer = llm
+		if p.rolling.LLM, err = consolidation.NewRollingLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL,
+			APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel}); err != nil {
+			return nil, fmt.Errorf("STRATA_LLM_MODEL: %w", err)
+		}
 		p.extractor, err = extraction.New(extraction.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
 			Model: cfg.LLMModel}, extraction.Extractor{Pool: pool, Semantic: p.memories, KV: p.kv, Working: p.working,
 			Embedder: emb, Restricted: p.restrictions.RestrictedOn, Defaults: p.policy, Log: log,

@@ -38,6 +38,11 @@ func (p *parts) lifecycleWorkers(workers *river.Workers) []*river.PeriodicJob {
 		every(cfg.ConsolidationInterval, consolidation.ScheduleArgs{}, false),
 		every(cfg.EvictionInterval, eviction.ScheduleArgs{}, false),
 	}
+	// Rolling summaries (docs/summaries.md):
+	//	every STRATA_SUMMARY_POLL rolling_summary_dispatch: due sessions and jobs → rolling_summary (unique per subject)
+	river.AddWorker(workers, &consolidation.RollingDispatchWorker{Rolling: p.rolling, ExtraOrg: cfg.AdminOrg})
+	river.AddWorker(workers, &consolidation.RollingWorker{Rolling: p.rolling})
+	periodic = append(periodic, every(cfg.SummaryPoll, consolidation.RollingDispatchArgs{}, true))
 	// Conversation memory (docs/extraction.md), when the server has an LLM:
 	//	every STRATA_EXTRACTION_POLL extraction_dispatch: due sessions → extract_session (unique per session)
 	if p.extractor != nil {

@@ -22,7 +22,7 @@ var floors = map[string]int{
 	"internal/pg": 10, "internal/redisconn": 10, "internal/embed": 10,
 	"internal/queue": 11, "migrations": 11, // both build on pg
 	"internal/working": 20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,
-	"internal/keyvalue": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
+	"internal/keyvalue": 20, "internal/summaries": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
 	"internal/consolidation": 30, "internal/joblog": 30, "internal/extraction": 29, // gdpr erases extraction's state
 	"internal/mcp":     40, // the MCP server and its tool table, built from the OpenAPI document

@@ -448,7 +448,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 }
 
 func (a *app) memoriesCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "memories", Short: "Semantic memory: add, search, show, forget"}
+	cmd := &cobra.Command{Use: "memories", Short: "Semantic memory: add, search, list, show, forget, extract"}
 	var m client.NewMemory
 	var importance float64
 	var metadata, jobID string
@@ -541,7 +541,7 @@ func (a *app) memoriesCmd() *cobra.Command {
 			}
 			return a.print(map[string]any{"id": args[0], "deleted_versions": ids}, []string{"ID", "VERSIONS_DELETED"}, [][]string{{args[0], strconv.Itoa(len(ids))}})
 		}}
-	cmd.AddCommand(add, search, show, forget, a.memoriesImportCmd(), a.memoriesExtractCmd())
+	cmd.AddCommand(add, search, a.memoriesListCmd(), show, forget, a.memoriesImportCmd(), a.memoriesExtractCmd())
 	return cmd
 }
 

@@ -122,6 +122,16 @@ type Config struct {
 	// STRATA_EXTRACTION_APPLY_PAUSE (tests only) sleeps between applied decisions.
 	ExtractionPoll       time.Duration `env:"STRATA_EXTRACTION_POLL" envDefault:"1s"`
 	ExtractionApplyPause time.Duration `env:"STRATA_EXTRACTION_APPLY_PAUSE" envDefault:"0s"`
+
+	// Rolling summaries (docs/summaries.md): every STRATA_SUMMARY_POLL a dispatcher finds
+	// sessions with at least STRATA_SUMMARY_EVERY turns spilled past the turn buffer beyond
+	// their summary, and jobs with as many events beyond their summary and their newest
+	// STRATA_SUMMARY_KEEP_EVENTS; a River job folds them into a new summary version of at
+	// most STRATA_SUMMARY_TOKENS tokens (the LLM's with STRATA_LLM_MODEL, else extractive).
+	SummaryPoll       time.Duration `env:"STRATA_SUMMARY_POLL" envDefault:"2s"`
+	SummaryEvery      int           `env:"STRATA_SUMMARY_EVERY" envDefault:"20"`
+	SummaryKeepEvents int           `env:"STRATA_SUMMARY_KEEP_EVENTS" envDefault:"50"`
+	SummaryTokens     int           `env:"STRATA_SUMMARY_TOKENS" envDefault:"400"`
 }
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).
@@ -289,6 +299,18 @@ func (c Config) Validate() error {
 	}
 	if c.ExtractionPoll <= 0 {
 		bad("STRATA_EXTRACTION_POLL", "must be a positive duration")
+	}
+	if c.SummaryPoll <= 0 {
+		bad("STRATA_SUMMARY_POLL", "must be a positive duration")
+	}
+	if c.SummaryEvery < 1 || c.SummaryEvery > 100000 {
+		bad("STRATA_SUMMARY_EVERY", "must be between 1 and 100000, got %d", c.SummaryEvery)
+	}
+	if c.SummaryKeepEvents < 0 || c.SummaryKeepEvents > 100000 {
+		bad("STRATA_SUMMARY_KEEP_EVENTS", "must be between 0 and 100000, got %d", c.SummaryKeepEvents)
+	}
+	if c.SummaryTokens < 50 || c.SummaryTokens > 8000 {
+		bad("STRATA_SUMMARY_TOKENS", "must be between 50 and 8000, got %d", c.SummaryTokens)
 	}
 	if c.ExtractionApplyPause < 0 {
 		bad("STRATA_EXTRACTION_APPLY_PAUSE", "must not be negative")

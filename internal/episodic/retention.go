@@ -124,3 +124,24 @@ func (s *Store) DeleteLog(ctx context.Context, tx pgx.Tx, org, job string) (even
 	_, err = tx.Exec(ctx, `DELETE FROM episodic_compactions WHERE org_id = $1 AND job_id = $2`, org, job)
 	return events, false, pg.Interpret(err)
 }
+
+// LongLog is a job whose log head is past a threshold (rolling job summaries).
+type LongLog struct {
+	JobID   string
+	LastSeq int64
+}
+
+// LongLogs lists up to limit of org's jobs whose log head is above minSeq, by job id after
+// after (a fork counts its own seqs, which continue its parent's).
+func (s *Store) LongLogs(ctx context.Context, q pg.DBTX, org string, minSeq int64, after string, limit int) ([]LongLog, error) {
+	rows, err := q.Query(ctx, `SELECT job_id, last_seq FROM episodic_jobs
+		WHERE org_id = $1 AND last_seq > $2 AND job_id > $3 ORDER BY job_id LIMIT $4`, org, minSeq, after, limit)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (LongLog, error) {
+		var l LongLog
+		return l, r.Scan(&l.JobID, &l.LastSeq)
+	})
+	return out, pg.Interpret(err)
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/summaries"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -389,6 +390,10 @@ func (e *Evictor) apply(ctx context.Context, tx pgx.Tx, org string, it EvictionI
 		var turns int64
 		for _, g := range got {
 			turns += g.Turns
+			// The rolling summary of turns that are gone goes with them (docs/summaries.md).
+			if _, err := summaries.EraseSubject(ctx, tx, org, summaries.KindSession, g.SessionID); err != nil {
+				return turns, err
+			}
 		}
 		return turns, nil
 	case TierEpisodic:
@@ -399,6 +404,9 @@ func (e *Evictor) apply(ctx context.Context, tx pgx.Tx, org string, it EvictionI
 				return events, err
 			}
 			events += n
+			if _, err := summaries.EraseSubject(ctx, tx, org, summaries.KindJob, job); err != nil {
+				return events, err
+			}
 		}
 		return events, nil
 	case TierCheckpoints:

@@ -20,6 +20,7 @@ import (
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/summaries"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -33,7 +34,7 @@ const MaxRounds = 3
 
 // Phases are the erasure's steps, in order. River jobs go first so no queued work re-creates
 // data behind the erasure; restrictions go last.
-var Phases = []string{"river", "jobs", "episodic", "checkpoints", "assets", "semantic", "extraction", "keyvalue", "working", "idempotency", "restrictions"}
+var Phases = []string{"river", "jobs", "episodic", "checkpoints", "assets", "semantic", "extraction", "summaries", "keyvalue", "working", "idempotency", "restrictions"}
 
 // Engine runs erasures. Any number of engines (replicas) may run; an erasure's lease makes
 // one of them work it at a time.
@@ -361,6 +362,11 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			x, err := extraction.EraseUser(ctx, tx, org, user)
 			return map[string]int64{"extraction.states": x.States, "extraction.provenance": x.Provenance}, true, err
+		})
+	case "summaries":
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
+			k, err := summaries.EraseUser(ctx, tx, org, user)
+			return map[string]int64{"summaries.versions": k}, true, err
 		})
 	case "keyvalue":
 		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {

@@ -109,6 +109,17 @@ var sections = []section{
 	{"semantic", "retrieval", `SELECT id::text, to_jsonb(r) - 'org_id',
 		jsonb_build_object('key_id', key_id, 'agent_id', agent_id, 'job_id', job_id, 'at', served_at)
 		FROM memory_retrievals r WHERE org_id = $1 AND user_id = $2 ORDER BY id`},
+	{"extraction", "state", `SELECT session_id, to_jsonb(x) - 'org_id',
+		jsonb_build_object('agent_id', agent_id, 'session_id', session_id, 'at', updated_at)
+		FROM extraction_state x WHERE org_id = $1 AND user_id = $2 ORDER BY session_id`},
+	{"extraction", "provenance", `SELECT id::text, to_jsonb(p) - 'org_id',
+		jsonb_build_object('key_id', written_by, 'agent_id', agent_id, 'session_id', session_id, 'turn_seqs', turn_seqs,
+			'model', model, 'prompt_version', prompt_version, 'at', created_at)
+		FROM extraction_provenance p WHERE org_id = $1 AND user_id = $2 ORDER BY id`},
+	{"summaries", "summary", `SELECT subject_kind || '/' || subject_id || '@' || version, to_jsonb(s) - 'org_id',
+		jsonb_build_object('agent_id', agent_id, 'summarizer', summarizer, 'prompt_version', prompt_version,
+			'from_seq', from_seq, 'to_seq', to_seq, 'at', created_at)
+		FROM summaries s WHERE org_id = $1 AND user_id = $2 ORDER BY subject_kind, subject_id, version`},
 	{"idempotency", "stored_response", `SELECT key, jsonb_build_object('method', method, 'path', path,
 			'status', response_status, 'created_at', created_at, 'expires_at', expires_at),
 		jsonb_build_object('at', created_at)

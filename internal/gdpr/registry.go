@@ -35,6 +35,7 @@ var Covered = []Coverage{
 			OR position(convert_to('"user_id":' || to_jsonb($2::text)::text, 'UTF8') IN response_body) > 0)`},
 	{Table: "extraction_state", Tier: "extraction", Erasure: "deleted (the subject's sessions' cursors and statuses); queued extraction jobs go with River's phase (their args name the user)"},
 	{Table: "extraction_provenance", Tier: "extraction", Erasure: "deleted (where each extracted memory and preference came from; the memories and preferences go with their tiers)"},
+	{Table: "summaries", Tier: "summaries", Erasure: "deleted (every version of the subject's session and job summaries); queued rolling-summary jobs go with River's phase (their args name the user)"},
 	{Table: "gdpr_restrictions", Tier: "gdpr", Erasure: "deleted (nothing is left to restrict)"},
 	{Table: "gdpr_erasures", Tier: "gdpr", Erasure: "the raw user_id is cleared when the erasure completes; the receipt keeps only the audit pseudonym",
 		Remaining: `SELECT count(*) FROM gdpr_erasures WHERE org_id = $1 AND user_id = $2 AND status NOT IN ('pending', 'running')`},

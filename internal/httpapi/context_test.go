@@ -91,7 +91,7 @@ func TestContextAssemblesSectionsInPriorityOrder(t *testing.T) {
 		require.Zero(t, sec.LeftOutCount, sec.Name)
 		require.Equal(t, counter.Count(sec.Text), sec.Tokens, sec.Name)
 	}
-	require.Equal(t, []string{"job", "working_state", "preferences", "memories", "similar_jobs"}, names)
+	require.Equal(t, []string{"job", "working_state", "summary", "preferences", "memories", "similar_jobs"}, names)
 
 	p := c.Prompt
 	order := []string{"## Job promo-7 (running)", "## Working state (session sess-1", "## Preferences", "## Relevant memories", "## Similar past jobs"}
@@ -124,7 +124,7 @@ func TestContextAssemblesSectionsInPriorityOrder(t *testing.T) {
 	require.Equal(t, []string{"preferences", "rules"}, c.KVNamespaces)
 
 	// The memories the model was given are in their retrieval log, as served by "context".
-	memID := c.Sections[3].Included[0]
+	memID := c.Sections[4].Included[0]
 	var rl struct {
 		Items []struct {
 			Operation string `json:"operation"`
@@ -142,7 +142,7 @@ func TestContextAssemblesSectionsInPriorityOrder(t *testing.T) {
 	require.Equal(t, "cl100k_base", c.Encoding)
 	require.Contains(t, c.Prompt, "- brand/palette = \"teal\" (org)")
 	require.Contains(t, c.Prompt, "## Working state (snapshot from checkpoint v1)\n- cursor: 42")
-	require.Equal(t, "no query given", c.Sections[3].Note)
+	require.Equal(t, "no query given", c.Sections[4].Note)
 
 	c = getContext(t, s, key, map[string]any{"query": "captions", "model": "claude-sonnet-4"})
 	require.True(t, c.Estimated)
@@ -168,7 +168,7 @@ func TestContextReadsALostSessionFromPostgres(t *testing.T) {
 	after := getContext(t, s, key, body)
 	require.Equal(t, before.Sections[1].Text, after.Sections[1].Text, "the working state, restored from Postgres")
 	require.Equal(t, before.Sections[0].Text, after.Sections[0].Text)
-	require.Equal(t, before.Sections[2].Text, after.Sections[2].Text, "preferences come from Postgres either way")
+	require.Equal(t, before.Sections[3].Text, after.Sections[3].Text, "preferences come from Postgres either way")
 	// Restored into Redis: the next state read answers from there.
 	r := must(t, s.Do("GET", "/v1/sessions/sess-1/state", key, nil), 200)
 	require.Contains(t, string(r.Body), "spring promo, upbeat")
@@ -204,9 +204,9 @@ func TestContextBudgetLeavesOutLowerPriorityFirst(t *testing.T) {
 		require.Contains(t, c.Prompt, "## Job promo-7", "the job summary comes first")
 	}
 	small := getContext(t, s, key, map[string]any{"user_id": "u1", "job_id": "promo-7", "query": "captions", "max_tokens": 150})
-	require.Empty(t, small.Sections[3].Included, "memories wait for the job")
-	require.NotEmpty(t, small.Sections[3].LeftOut)
-	require.Equal(t, "left out: the budget was spent on higher-priority sections", small.Sections[3].Note)
+	require.Empty(t, small.Sections[4].Included, "memories wait for the job")
+	require.NotEmpty(t, small.Sections[4].LeftOut)
+	require.Equal(t, "left out: the budget was spent on higher-priority sections", small.Sections[4].Note)
 }
 
 func TestContextIsolationAndBadInput(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/auth"
@@ -226,4 +227,38 @@ func (s *Server) embedOne(ctx context.Context, text string) ([]float32, error) {
 		return nil, err
 	}
 	return vs[0], nil
+}
+
+// queryTime parses an optional RFC 3339 query parameter.
+func queryTime(field, v string) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return nil, strata.Invalid(field, "must be an RFC 3339 time (2026-12-02T10:00:00Z)")
+	}
+	return &t, nil
+}
+
+func (s *Server) listMemories(ctx context.Context, r *Request, in *api.ListMemoriesInput) (*api.ListMemoriesOutput, error) {
+	limit, err := in.Page.Size()
+	if err != nil {
+		return nil, err
+	}
+	after, err := queryTime("created_after", in.CreatedAfter)
+	if err != nil {
+		return nil, err
+	}
+	before, err := queryTime("created_before", in.CreatedBefore)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := s.Memories.List(ctx, r.Tx, r.Org, semantic.ListFilter{UserID: in.UserID, AgentID: in.AgentID,
+		SessionID: in.SessionID, Kind: in.Kind, Trust: in.Trust, Provenance: in.Provenance, KeyID: in.KeyID,
+		CreatedAfter: after, CreatedBefore: before, Cursor: in.Cursor, Limit: limit + 1})
+	if err != nil {
+		return nil, err
+	}
+	return &api.ListMemoriesOutput{Body: page(ms, limit, semantic.ListCursor)}, nil
 }

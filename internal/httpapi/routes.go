@@ -74,6 +74,13 @@ func (s *Server) routes() {
 		handle(s, agentRoles, api.OpPostSessionMessage, NoSubjectData, s.postSessionMessage) // POST /v1/sessions/{session}/messages
 		handle(s, agentRoles, api.OpListSessionMessages, SubjectData, s.listSessionMessages) // GET /v1/sessions/{session}/messages
 		handle(s, agentRoles, api.OpSessionExtraction, SubjectData, s.sessionExtraction)     // GET /v1/sessions/{session}/extraction
+		handle(s, agentRoles, api.OpListSessions, FilteredSubjectData, s.listSessions)       // GET /v1/sessions
+
+		// Rolling summaries of sessions and long jobs (summaries.go).
+		handle(s, agentRoles, api.OpSessionSummary, SubjectData, s.sessionSummary)                 // GET /v1/sessions/{session}/summary
+		handle(s, agentRoles, api.OpSessionSummaryVersions, SubjectData, s.sessionSummaryVersions) // GET /v1/sessions/{session}/summary/versions
+		handle(s, agentRoles, api.OpJobSummary, JobSubjectData, s.jobSummary)                      // GET /v1/jobs/{job}/summary
+		handle(s, agentRoles, api.OpJobSummaryVersions, JobSubjectData, s.jobSummaryVersions)      // GET /v1/jobs/{job}/summary/versions
 
 		// Episodic log (episodic.go).
 		handle(s, agentRoles, api.OpAppendEvents, NoSubjectData, s.appendEvents)  // POST /v1/jobs/{job}/events
@@ -119,6 +126,7 @@ func (s *Server) routes() {
 		handle(s, agentRoles, api.OpCreateMemories, NoSubjectData, s.createMemories)     // POST /v1/memories/batch
 		handle(s, agentRoles, api.OpSearchMemories, ScopedSubjectData, s.searchMemories) // POST /v1/memories/search
 		handle(s, agentRoles, api.OpSimilarJobs, ScopedSubjectData, s.similarJobs)       // POST /v1/jobs/similar
+		handle(s, agentRoles, api.OpListMemories, FilteredSubjectData, s.listMemories)   // GET /v1/memories
 		handle(s, agentRoles, api.OpGetMemory, SubjectData, s.getMemory)                 // GET /v1/memories/{id}
 		handle(s, agentRoles, api.OpUpdateMemory, NoSubjectData, s.updateMemory)         // PATCH /v1/memories/{id}
 		handle(s, agentRoles, api.OpDeleteMemory, NoSubjectData, s.deleteMemory)         // DELETE /v1/memories/{id}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/httpops"
+	"github.com/strata-mem/strata/internal/summaries"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -58,6 +59,10 @@ func (s *Server) deleteSession(ctx context.Context, r *Request, in *api.DeleteSt
 		return nil, err
 	}
 	if err := s.Working.Delete(ctx, r.Tx, r.Org, in.Session, im); err != nil {
+		return nil, err
+	}
+	// The turns are gone, so is their rolling summary (docs/summaries.md).
+	if _, err := summaries.EraseSubject(ctx, r.Tx, r.Org, summaries.KindSession, in.Session); err != nil {
 		return nil, err
 	}
 	return &struct{}{}, nil

@@ -499,3 +499,22 @@ func (s *Store) StalledCounts(ctx context.Context, db pg.DBTX) (leaseExpired, no
 		s.Now(), s.StalledAfter).Scan(&leaseExpired, &noProgress)
 	return leaseExpired, noProgress, pg.Interpret(err)
 }
+
+// Users answers the data subject of each of the given jobs that exists (job id → user id,
+// "" for none): background work names it in its queued args, so an erasure finds them.
+func (s *Store) Users(ctx context.Context, q pg.DBTX, org string, jobIDs []string) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT job_id, coalesce(user_id, '') FROM jobs WHERE org_id = $1 AND job_id = ANY($2)`, org, jobIDs)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var j, u string
+		if err := rows.Scan(&j, &u); err != nil {
+			return nil, pg.Interpret(err)
+		}
+		out[j] = u
+	}
+	return out, pg.Interpret(rows.Err())
+}

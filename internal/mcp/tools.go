@@ -69,6 +69,15 @@ var Specs = []Spec{
 			"after turns are appended when the org's policy enables it.",
 	},
 	{
+		Name: "update_memory", Method: http.MethodPatch, Path: "/v1/memories/{id}", IfMatch: true,
+		Description: "Correct or refine a memory you recalled: new wording (re-embedded), importance, pinned, trust or " +
+			"metadata. Every change is a new version with a NEW id (the old version stays in its history, superseded); " +
+			"use the id the answer gives from now on. Pass if_match with the version you read: when someone changed it " +
+			"since, the call fails with 409 and nothing is written — recall it again and retry.",
+		Props: map[string]string{"id": "The memory id (a UUID from recall, remember or a previous update_memory).",
+			"if_match": "The memory's version as you read it (its version field)."},
+	},
+	{
 		Name: "forget", Method: http.MethodDelete, Path: "/v1/memories/{id}", Destructive: true,
 		Description: "Delete a memory and all its versions (text, vector, history). Use the id from recall or remember. " +
 			"Only when the user asks you to forget it or it is wrong and cannot be corrected.",

@@ -15,7 +15,7 @@ import (
 )
 
 var toolNames = []string{"ack_handoff", "complete_step", "extract_memories", "fail_step", "forget", "get_context", "handoff", "kv_get",
-	"kv_set", "log_event", "recall", "remember", "resume_job", "save_checkpoint", "start_step", "was_applied"}
+	"kv_set", "log_event", "recall", "remember", "resume_job", "save_checkpoint", "start_step", "update_memory", "was_applied"}
 
 func connect(t *testing.T, s *apptest.Server, key string) *sdk.ClientSession {
 	t.Helper()
@@ -112,6 +112,17 @@ func TestMCPAgentProtocolOverTools(t *testing.T) {
 	require.Equal(t, mem["id"], again["id"], "the same idempotency key replays")
 	found := callOK(t, sess, "recall", map[string]any{"query": "captions", "user_id": "u1"})
 	require.Equal(t, mem["id"], found["items"].([]any)[0].(map[string]any)["memory"].(map[string]any)["id"])
+
+	// update_memory: a new version through PATCH with If-Match; the superseded version (or
+	// a stale if_match) is refused with 409 and nothing is written.
+	upd := callOK(t, sess, "update_memory", map[string]any{"id": mem["id"], "if_match": mem["version"],
+		"text": "u1 wants captions burned in, sentence case", "importance": 0.8})
+	require.NotEqual(t, mem["id"], upd["id"])
+	require.EqualValues(t, 2, upd["version"])
+	require.Equal(t, mem["root_id"], upd["root_id"])
+	require.Contains(t, callErr(t, sess, "update_memory", map[string]any{"id": mem["id"], "if_match": mem["version"], "text": "stale"}), "409")
+	require.Contains(t, callErr(t, sess, "update_memory", map[string]any{"id": upd["id"], "if_match": 1, "text": "stale"}), "409")
+	mem = upd
 
 	ctxr := callOK(t, sess, "get_context", map[string]any{"user_id": "u1", "job_id": "promo-1", "query": "captions",
 		"kv_namespaces": []string{"brand", "preferences"}})

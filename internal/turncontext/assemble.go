@@ -21,12 +21,13 @@ import (
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
+	"github.com/strata-mem/strata/internal/summaries"
 	"github.com/strata-mem/strata/internal/working"
 )
 
 // Per-turn context assembly (docs/context.md): one call at the start of every turn that
 // answers, within a token budget and in priority order, the job's resume summary, the
-// working state, the preferences that apply, the memories relevant to the query and similar
+// working state, the rolling summaries of the session and the job, the preferences that apply, the memories relevant to the query and similar
 // past jobs. Composition only: each tier is read through its own store.
 
 // Defaults and limits of an assembly.
@@ -318,6 +319,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	prefs := make([]keyvalue.ListResult, len(nss))
 	var last episodic.LastResult
 	var pol policy.EffectiveResult
+	var sessSum, jobSum summaries.LatestResult
 	queue := func(bt *pgx.Batch) {
 		a.d.QueueRestrictionCheck(bt, org, scope.UserID, req.JobID, scope.SessionID, &restricted, &restrictErr)
 		if hasQuery {
@@ -328,6 +330,10 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 		}
 		if req.JobID != "" {
 			a.d.Events.QueueLast(bt, org, req.JobID, max(events, 1), &last)
+			summaries.QueueLatest(bt, org, summaries.KindJob, req.JobID, &jobSum)
+		}
+		if scope.SessionID != "" {
+			summaries.QueueLatest(bt, org, summaries.KindSession, scope.SessionID, &sessSum)
 		}
 	}
 	var res jobs.Resume
@@ -350,7 +356,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	if restricted {
 		note := "processing of this user's data is restricted (GDPR Art. 18): nothing is assembled"
 		r := Pack(counter, budget, []Section{{Name: SectionJob, Note: note}, {Name: SectionWorking, Note: note},
-			{Name: SectionPreferences, Note: note}, {Name: SectionMemories, Note: note}, {Name: SectionSimilarJobs, Note: note}})
+			{Name: SectionSummary, Note: note}, {Name: SectionPreferences, Note: note}, {Name: SectionMemories, Note: note}, {Name: SectionSimilarJobs, Note: note}})
 		out.Sections, out.Prompt, out.Tokens = r.Sections, r.Prompt, r.Tokens
 		return out, nil
 	}
@@ -366,6 +372,10 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	t1 := time.Now()
 	out.Timings.Job = msOf(t1.Sub(t0))
 	prefSec, err := preferencesSection(nss, prefs)
+	if err != nil {
+		return nil, err
+	}
+	sumSec, err := summarySection(req.JobID, scope.SessionID, jobSum, sessSum)
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +429,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	workSec := wr.sec
 
 	t4 := time.Now()
-	r := Pack(counter, budget, []Section{jobSec, workSec, prefSec, memSec, jobsSec})
+	r := Pack(counter, budget, []Section{jobSec, workSec, sumSec, prefSec, memSec, jobsSec})
 	out.Sections, out.Prompt, out.Tokens = r.Sections, r.Prompt, r.Tokens
 	out.Timings.Pack = msOf(time.Since(t4))
 
@@ -437,7 +447,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 		}
 		return keep
 	}
-	give := append(served(memRes, r.Sections[3]), served(jobRes, r.Sections[4])...)
+	give := append(served(memRes, r.Sections[4]), served(jobRes, r.Sections[5])...)
 	if len(give) > 0 {
 		a.d.Memories.QueueServed(sess, a.d.Access, semantic.Served{Scope: scope, RequestID: req.RequestID,
 			Operation: "context", KeyID: req.KeyID, JobID: req.JobID}, give)

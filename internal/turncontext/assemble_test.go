@@ -202,7 +202,7 @@ func TestAssembleReadsEveryTierIntoTheBudget(t *testing.T) {
 		names = append(names, s.Name)
 		require.Zero(t, s.LeftOutCount, s.Name)
 	}
-	require.Equal(t, []string{tc.SectionJob, tc.SectionWorking, tc.SectionPreferences, tc.SectionMemories, tc.SectionSimilarJobs}, names)
+	require.Equal(t, []string{tc.SectionJob, tc.SectionWorking, tc.SectionSummary, tc.SectionPreferences, tc.SectionMemories, tc.SectionSimilarJobs}, names)
 	p := c.Prompt
 	last := -1
 	for _, h := range []string{"## Job promo-7 (running)", "## Working state (session sess-1", "## Preferences",
@@ -222,7 +222,7 @@ func TestAssembleReadsEveryTierIntoTheBudget(t *testing.T) {
 	require.Equal(t, &tc.Job{JobID: "promo-7", Status: "running", CurrentStep: "reframe-tiktok",
 		NextAction: "reframe the graded cut to 9:16", CheckpointVersion: 1, LastEventSeq: 2, CompletedSteps: 2, InFlight: 1}, c.Job)
 	require.Equal(t, tc.DefaultKVNamespaces, c.KVNamespaces)
-	served := len(c.Sections[3].Included) + len(c.Sections[4].Included)
+	served := len(c.Sections[4].Included) + len(c.Sections[5].Included)
 	require.Positive(t, served)
 	require.Equal(t, served, e.retrievals("context"), "what the model was given is in the retrieval log, once committed")
 
@@ -244,8 +244,8 @@ func TestAssembleReadsEveryTierIntoTheBudget(t *testing.T) {
 		leftOut += s.LeftOutCount
 	}
 	require.Positive(t, leftOut)
-	require.Empty(t, c.Sections[3].Included, "memories wait for the job")
-	require.Equal(t, "left out: the budget was spent on higher-priority sections", c.Sections[3].Note)
+	require.Empty(t, c.Sections[4].Included, "memories wait for the job")
+	require.Equal(t, "left out: the budget was spent on higher-priority sections", c.Sections[4].Note)
 	require.Equal(t, served, e.retrievals("context"), "nothing served, nothing logged")
 
 	// Another namespace and tokenizer, no session and no query: the checkpoint's snapshot.
@@ -256,7 +256,7 @@ func TestAssembleReadsEveryTierIntoTheBudget(t *testing.T) {
 	require.Equal(t, "cl100k_base", c.Encoding)
 	require.Contains(t, c.Prompt, `- brand/palette = "teal" (org)`)
 	require.Contains(t, c.Prompt, "## Working state (snapshot from checkpoint v1)\n- cursor: 42")
-	require.Equal(t, "no query given", c.Sections[3].Note)
+	require.Equal(t, "no query given", c.Sections[4].Note)
 
 	// Without a side connection (no pool) the similar-jobs search runs on the request's
 	// transaction, with the same answer.
@@ -289,7 +289,7 @@ func TestAssembleForARestrictedUserYieldsNothing(t *testing.T) {
 		require.Empty(t, c.Prompt, name)
 		require.Zero(t, c.Tokens, name)
 		require.Nil(t, c.Job, name)
-		require.Len(t, c.Sections, 5, name)
+		require.Len(t, c.Sections, 6, name)
 		for _, s := range c.Sections {
 			require.Equal(t, note, s.Note, "%s: %s", name, s.Name)
 			require.Empty(t, s.Included, "%s: %s", name, s.Name)
@@ -371,7 +371,7 @@ func TestAssembleReadsALostSessionFromPostgres(t *testing.T) {
 	require.Positive(t, viaTx, "the lost session is read through the request's transaction")
 	require.Equal(t, before.Sections[1].Text, after.Sections[1].Text, "the working state, restored from Postgres")
 	require.Equal(t, before.Sections[0].Text, after.Sections[0].Text)
-	require.Equal(t, before.Sections[2].Text, after.Sections[2].Text)
+	require.Equal(t, before.Sections[3].Text, after.Sections[3].Text)
 
 	// Restored into Redis: the next assembly reads it from there again.
 	_, err = e.assemble(a, fullRequest())

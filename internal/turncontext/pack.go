@@ -9,6 +9,7 @@ import (
 const (
 	SectionJob         = "job"
 	SectionWorking     = "working_state"
+	SectionSummary     = "summary"
 	SectionPreferences = "preferences"
 	SectionMemories    = "memories"
 	SectionSimilarJobs = "similar_jobs"
@@ -47,7 +48,7 @@ const maxLeftOutListed = 50
 
 // Packed is one section as placed in the context.
 type Packed struct {
-	Name         string    `json:"name" enum:"job,working_state,preferences,memories,similar_jobs"`
+	Name         string    `json:"name" enum:"job,working_state,summary,preferences,memories,similar_jobs"`
 	Tokens       int       `json:"tokens" doc:"Tokens this section's text takes (with the model's tokenizer)."`
 	Text         string    `json:"text" doc:"The section as the model should read it (empty when nothing was included)."`
 	Candidates   int       `json:"candidates" doc:"Items that were available."`

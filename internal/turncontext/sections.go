@@ -16,6 +16,7 @@ import (
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
+	"github.com/strata-mem/strata/internal/summaries"
 )
 
 // The sections' rendering: each tier's answer becomes a section's header and candidate
@@ -232,4 +233,46 @@ func compactAny(v any) string {
 		return fmt.Sprint(v)
 	}
 	return Truncate(string(b), maxItemChars)
+}
+
+// summarySection renders the rolling summaries (docs/summaries.md) of the job's older log
+// and the session's spilled turns, read in the first round trip: one item per line, the
+// job's first, so a tight budget keeps their beginnings.
+func summarySection(jobID, session string, job, sess summaries.LatestResult) (Section, error) {
+	sec := Section{Name: SectionSummary}
+	for _, r := range []summaries.LatestResult{job, sess} {
+		if r.Err != nil {
+			return sec, r.Err
+		}
+	}
+	var h []string
+	add := func(prefix string, s summaries.Summary) {
+		for _, line := range strings.Split(s.Text, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				sec.Items = append(sec.Items, Item{ID: fmt.Sprintf("%s:%d:%d", prefix, s.Version, len(sec.Items)),
+					Order: len(sec.Items), Text: Truncate(line, 8*maxItemChars)})
+			}
+		}
+	}
+	if job.Found {
+		s := job.Summary
+		h = append(h, fmt.Sprintf("Job %s events #%d-#%d (summary v%d)", jobID, s.FromSeq, s.ToSeq, s.Version))
+		add("job_summary", s)
+	}
+	if sess.Found {
+		s := sess.Summary
+		h = append(h, fmt.Sprintf("session %s turns %d-%d (summary v%d)", session, s.FromSeq, s.ToSeq, s.Version))
+		add("session_summary", s)
+	}
+	if len(sec.Items) == 0 {
+		switch {
+		case jobID == "" && session == "":
+			sec.Note = "no job_id or session_id given"
+		default:
+			sec.Note = "nothing summarised yet (the turn buffer has not spilled, or the job's log is short)"
+		}
+		return sec, nil
+	}
+	sec.Header = "## Summary of what came before (" + strings.Join(h, "; ") + ")"
+	return sec, nil
 }
