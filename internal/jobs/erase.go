@@ -19,9 +19,8 @@ type JobErasure struct {
 	LangGraph   int64 `json:"langgraph"` // LangGraph checkpoints, channel blobs and pending writes
 }
 
-// DeleteJob removes a job record with every checkpoint version, step (input and result) and
-// step attempt (input, error),
-// handoff, outbox row, LangGraph checkpoint/blob/write, and the consolidation bookkeeping
+// DeleteJob removes a job record with every checkpoint version, step (input and result),
+// step attempt (input, error), handoff, outbox row, LangGraph checkpoint/blob/write, and the consolidation bookkeeping
 // (job_consolidation, episodic_compactions) of the job (GDPR erasure, internal/gdpr). Forks reference their parent, so
 // the caller deletes a job's forks first. A job that does not exist counts zero.
 func DeleteJob(ctx context.Context, tx pgx.Tx, org, job string) (JobErasure, error) {
