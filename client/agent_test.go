@@ -74,6 +74,11 @@ func TestClientCoversTheAgentAPI(t *testing.T) {
 	step, err := c.GetStep(ctx, "job-1", "cut")
 	require.NoError(t, err)
 	require.Equal(t, "completed", step.Status)
+	atts, err := c.ListAttempts(ctx, "job-1", "grade", "", 10)
+	require.NoError(t, err)
+	require.Len(t, atts.Items, 1)
+	require.Equal(t, "failed", atts.Items[0].Outcome)
+	require.Equal(t, "no LUT", atts.Items[0].Error)
 
 	r, err := c.ResumeJob(ctx, "job-1", 10)
 	require.NoError(t, err)

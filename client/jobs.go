@@ -170,6 +170,33 @@ type Step struct {
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 	ClearedAt      *time.Time      `json:"cleared_at,omitempty"`
 	ClearedBy      string          `json:"cleared_by,omitempty"`
+	// History is the step's attempts where an answer includes them (resume: in-flight and
+	// failed steps).
+	History []Attempt `json:"attempt_history,omitempty"`
+}
+
+// Attempt is one claim of a step (every claim is kept): who held it under which token, the
+// lease, the input, heartbeats and how it ended (Outcome: completed, failed, lease_lost,
+// taken_over; empty for the current claim).
+type Attempt struct {
+	JobID           string          `json:"job_id"`
+	StepID          string          `json:"step_id"`
+	FencingToken    int64           `json:"fencing_token"`
+	Attempt         int             `json:"attempt"`
+	Claim           string          `json:"claim"`
+	Owner           string          `json:"owner"`
+	Input           json.RawMessage `json:"input,omitempty"`
+	LeaseSeconds    int             `json:"lease_seconds"`
+	AcquiredAt      time.Time       `json:"acquired_at"`
+	LeaseExpiresAt  time.Time       `json:"lease_expires_at"`
+	ReleasedAt      *time.Time      `json:"released_at,omitempty"`
+	Heartbeats      int             `json:"heartbeats"`
+	LastHeartbeatAt *time.Time      `json:"last_heartbeat_at,omitempty"`
+	Outcome         string          `json:"outcome,omitempty"`
+	Error           string          `json:"error,omitempty"`
+	Disposition     string          `json:"disposition,omitempty"`
+	Lease           string          `json:"lease,omitempty"`
+	DurationMS      int64           `json:"duration_ms"`
 }
 
 // Claim is a step start's answer. Status "completed": the step already ran (Result);
@@ -248,6 +275,15 @@ func (c *Client) ListSteps(ctx context.Context, job, cursor string, limit int) (
 	setPage(q, cursor, limit)
 	var p Page[Step]
 	_, err := c.Do(ctx, Call{Method: http.MethodGet, Path: jobPath(job, "steps"), Query: q}, &p)
+	return p, err
+}
+
+// ListAttempts lists one page of a step's attempts, oldest first.
+func (c *Client) ListAttempts(ctx context.Context, job, step, cursor string, limit int) (Page[Attempt], error) {
+	q := url.Values{}
+	setPage(q, cursor, limit)
+	var p Page[Attempt]
+	_, err := c.Do(ctx, Call{Method: http.MethodGet, Path: jobPath(job, "steps", PathEscape(step), "attempts"), Query: q}, &p)
 	return p, err
 }
 

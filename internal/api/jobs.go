@@ -166,6 +166,15 @@ type ListStepsOutput struct {
 	Body List[jobs.Step]
 }
 
+type ListAttemptsInput struct {
+	StepPath
+	Page
+}
+
+type ListAttemptsOutput struct {
+	Body List[jobs.Attempt]
+}
+
 type ResumeInput struct {
 	JobPath
 	Events int `query:"events" minimum:"0" maximum:"1000" default:"20" doc:"How many of the last events to include (default 20; 0: none)."`
@@ -309,6 +318,15 @@ var OpGetStep = huma.Operation{
 
 var OpListSteps = huma.Operation{
 	OperationID: "list-steps", Method: http.MethodGet, Path: "/v1/jobs/{job}/steps", Tags: []string{"jobs"}, Summary: "List a job's steps (by step id)",
+}
+
+var OpListAttempts = huma.Operation{
+	OperationID: "list-step-attempts", Method: http.MethodGet, Path: "/v1/jobs/{job}/steps/{step}/attempts", Tags: []string{"jobs"},
+	Summary: "List every attempt of a step (oldest first)",
+	Description: "One attempt per claim: owner, fencing token, lease (acquired, expires, released), the input recorded " +
+		"at the claim, heartbeats, and how it ended: completed, failed (error, disposition), lease_lost (its lease ran " +
+		"out and the step was claimed again) or taken_over (a handoff moved its live lease); the current claim has no " +
+		"outcome. Kept until the org's policy prunes them (steps.keep_attempts). The cursor is the last fencing token.",
 }
 
 var OpResumeJob = huma.Operation{

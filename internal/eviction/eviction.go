@@ -38,6 +38,7 @@ const (
 	TierWorking     = "working"
 	TierEpisodic    = "episodic"
 	TierCheckpoints = "checkpoints"
+	TierAttempts    = "step_attempts"
 	TierKeyValue    = "key_value"
 
 	ReasonSuperseded    = "delete_superseded_after"
@@ -47,16 +48,17 @@ const (
 	ReasonSessionTTL    = "session_ttl"
 	ReasonJobRetention  = "completed_job_retention"
 	ReasonKeepVersions  = "keep_versions"
+	ReasonKeepAttempts  = "keep_attempts"
 	ReasonKVHistory     = "history_retention"
 )
 
 // Item is what one rule removes (or would remove).
 type EvictionItem struct {
-	Tier            string   `json:"tier" enum:"memories,working,episodic,checkpoints,key_value"`
-	Reason          string   `json:"reason" doc:"The policy rule: delete_superseded_after, max_age, max_inactivity, max_items_per_scope, session_ttl, completed_job_retention, keep_versions, history_retention."`
+	Tier            string   `json:"tier" enum:"memories,working,episodic,checkpoints,step_attempts,key_value"`
+	Reason          string   `json:"reason" doc:"The policy rule: delete_superseded_after, max_age, max_inactivity, max_items_per_scope, session_ttl, completed_job_retention, keep_versions, keep_attempts, history_retention."`
 	Kind            string   `json:"kind,omitempty" doc:"Memory kind, for memory rules."`
 	LifecyclePolicy string   `json:"policy" doc:"The rule's value as applied (e.g. 365d, 50)."`
-	Count           int      `json:"count" doc:"Memories (lineages, or versions for delete_superseded_after), sessions, job logs, checkpoint versions or history versions."`
+	Count           int      `json:"count" doc:"Memories (lineages, or versions for delete_superseded_after), sessions, job logs, checkpoint versions, step attempts or history versions."`
 	SampleIDs       []string `json:"sample_ids" doc:"Up to 10 of the ids, in the order they are taken."`
 	More            bool     `json:"more" doc:"More candidates matched than one run takes; the next run continues."`
 	ids             []string
@@ -296,6 +298,21 @@ func (e *Evictor) plan(ctx context.Context, tx pgx.Tx, org string) (*plan, error
 		rep.add(EvictionItem{Tier: TierCheckpoints, Reason: ReasonKeepVersions, LifecyclePolicy: strconv.Itoa(pol.KeepVersions), More: more, ids: ids, refs: cs}, e.sample())
 	}
 
+	// Step attempts beyond the newest N per step.
+	if pol.KeepAttempts > 0 {
+		as, err := e.Jobs.SurplusAttempts(ctx, tx, org, pol.KeepAttempts, lim+1)
+		if err != nil {
+			return nil, err
+		}
+		more := len(as) > lim
+		as = as[:min(len(as), lim)]
+		ids := make([]string, len(as))
+		for i, a := range as {
+			ids[i] = a.String()
+		}
+		rep.add(EvictionItem{Tier: TierAttempts, Reason: ReasonKeepAttempts, LifecyclePolicy: strconv.Itoa(pol.KeepAttempts), More: more, ids: ids, refs: as}, e.sample())
+	}
+
 	// Key-value history.
 	if pol.KVHistory > 0 && e.KV != nil {
 		hs, err := e.KV.OldHistory(ctx, tx, org, now.Add(-pol.KVHistory), lim+1)
@@ -411,6 +428,8 @@ func (e *Evictor) apply(ctx context.Context, tx pgx.Tx, org string, it EvictionI
 		return events, nil
 	case TierCheckpoints:
 		return e.Jobs.DeleteCheckpoints(ctx, tx, org, it.refs.([]jobs.CheckpointRef))
+	case TierAttempts:
+		return e.Jobs.DeleteAttempts(ctx, tx, org, it.refs.([]jobs.AttemptRef))
 	case TierKeyValue:
 		return e.KV.DeleteHistory(ctx, tx, org, it.refs.([]keyvalue.HistoryRef))
 	}

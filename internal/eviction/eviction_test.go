@@ -155,6 +155,7 @@ func off() policy.LifecyclePolicy {
 		Working:     policy.WorkingRules{SessionTTL: &z},
 		Episodic:    policy.EpisodicRules{CompletedJobRetention: &z},
 		Checkpoints: policy.CheckpointRules{KeepVersions: &zero},
+		Steps:       policy.StepRules{KeepAttempts: &zero},
 		KeyValue:    policy.KeyValueRules{HistoryRetention: &z},
 	}
 }
@@ -443,6 +444,58 @@ func TestEvictionCheckpointVersions(t *testing.T) {
 		_, err := e.jobs.GetCheckpoint(e.ctx, tx, org, "j-fork", 2)
 		return err
 	})
+	require.Equal(t, 0, e.run(true).Total)
+}
+
+// Step attempts beyond the newest N of each step go (preview first: nothing changes); the
+// current claim stays whatever its age.
+func TestEvictionStepAttempts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := off()
+	p.Steps.KeepAttempts = ip(2)
+	e.setPolicy(p)
+	e.tx(func(tx pgx.Tx) error {
+		if _, _, err := e.jobs.PutJob(e.ctx, tx, org, "j", jobs.JobSpec{Goal: "g"}, nil); err != nil {
+			return err
+		}
+		for i := 1; i <= 4; i++ {
+			c, err := e.jobs.Start(e.ctx, tx, org, "j", "s", jobs.StartInput{Owner: "w"})
+			if err != nil {
+				return err
+			}
+			if i < 4 {
+				if _, err := e.jobs.Fail(e.ctx, tx, org, "j", "s", c.FencingToken, "boom", jobs.DispositionRetryable); err != nil {
+					return err
+				}
+			}
+		}
+		_, err := e.jobs.Start(e.ctx, tx, org, "j", "one", jobs.StartInput{Owner: "w"})
+		return err
+	})
+	count := func() (n int) {
+		e.tx(func(tx pgx.Tx) error {
+			return tx.QueryRow(e.ctx, `SELECT count(*) FROM job_step_attempts WHERE org_id = $1`, org).Scan(&n)
+		})
+		return n
+	}
+	require.Equal(t, 5, count())
+	rep := e.run(false)
+	it := item(rep, eviction.TierAttempts, eviction.ReasonKeepAttempts, "")
+	require.NotNil(t, it, "%+v", rep)
+	require.Equal(t, []string{"j/s#1", "j/s#2"}, it.SampleIDs)
+	require.Equal(t, 5, count(), "a preview changes nothing")
+	require.Equal(t, 2, e.run(true).Total)
+	require.Equal(t, 3, count())
+	var tokens []int64
+	e.tx(func(tx pgx.Tx) error {
+		as, err := e.jobs.ListAttempts(e.ctx, tx, org, "j", "s", 0, 10)
+		for _, a := range as {
+			tokens = append(tokens, a.FencingToken)
+		}
+		return err
+	})
+	require.Equal(t, []int64{3, 4}, tokens, "the newest two, the current claim among them")
 	require.Equal(t, 0, e.run(true).Total)
 }
 

@@ -307,8 +307,8 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 				if err != nil {
 					return nil, false, err
 				}
-				m["jobs.jobs"], m["jobs.checkpoints"], m["jobs.steps"], m["jobs.handoffs"], m["jobs.outbox"], m["jobs.langgraph"] =
-					je.Jobs, je.Checkpoints, je.Steps, je.Handoffs, je.Outbox, je.LangGraph
+				m["jobs.jobs"], m["jobs.checkpoints"], m["jobs.steps"], m["jobs.attempts"], m["jobs.handoffs"], m["jobs.outbox"], m["jobs.langgraph"] =
+					je.Jobs, je.Checkpoints, je.Steps, je.Attempts, je.Handoffs, je.Outbox, je.LangGraph
 				m["idempotency.records"] = idem
 				return m, true, nil
 			})

@@ -62,6 +62,9 @@ var sections = []section{
 	{"jobs", "step", `SELECT job_id || '/' || step_id, to_jsonb(s) - 'org_id',
 		jsonb_build_object('agent_id', owner, 'job_id', job_id, 'at', started_at)
 		FROM job_steps s WHERE org_id = $1 AND job_id = ANY($3) ORDER BY job_id, step_id`},
+	{"jobs", "step_attempt", `SELECT job_id || '/' || step_id || '#' || fencing_token, to_jsonb(a) - 'org_id',
+		jsonb_build_object('agent_id', owner, 'job_id', job_id, 'at', acquired_at)
+		FROM job_step_attempts a WHERE org_id = $1 AND job_id = ANY($3) ORDER BY job_id, step_id, fencing_token`},
 	{"jobs", "handoff", `SELECT job_id || '/' || handoff_id, to_jsonb(h) - 'org_id',
 		jsonb_build_object('agent_id', from_agent, 'job_id', job_id, 'at', created_at)
 		FROM job_handoffs h WHERE org_id = $1 AND job_id = ANY($3) ORDER BY job_id, handoff_id`},

@@ -16,7 +16,7 @@ type Coverage struct {
 var Covered = []Coverage{
 	{Table: "working_sessions", Tier: "working", Erasure: "state, user and agent cleared; the row stays as a tombstone naming no one (versions keep growing)"},
 	{Table: "working_turns", Tier: "working", Erasure: "deleted"},
-	{Table: "jobs", Tier: "jobs", Erasure: "the subject's jobs and every fork descending from them deleted, with checkpoints, steps, handoffs, outbox rows, event logs"},
+	{Table: "jobs", Tier: "jobs", Erasure: "the subject's jobs and every fork descending from them deleted, with checkpoints, steps and every step attempt (job_step_attempts: owner, input, error), handoffs, outbox rows, event logs"},
 	{Table: "job_checkpoints", Tier: "jobs", Erasure: "deleted with the subject's jobs; versions written for the subject in other jobs are redacted (state, snapshot, plan emptied)"},
 	{Table: "job_outbox", Tier: "jobs", Erasure: "deleted"},
 	{Table: "langgraph_checkpoints", Tier: "jobs", Erasure: "deleted with the subject's threads (jobs); rows naming the subject in other threads deleted"},

@@ -207,7 +207,7 @@ func TestGDPRErasureEveryTier(t *testing.T) {
 	require.EqualValues(t, len(recs), sum["records"])
 	types := countTypes(recs)
 	for k, want := range map[string]int{"working.session": 1, "working.turn": 3, "jobs.job": 3, "jobs.langgraph_checkpoint": 1,
-		"jobs.langgraph_blob": 1, "jobs.step": 2, "jobs.handoff": 1,
+		"jobs.langgraph_blob": 1, "jobs.step": 2, "jobs.step_attempt": 2, "jobs.handoff": 1,
 		"jobs.outbox": 1, "episodic.asset": 1, "episodic.asset_version": 2, "keyvalue.entry": 2, "keyvalue.version": 3,
 		"semantic.memory": 2} {
 		require.Equalf(t, want, types[k], "%s in %v", k, types)
@@ -248,6 +248,7 @@ func TestGDPRErasureEveryTier(t *testing.T) {
 	}
 	require.EqualValues(t, 3, counts["jobs"].(map[string]any)["jobs"], "the job, its fork, the LangGraph thread")
 	require.EqualValues(t, 2, counts["jobs"].(map[string]any)["langgraph"], "the thread's checkpoint and blob")
+	require.EqualValues(t, 2, counts["jobs"].(map[string]any)["attempts"], "the step's attempt, and its copy in the fork")
 	require.EqualValues(t, 1, counts["episodic"].(map[string]any)["events_redacted"], "alice's event in bob's job")
 	require.NotContains(t, string(s.Do("GET", "/v1/gdpr/erasures/"+er["id"].(string), comp, nil).Body), alice.user,
 		"a completed receipt keeps only the pseudonym")

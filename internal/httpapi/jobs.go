@@ -169,6 +169,20 @@ func (s *Server) listSteps(ctx context.Context, r *Request, in *api.ListStepsInp
 	return &api.ListStepsOutput{Body: l}, nil
 }
 
+func (s *Server) listAttempts(ctx context.Context, r *Request, in *api.ListAttemptsInput) (*api.ListAttemptsOutput, error) {
+	limit, err := in.Page.Size()
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.Jobs.PageAttempts(ctx, r.Tx, r.Org, in.Job, in.Step, in.Cursor, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	return &api.ListAttemptsOutput{Body: page(items, limit, func(a jobs.Attempt) string {
+		return strconv.FormatInt(a.FencingToken, 10)
+	})}, nil
+}
+
 func (s *Server) resumeJob(ctx context.Context, r *Request, in *api.ResumeInput) (*api.ResumeOutput, error) {
 	res, err := s.JobLog.Resume(ctx, r.Tx, r.Org, in.Job, in.Events)
 	if err != nil {

@@ -116,6 +116,7 @@ func (s *Server) routes() {
 		handle(s, adminRoles, api.OpClearStep, NoSubjectData, s.clearStep)              // POST /v1/jobs/{job}/steps/{step}/clear
 		handle(s, agentRoles, api.OpGetStep, JobSubjectData, s.getStep)                 // GET /v1/jobs/{job}/steps/{step}
 		handle(s, agentRoles, api.OpListSteps, JobSubjectData, s.listSteps)             // GET /v1/jobs/{job}/steps
+		handle(s, agentRoles, api.OpListAttempts, JobSubjectData, s.listAttempts)       // GET /v1/jobs/{job}/steps/{step}/attempts
 		handle(s, agentRoles, api.OpResumeJob, SubjectData, s.resumeJob)                // GET /v1/jobs/{job}/resume
 		handle(s, agentRoles, api.OpCreateHandoff, NoSubjectData, s.createHandoff)      // POST /v1/jobs/{job}/handoffs
 		handle(s, agentRoles, api.OpListHandoffs, JobSubjectData, s.listHandoffs)       // GET /v1/jobs/{job}/handoffs

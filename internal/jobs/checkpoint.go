@@ -257,11 +257,18 @@ func (s *Store) Fork(ctx context.Context, db pg.DBTX, org, jobID string, version
 	if err != nil {
 		return Job{}, Checkpoint{}, err
 	}
-	if _, err := db.Exec(ctx, `INSERT INTO job_steps (org_id, job_id, step_id, status, owner, fencing_token, attempts,
-			lease_seconds, lease_expires_at, input, result, started_at, heartbeat_at, finished_at)
+	// The copied steps bring their attempts (how each was done), in the same statement.
+	if _, err := db.Exec(ctx, `WITH st AS (INSERT INTO job_steps (org_id, job_id, step_id, status, owner, fencing_token,
+			attempts, lease_seconds, lease_expires_at, input, result, started_at, heartbeat_at, finished_at)
 		SELECT org_id, $3, step_id, status, owner, fencing_token, attempts, lease_seconds, lease_expires_at, input, result,
 			started_at, heartbeat_at, finished_at
-		FROM job_steps WHERE org_id = $1 AND job_id = $2 AND status = 'completed' AND finished_at <= $4`,
+		FROM job_steps WHERE org_id = $1 AND job_id = $2 AND status = 'completed' AND finished_at <= $4
+		RETURNING step_id)
+		INSERT INTO job_step_attempts (org_id, job_id, step_id, fencing_token, attempt, claim, owner, input, lease_seconds,
+			acquired_at, lease_expires_at, heartbeats, last_heartbeat_at, released_at, outcome, error, disposition)
+		SELECT org_id, $3, step_id, fencing_token, attempt, claim, owner, input, lease_seconds, acquired_at,
+			lease_expires_at, heartbeats, last_heartbeat_at, released_at, outcome, error, disposition
+		FROM job_step_attempts WHERE org_id = $1 AND job_id = $2 AND step_id IN (SELECT step_id FROM st)`,
 		org, jobID, in.NewJobID, cp.CreatedAt); err != nil {
 		return Job{}, Checkpoint{}, pg.Interpret(err)
 	}

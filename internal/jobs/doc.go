@@ -14,7 +14,10 @@
 // Steps: a claim (Start) hands out a fencing token that is strictly greater than every earlier
 // token of that step (a per-step counter that only grows); heartbeat, complete and fail need
 // the current token, so an agent whose lease was taken over is refused (ErrStaleToken →
-// 409) and writes nothing. docs/jobs.md has the state machine and the agent protocol.
+// 409) and writes nothing. Every claim is kept as an attempt (job_step_attempts: owner,
+// token, lease times, input, heartbeats, outcome), written by the same statement as the step
+// row (a data-modifying CTE), so keeping them costs the step path no round trip.
+// docs/jobs.md has the state machine and the agent protocol.
 //
 // Forks copy nothing of the checkpoint history: a fork's versions continue after the version
 // it branched at, and reads of earlier versions walk up to the parent (lineage). A fork does

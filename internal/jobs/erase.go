@@ -13,13 +13,14 @@ type JobErasure struct {
 	Jobs        int64 `json:"jobs"`
 	Checkpoints int64 `json:"checkpoints"`
 	Steps       int64 `json:"steps"`
+	Attempts    int64 `json:"attempts"` // every attempt of every step (owner, input, error)
 	Handoffs    int64 `json:"handoffs"`
 	Outbox      int64 `json:"outbox"`
 	LangGraph   int64 `json:"langgraph"` // LangGraph checkpoints, channel blobs and pending writes
 }
 
 // DeleteJob removes a job record with every checkpoint version, step (input and result),
-// handoff, outbox row, LangGraph checkpoint/blob/write, and the consolidation bookkeeping
+// step attempt (input, error), handoff, outbox row, LangGraph checkpoint/blob/write, and the consolidation bookkeeping
 // (job_consolidation, episodic_compactions) of the job (GDPR erasure, internal/gdpr). Forks reference their parent, so
 // the caller deletes a job's forks first. A job that does not exist counts zero.
 func DeleteJob(ctx context.Context, tx pgx.Tx, org, job string) (JobErasure, error) {
@@ -27,11 +28,12 @@ func DeleteJob(ctx context.Context, tx pgx.Tx, org, job string) (JobErasure, err
 	err := tx.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM job_checkpoints WHERE org_id = $1 AND job_id = $2),
 			(SELECT count(*) FROM job_steps WHERE org_id = $1 AND job_id = $2),
+			(SELECT count(*) FROM job_step_attempts WHERE org_id = $1 AND job_id = $2),
 			(SELECT count(*) FROM job_handoffs WHERE org_id = $1 AND job_id = $2),
 			(SELECT count(*) FROM langgraph_checkpoints WHERE org_id = $1 AND job_id = $2)
 			+ (SELECT count(*) FROM langgraph_blobs WHERE org_id = $1 AND job_id = $2)
 			+ (SELECT count(*) FROM langgraph_writes WHERE org_id = $1 AND job_id = $2)`, org, job).
-		Scan(&e.Checkpoints, &e.Steps, &e.Handoffs, &e.LangGraph)
+		Scan(&e.Checkpoints, &e.Steps, &e.Attempts, &e.Handoffs, &e.LangGraph)
 	if err != nil {
 		return e, pg.Interpret(err)
 	}
@@ -46,14 +48,14 @@ func DeleteJob(ctx context.Context, tx pgx.Tx, org, job string) (JobErasure, err
 			return e, pg.Interpret(err)
 		}
 	}
-	// ON DELETE CASCADE takes checkpoints, steps and handoffs with the job row.
+	// ON DELETE CASCADE takes checkpoints, steps (and their attempts) and handoffs with the job row.
 	tag, err = tx.Exec(ctx, `DELETE FROM jobs WHERE org_id = $1 AND job_id = $2`, org, job)
 	if err != nil {
 		return e, pg.Interpret(err)
 	}
 	e.Jobs = tag.RowsAffected()
 	if e.Jobs == 0 {
-		e.Checkpoints, e.Steps, e.Handoffs, e.LangGraph = 0, 0, 0, 0
+		e.Checkpoints, e.Steps, e.Attempts, e.Handoffs, e.LangGraph = 0, 0, 0, 0, 0
 	}
 	return e, nil
 }

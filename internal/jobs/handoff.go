@@ -172,8 +172,19 @@ func (s *Store) AckHandoff(ctx context.Context, db pg.DBTX, org, jobID, id, agen
 	if err != nil {
 		return Handoff{}, Job{}, err
 	}
-	if _, err := db.Exec(ctx, `UPDATE job_steps SET owner = $3, fencing_token = fencing_token + 1
-		WHERE org_id = $1 AND job_id = $2 AND status = 'running' AND owner <> $3`, org, jobID, h.To); err != nil {
+	// Each moved lease ends its holder's attempt (taken_over; lease_lost when it had run out
+	// already) and opens the receiver's under the new token, in the same statement.
+	if _, err := db.Exec(ctx, `WITH st AS (UPDATE job_steps SET owner = $3, fencing_token = fencing_token + 1
+			WHERE org_id = $1 AND job_id = $2 AND status = 'running' AND owner <> $3 RETURNING *),
+		old AS (UPDATE job_step_attempts a
+			SET outcome = CASE WHEN a.lease_expires_at <= $4 THEN 'lease_lost' ELSE 'taken_over' END,
+				released_at = least(a.lease_expires_at, $4)
+			FROM st WHERE a.org_id = st.org_id AND a.job_id = st.job_id AND a.step_id = st.step_id
+			  AND a.fencing_token = st.fencing_token - 1 AND a.outcome IS NULL)
+		INSERT INTO job_step_attempts (org_id, job_id, step_id, fencing_token, attempt, claim, owner, input,
+			lease_seconds, acquired_at, lease_expires_at)
+		SELECT org_id, job_id, step_id, fencing_token, attempts, 'handoff', owner, input, lease_seconds, $4, lease_expires_at
+		FROM st`, org, jobID, h.To, now); err != nil {
 		return Handoff{}, Job{}, pg.Interpret(err)
 	}
 	return h, j, nil

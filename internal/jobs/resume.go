@@ -24,8 +24,8 @@ type Resume struct {
 	NextAction      string          `json:"next_action" doc:"The latest checkpoint's next action."`
 	WorkingState    json.RawMessage `json:"working_state,omitempty" doc:"The working-state snapshot of the latest checkpoint."`
 	CompletedSteps  []CompletedStep `json:"completed_steps" doc:"Steps done, with their results, in completion order. Never run these again (GET .../steps/{step} has the full record)."`
-	InFlight        []Step          `json:"in_flight" doc:"Claimed steps with their lease state (live or expired: an expired one may be taken over)."`
-	FailedSteps     []Step          `json:"failed_steps" doc:"Failed steps with error, disposition and the input they failed on."`
+	InFlight        []Step          `json:"in_flight" doc:"Claimed steps with their lease state (live or expired: an expired one may be taken over), each with its attempt_history."`
+	FailedSteps     []Step          `json:"failed_steps" doc:"Failed steps with error, disposition and the input they failed on, each with its attempt_history (owner, token, lease, input, outcome and error of every attempt)."`
 	PendingHandoffs []Handoff       `json:"pending_handoffs"`
 	StepsTruncated  bool            `json:"steps_truncated,omitempty" doc:"More than 1000 steps: the oldest completed ones were left out (GET .../steps lists all)."`
 }
@@ -61,6 +61,12 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also 
 	var cp Checkpoint
 	var steps []Step
 	var hands []Handoff
+	var atts []Attempt
+	readAttempts := func(rows pgx.Rows) error {
+		var err error
+		atts, err = collectAttempts(rows, now)
+		return err
+	}
 	readSteps := func(rows pgx.Rows) error {
 		defer rows.Close()
 		for rows.Next() {
@@ -83,6 +89,7 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also 
 		batch.Queue(qCP, org, jobID).QueryRow(func(row pgx.Row) error { cp, cpErr = scanCheckpoint(row, jobID); return nil })
 		batch.Queue(qSteps, org, jobID, MaxResumeSteps+1).Query(readSteps)
 		batch.Queue(qHand, org, jobID).Query(readHands)
+		batch.Queue(qResumeAttempts, org, jobID, MaxResumeAttempts).Query(readAttempts)
 		for _, f := range also {
 			f(batch)
 		}
@@ -110,6 +117,13 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also 
 			if err := readHands(rows); err != nil {
 				return Resume{}, err
 			}
+			rows, err = db.Query(ctx, qResumeAttempts, org, jobID, MaxResumeAttempts)
+			if err != nil {
+				return Resume{}, pg.Interpret(err)
+			}
+			if err := readAttempts(rows); err != nil {
+				return Resume{}, err
+			}
 		}
 	}
 	if jobErr != nil {
@@ -127,7 +141,12 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also 
 		steps, r.StepsTruncated = steps[:MaxResumeSteps], true
 	}
 	r.CompletedSteps, r.InFlight, r.FailedSteps = []CompletedStep{}, []Step{}, []Step{}
+	history := map[string][]Attempt{}
+	for _, a := range atts {
+		history[a.StepID] = append(history[a.StepID], a)
+	}
 	for _, st := range steps {
+		st.History = history[st.StepID]
 		switch st.Status {
 		case StepCompleted:
 			r.CompletedSteps = append(r.CompletedSteps, CompletedStep{StepID: st.StepID, Result: st.Result,

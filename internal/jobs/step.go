@@ -66,6 +66,9 @@ type Step struct {
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 	ClearedAt      *time.Time      `json:"cleared_at,omitempty"`
 	ClearedBy      string          `json:"cleared_by,omitempty"`
+	// History is the step's attempts, oldest first, where an answer includes them (resume:
+	// in-flight and failed steps, the newest MaxResumeAttempts).
+	History []Attempt `json:"attempt_history,omitempty" doc:"Every attempt of the step, oldest first (resume: in-flight and failed steps, the newest 20). GET .../steps/{step}/attempts lists all."`
 }
 
 // Claim is the answer of Start.
@@ -210,16 +213,18 @@ func (s *Store) Start(ctx context.Context, db pg.DBTX, org, jobID, stepID string
 	var st Step
 	switch {
 	case !exists:
-		st, err = s.scanStep(db.QueryRow(ctx, `INSERT INTO job_steps (org_id, job_id, step_id, status, owner, fencing_token,
-				attempts, lease_seconds, lease_expires_at, input, started_at, heartbeat_at)
-			VALUES ($1, $2, $3, 'running', $4, 1, 1, $5, $6, $7::jsonb, $8, $8)
-			RETURNING `+stepCols, org, jobID, stepID, in.Owner, secs, lease, string(input), now), now)
+		st, err = s.scanStep(db.QueryRow(ctx, stepReturning(`INSERT INTO job_steps (org_id, job_id, step_id, status, owner,
+				fencing_token, attempts, lease_seconds, lease_expires_at, input, started_at, heartbeat_at)
+			VALUES ($1, $2, $3, 'running', $4, 1, 1, $5, $6, $7::jsonb, $8, $8) RETURNING *`, openAttempt(ClaimNew)),
+			org, jobID, stepID, in.Owner, secs, lease, string(input), now), now)
 	case cur.Status == StepRunning && cur.Owner == in.Owner:
 		// The holder asks again (a retry, or a restart with the same owner id): same claim.
-		st, err = s.scanStep(db.QueryRow(ctx, `UPDATE job_steps SET lease_seconds = $4, heartbeat_at = $5,
+		st, err = s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET lease_seconds = $4, heartbeat_at = $5,
 				lease_expires_at = greatest(lease_expires_at, $6)
-			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING `+stepCols,
-			org, jobID, stepID, secs, now, lease), now)
+			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
+			`UPDATE job_step_attempts SET lease_seconds = $4, lease_expires_at = greatest(lease_expires_at, $6)
+			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7`),
+			org, jobID, stepID, secs, now, lease, cur.FencingToken), now)
 	case cur.Status == StepRunning && cur.Lease == "live":
 		return Claim{}, &strata.ConflictError{
 			Msg: "step " + stepID + " is held by " + quoteOr(cur.Owner, "") + " until " + cur.LeaseExpiresAt.Format(time.RFC3339Nano) +
@@ -230,12 +235,21 @@ func (s *Store) Start(ctx context.Context, db pg.DBTX, org, jobID, stepID string
 		return Claim{}, strata.Conflict("step "+stepID+" failed and waits for manual review; an operator must clear it (POST .../steps/"+stepID+"/clear) before it can run again",
 			map[string]any{"status": cur.Status, "disposition": cur.Disposition, "error": cur.Error, "input": cur.Input})
 	default: // expired lease (takeover), or failed retryable / cleared: a new claim
-		st, err = s.scanStep(db.QueryRow(ctx, `UPDATE job_steps SET status = 'running', owner = $4,
+		// A taken-over claim's attempt ends lease_lost at its lease's expiry; a failed one has
+		// ended already.
+		claim := ClaimRetry
+		if cur.Status == StepRunning {
+			claim = ClaimTakeover
+		}
+		st, err = s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET status = 'running', owner = $4,
 				fencing_token = fencing_token + 1, attempts = attempts + 1, lease_seconds = $5, lease_expires_at = $6,
 				input = $7::jsonb, result = NULL, error = NULL, disposition = NULL, started_at = $8, heartbeat_at = $8,
 				finished_at = NULL
-			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING `+stepCols,
-			org, jobID, stepID, in.Owner, secs, lease, string(input), now), now)
+			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
+			`UPDATE job_step_attempts SET outcome = 'lease_lost', released_at = least(lease_expires_at, $8)
+			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $9 AND outcome IS NULL`,
+			openAttempt(claim)),
+			org, jobID, stepID, in.Owner, secs, lease, string(input), now, cur.FencingToken), now)
 	}
 	if err != nil {
 		return Claim{}, err
@@ -270,9 +284,13 @@ func (s *Store) Heartbeat(ctx context.Context, db pg.DBTX, org, jobID, stepID st
 	if leaseSeconds == 0 {
 		leaseSeconds = cur.LeaseSeconds
 	}
-	st, err := s.scanStep(db.QueryRow(ctx, `UPDATE job_steps SET heartbeat_at = $4, lease_seconds = $5, lease_expires_at = $6
-		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING `+stepCols,
-		org, jobID, stepID, now, leaseSeconds, now.Add(time.Duration(leaseSeconds)*time.Second)), now)
+	st, err := s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET heartbeat_at = $4, lease_seconds = $5,
+			lease_expires_at = $6
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
+		`UPDATE job_step_attempts SET heartbeats = heartbeats + 1, last_heartbeat_at = $4, lease_seconds = $5,
+			lease_expires_at = $6
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7`),
+		org, jobID, stepID, now, leaseSeconds, now.Add(time.Duration(leaseSeconds)*time.Second), token), now)
 	if err != nil {
 		return Step{}, err
 	}
@@ -299,10 +317,12 @@ func (s *Store) Complete(ctx context.Context, db pg.DBTX, org, jobID, stepID str
 	if cur.Status != StepRunning || cur.FencingToken != token {
 		return Step{}, staleToken(cur, token)
 	}
-	st, err := s.scanStep(db.QueryRow(ctx, `UPDATE job_steps SET status = 'completed', result = $4::jsonb,
+	st, err := s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET status = 'completed', result = $4::jsonb,
 			finished_at = $5, heartbeat_at = $5
-		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING `+stepCols,
-		org, jobID, stepID, string(orEmpty(result, "null")), now), now)
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
+		`UPDATE job_step_attempts SET outcome = 'completed', released_at = $5
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $6 AND outcome IS NULL`),
+		org, jobID, stepID, string(orEmpty(result, "null")), now, token), now)
 	if err != nil {
 		return Step{}, err
 	}
@@ -333,10 +353,12 @@ func (s *Store) Fail(ctx context.Context, db pg.DBTX, org, jobID, stepID string,
 	if cur.Status != StepRunning || cur.FencingToken != token {
 		return Step{}, staleToken(cur, token)
 	}
-	st, err := s.scanStep(db.QueryRow(ctx, `UPDATE job_steps SET status = 'failed', error = $4, disposition = $5,
-			finished_at = $6, heartbeat_at = $6, cleared_at = NULL, cleared_by = NULL
-		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING `+stepCols,
-		org, jobID, stepID, msg, disposition, now), now)
+	st, err := s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET status = 'failed', error = $4,
+			disposition = $5, finished_at = $6, heartbeat_at = $6, cleared_at = NULL, cleared_by = NULL
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
+		`UPDATE job_step_attempts SET outcome = 'failed', error = $4, disposition = $5, released_at = $6
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7 AND outcome IS NULL`),
+		org, jobID, stepID, msg, disposition, now, token), now)
 	if err != nil {
 		return Step{}, err
 	}

@@ -49,6 +49,11 @@ type CheckpointRules struct {
 	KeepVersions *int `json:"keep_versions,omitempty" minimum:"0" maximum:"1000000" doc:"Keep the newest N checkpoint versions of each job (plus any version a fork branched from). 0: keep all."`
 }
 
+// StepRules govern the attempt history of job steps.
+type StepRules struct {
+	KeepAttempts *int `json:"keep_attempts,omitempty" minimum:"0" maximum:"1000000" doc:"Keep the newest N attempts of each step (the current claim is always kept). 0: keep all."`
+}
+
 // KeyValueRules govern key-value history.
 type KeyValueRules struct {
 	HistoryRetention *string `json:"history_retention,omitempty" maxLength:"32" doc:"Delete key-value history versions (not the current value) written longer ago than this. \"0\": keep forever."`
@@ -87,6 +92,7 @@ type LifecyclePolicy struct {
 	Working       WorkingRules          `json:"working,omitempty"`
 	Episodic      EpisodicRules         `json:"episodic,omitempty"`
 	Checkpoints   CheckpointRules       `json:"checkpoints,omitempty"`
+	Steps         StepRules             `json:"steps,omitempty"`
 	KeyValue      KeyValueRules         `json:"key_value,omitempty"`
 	Consolidation ConsolidationRules    `json:"consolidation,omitempty"`
 	Extraction    ExtractionRules       `json:"extraction,omitempty"`
@@ -125,6 +131,7 @@ func DefaultPolicy(verifyAge time.Duration) LifecyclePolicy {
 		Working:     WorkingRules{SessionTTL: sp("30d")},
 		Episodic:    EpisodicRules{CompletedJobRetention: sp("180d")},
 		Checkpoints: CheckpointRules{KeepVersions: ip(50)},
+		Steps:       StepRules{KeepAttempts: ip(50)},
 		KeyValue:    KeyValueRules{HistoryRetention: sp("90d")},
 		Consolidation: ConsolidationRules{
 			CompactAfter: sp("7d"), CompactMinRun: ip(3), MergeThreshold: fp(0.9),
@@ -183,6 +190,7 @@ type Effective struct {
 	SessionTTL     time.Duration
 	JobRetention   time.Duration
 	KeepVersions   int
+	KeepAttempts   int
 	KVHistory      time.Duration
 	CompactAfter   time.Duration
 	CompactMinRun  int
@@ -239,6 +247,7 @@ func Fill(p, def LifecyclePolicy) LifecyclePolicy {
 	out.Working.SessionTTL = s(p.Working.SessionTTL, def.Working.SessionTTL)
 	out.Episodic.CompletedJobRetention = s(p.Episodic.CompletedJobRetention, def.Episodic.CompletedJobRetention)
 	out.Checkpoints.KeepVersions = i(p.Checkpoints.KeepVersions, def.Checkpoints.KeepVersions)
+	out.Steps.KeepAttempts = i(p.Steps.KeepAttempts, def.Steps.KeepAttempts)
 	out.KeyValue.HistoryRetention = s(p.KeyValue.HistoryRetention, def.KeyValue.HistoryRetention)
 	c, dc := p.Consolidation, def.Consolidation
 	out.Consolidation = ConsolidationRules{
@@ -318,6 +327,9 @@ func Compile(p, def LifecyclePolicy) (Effective, error) {
 	e.KVHistory = dur("key_value.history_retention", doc.KeyValue.HistoryRetention)
 	if doc.Checkpoints.KeepVersions != nil {
 		e.KeepVersions = *doc.Checkpoints.KeepVersions
+	}
+	if doc.Steps.KeepAttempts != nil {
+		e.KeepAttempts = *doc.Steps.KeepAttempts
 	}
 	c := doc.Consolidation
 	e.CompactAfter = dur("consolidation.compact_after", c.CompactAfter)
