@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"github.com/riverqueue/river"
 
 	"github.com/strata-mem/strata/internal/watch"
@@ -17,7 +19,7 @@ func (p *parts) eventWorkers(workers *river.Workers) (*webhooks.Dispatcher, *wat
 		Client:      webhooks.NewClient(cfg.WebhookTimeout, cfg.WebhookAllowPrivate),
 		MaxAttempts: cfg.WebhookMaxAttempts, Backoff: cfg.WebhookBackoff, RequestTimeout: cfg.WebhookTimeout, Log: log})
 	d := &webhooks.Dispatcher{Pool: p.pool, Store: p.webhooks, Queue: p.erasures, ExtraOrg: cfg.AdminOrg, Log: log,
-		SweepEvery: max(cfg.WebhookTimeout, 1e9)}
+		SweepEvery: max(cfg.WebhookTimeout, time.Second), Stale: 2*cfg.WebhookTimeout + 5*time.Second}
 	w := &watch.Watcher{Pool: p.pool, Jobs: p.jobs, Interval: cfg.EventsWatchInterval, ExtraOrg: cfg.AdminOrg, Log: log}
 	return d, w
 }

@@ -29,6 +29,9 @@ type Dispatcher struct {
 	Queue      *river.Client[pgx.Tx]
 	Poll       time.Duration // default 1s
 	SweepEvery time.Duration // default 10s
+	// Stale is how long a pending delivery may sit without a live attempt before the sweep
+	// enqueues it again (its River job died with a server); default 30s.
+	Stale time.Duration
 	ExtraOrg   string
 	Log        *slog.Logger
 
@@ -162,10 +165,18 @@ func (d *Dispatcher) Sweep(ctx context.Context) (int, error) {
 	for _, org := range orgs {
 		err := pg.InOrgTx(ctx, d.Pool, org, func(tx pgx.Tx) error {
 			now := d.Store.now()
-			rows, err := tx.Query(ctx, `UPDATE webhook_deliveries SET lease_until = NULL, retry_at = $2, updated_at = $2
+			stale := d.Stale
+			if stale <= 0 {
+				stale = 30 * time.Second
+			}
+			// An attempt whose lease ran out, or a delivery no attempt has touched for Stale
+			// (its job was claimed by a server that died before the attempt began, or its
+			// retry is long overdue). A duplicate job is harmless: an attempt needs the lease.
+			rows, err := tx.Query(ctx, `UPDATE webhook_deliveries SET lease_until = NULL, retry_at = NULL, updated_at = $2
 				WHERE org_id = $1 AND status = 'pending'
-				  AND ((lease_until IS NOT NULL AND lease_until < $2) OR (lease_until IS NULL AND retry_at < $3))
-				RETURNING id::text`, org, now, now.Add(-5*time.Minute))
+				  AND ((lease_until IS NOT NULL AND lease_until < $2)
+				    OR (lease_until IS NULL AND coalesce(retry_at, updated_at) < $3))
+				RETURNING id::text`, org, now, now.Add(-stale))
 			if err != nil {
 				return err
 			}
