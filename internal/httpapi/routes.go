@@ -47,6 +47,8 @@ func (s *Server) routes() {
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.rateLimit, s.readRouting, s.unitOfWork)
 		s.api = humachi.New(r, newHumaConfig())
+		streamDoc := api.OpStreamEvents // a copy: operation docs are never mutated
+		s.api.OpenAPI().AddOperation(&streamDoc) // served above, outside the unit of work
 
 		// API keys (admin_keys.go).
 		handle(s, adminRoles, api.OpCreateKey, NoSubjectData, s.createKey) // POST /v1/admin/keys

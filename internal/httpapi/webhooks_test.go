@@ -391,7 +391,7 @@ func TestEventStreamFiltersResumesAndSkipsRolledBackWrites(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.NotContains(t, string(b), "event:")
-	for _, q := range []string{"?types=job.nope", "?job=a%20b"} {
+	for _, q := range []string{"?types=job.nope", "?job=a%20b", "?after=x", "?job=a%00b"} {
 		req, _ := http.NewRequest("GET", s.URL+"/v1/events/stream"+q, nil)
 		req.Header.Set("Authorization", "Bearer "+agent)
 		resp, err := http.DefaultClient.Do(req)
