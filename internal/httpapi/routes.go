@@ -47,7 +47,7 @@ func (s *Server) routes() {
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.rateLimit, s.readRouting, s.unitOfWork)
 		s.api = humachi.New(r, newHumaConfig())
-		streamDoc := api.OpStreamEvents // a copy: operation docs are never mutated
+		streamDoc := api.OpStreamEvents          // a copy: operation docs are never mutated
 		s.api.OpenAPI().AddOperation(&streamDoc) // served above, outside the unit of work
 
 		// API keys (admin_keys.go).

@@ -31,9 +31,9 @@ type Dispatcher struct {
 	SweepEvery time.Duration // default 10s
 	// Stale is how long a pending delivery may sit without a live attempt before the sweep
 	// enqueues it again (its River job died with a server); default 30s.
-	Stale time.Duration
-	ExtraOrg   string
-	Log        *slog.Logger
+	Stale    time.Duration
+	ExtraOrg string
+	Log      *slog.Logger
 
 	mu   sync.Mutex
 	seen map[string]int64 // org → head seq dispatched (this replica's view)
