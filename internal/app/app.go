@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -20,6 +21,7 @@ import (
 	"github.com/strata-mem/strata/internal/config"
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/idempotency"
+	"github.com/strata-mem/strata/internal/outbox"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/redisconn"
@@ -125,9 +127,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	// One connection LISTENs for both caches' invalidations: key revocations and changes
 	// to restrictions of processing.
 	kl, rl := keys.Listener(), restrictions.Listener()
+	// The outbox's notifications (new events of an org) wake the webhook dispatcher and the
+	// SSE streams; both also poll, so they need no Up.
+	var onEvents atomic.Pointer[func(org string)]
 	listen := &pg.ListenLoop{
-		DSN: cfg.DatabaseURL, Channels: []string{auth.RevocationChannel, gdpr.RestrictionChannel}, Log: log,
-		What: "cache invalidation (API key revocations, GDPR restrictions)",
+		DSN: cfg.DatabaseURL, Channels: []string{auth.RevocationChannel, gdpr.RestrictionChannel, outbox.Channel}, Log: log,
+		What: "cache invalidation (API key revocations, GDPR restrictions) and events",
 		Listener: pg.Listener{
 			Up: func(on bool) { kl.Up(on); rl.Up(on) },
 			Notify: func(channel, payload string) {
@@ -136,6 +141,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 					kl.Notify(channel, payload)
 				case gdpr.RestrictionChannel:
 					rl.Notify(channel, payload)
+				case outbox.Channel:
+					if f := onEvents.Load(); f != nil {
+						(*f)(payload)
+					}
 				}
 			},
 		},
@@ -183,7 +192,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	river.AddWorker(workers, &idempotency.SweepWorker{Pool: pool, ExtraOrg: cfg.AdminOrg})
 	lifecycle := p.lifecycleWorkers(workers)
 	sweeper := p.gdprWorkers(workers)
-	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), ak.anchorer, sweeper}
+	dispatcher, watcher := p.eventWorkers(workers)
+	notify := func(org string) { dispatcher.Wake(); p.broker.Notify(org) }
+	onEvents.Store(&notify)
+	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), ak.anchorer, sweeper,
+		dispatcher, watcher}
 	if p.access != nil {
 		services = append([]service.Service{p.access}, services...)
 	}

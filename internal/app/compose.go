@@ -28,6 +28,7 @@ import (
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/turncontext"
+	"github.com/strata-mem/strata/internal/webhooks"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -61,6 +62,8 @@ type parts struct {
 	replicas     *pg.Replicas           // read replicas; nil without STRATA_DATABASE_REPLICA_URL
 	extractor    *extraction.Extractor  // conversation memory; nil without STRATA_LLM_MODEL
 	rolling      *consolidation.Rolling // rolling summaries of sessions and long jobs
+	webhooks     *webhooks.Store        // webhook subscriptions and deliveries (docs/events.md)
+	broker       *httpapi.EventBroker   // wakes SSE streams on the outbox's NOTIFY
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -122,6 +125,10 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	if p.erasures, err = gdpr.NewInserter(pool); err != nil {
 		return nil, fmt.Errorf("gdpr: River inserter: %w", err)
 	}
+	// Webhook secrets are sealed with a key derived from the pseudonym key (a secret of the
+	// environment, never of the database).
+	p.webhooks = webhooks.NewStore([]byte(pseudo.Hash("strata", "webhook-secret-seal")), cfg.WebhookAllowPrivate)
+	p.broker = httpapi.NewEventBroker()
 	return p, nil
 }
 
@@ -158,10 +165,11 @@ func (p *parts) server() *httpapi.Server {
 			return console.New(console.Deps{API: api, Keys: p.keys, Log: p.log, Idle: cfg.ConsoleIdle, Absolute: cfg.ConsoleAbsolute})
 		},
 		Extraction: p.extractor, ExtractionDefaultOn: *p.policy.Extraction.Enabled,
+		Webhooks: p.webhooks, WebhookQueue: p.erasures, EventBroker: p.broker,
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
-			GroupCommit: cfg.GroupCommit},
+			GroupCommit: cfg.GroupCommit, EventsHeartbeat: cfg.EventsHeartbeat},
 	})
 }
 

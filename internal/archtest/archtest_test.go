@@ -23,14 +23,17 @@ var floors = map[string]int{
 	"internal/queue": 11, "migrations": 11, // both build on pg
 	"internal/working": 20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,
 	"internal/keyvalue": 20, "internal/summaries": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
+	"internal/outbox":      20, // the event outbox: emitted in the writer's transaction (httpapi, gdpr, extraction, watch)
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
 	"internal/consolidation": 30, "internal/joblog": 30, "internal/extraction": 29, // gdpr erases extraction's state
-	"internal/mcp":     40, // the MCP server and its tool table, built from the OpenAPI document
-	"internal/console": 40, // the web console: its sessions and pages; calls the API in-process
-	"internal/httpops": 40, // what every HTTP surface shares: request ids, access log, metrics, problems, health
-	"internal/api":     41, // the wire contract of /v1: types and operation docs (/v1/tools answers mcp's)
-	"internal/httpapi": 42, // the transport: handlers, the unit of work; mounts the MCP server and the console
-	"internal/app":     50, "cmd/server": 60,
+	"internal/webhooks": 30, // subscriptions, the dispatcher and the delivery worker (an HTTP client)
+	"internal/watch":    31, // stalled jobs and erasure deadlines become events: reads jobs and gdpr
+	"internal/mcp":      40, // the MCP server and its tool table, built from the OpenAPI document
+	"internal/console":  40, // the web console: its sessions and pages; calls the API in-process
+	"internal/httpops":  40, // what every HTTP surface shares: request ids, access log, metrics, problems, health
+	"internal/api":      41, // the wire contract of /v1: types and operation docs (/v1/tools answers mcp's)
+	"internal/httpapi":  42, // the transport: handlers, the unit of work; mounts the MCP server and the console
+	"internal/app":      50, "cmd/server": 60,
 }
 
 // outside speak HTTP to a server and import nothing of it, except sharedWithOutside.
@@ -49,7 +52,7 @@ var support = []string{"internal/testenv", "internal/apptest", "internal/archtes
 
 // httpClients are the packages below the transport allowed net/http: they call HTTP APIs
 // (embedders, the LLM).
-var httpClients = []string{"internal/embed", "internal/consolidation", "internal/extraction"}
+var httpClients = []string{"internal/embed", "internal/consolidation", "internal/extraction", "internal/webhooks"}
 
 func imports(t *testing.T) map[string][]string {
 	t.Helper()

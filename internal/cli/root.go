@@ -68,7 +68,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.AddCommand(a.keysCmd(), a.auditCmd())
 	root.AddCommand(a.jobsCmd(), a.sessionsCmd(), a.memoriesCmd(), a.kvCmd(), a.contextCmd(), a.toolsCmd(), a.demoCmd())
 	root.AddCommand(a.lifecycleCmds()...)
-	root.AddCommand(a.gdprCmd())
+	root.AddCommand(a.gdprCmd(), a.eventsCmd())
 	root.AddCommand(a.loadtestCmd())
 	root.AddCommand(a.evalCmd())
 	return root

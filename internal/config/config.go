@@ -132,6 +132,17 @@ type Config struct {
 	SummaryEvery      int           `env:"STRATA_SUMMARY_EVERY" envDefault:"20"`
 	SummaryKeepEvents int           `env:"STRATA_SUMMARY_KEEP_EVENTS" envDefault:"50"`
 	SummaryTokens     int           `env:"STRATA_SUMMARY_TOKENS" envDefault:"400"`
+	// Events (docs/events.md): the watcher's pass for stalled jobs and erasure deadlines;
+	// webhook delivery (attempts before the dead-letter state, the first retry's backoff,
+	// doubling to at most an hour, the request timeout); whether webhook URLs may resolve
+	// to loopback, link-local or private addresses (tests, private networks); the SSE
+	// heartbeat comment's interval.
+	EventsWatchInterval time.Duration `env:"STRATA_EVENTS_WATCH_INTERVAL" envDefault:"15s"`
+	WebhookMaxAttempts  int           `env:"STRATA_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
+	WebhookBackoff      time.Duration `env:"STRATA_WEBHOOK_BACKOFF" envDefault:"5s"`
+	WebhookTimeout      time.Duration `env:"STRATA_WEBHOOK_TIMEOUT" envDefault:"10s"`
+	WebhookAllowPrivate bool          `env:"STRATA_WEBHOOK_ALLOW_PRIVATE"`
+	EventsHeartbeat     time.Duration `env:"STRATA_EVENTS_HEARTBEAT" envDefault:"15s"`
 }
 
 // Load reads the environment through getenv (os.Getenv in main, a map in tests).
@@ -293,6 +304,16 @@ func (c Config) Validate() error {
 		if d < time.Second {
 			bad(name, "must be a duration of at least 1s such as 5s or 1h")
 		}
+	}
+	for name, d := range map[string]time.Duration{"STRATA_EVENTS_WATCH_INTERVAL": c.EventsWatchInterval,
+		"STRATA_WEBHOOK_BACKOFF": c.WebhookBackoff, "STRATA_WEBHOOK_TIMEOUT": c.WebhookTimeout,
+		"STRATA_EVENTS_HEARTBEAT": c.EventsHeartbeat} {
+		if d < 10*time.Millisecond {
+			bad(name, "must be a duration of at least 10ms such as 15s")
+		}
+	}
+	if c.WebhookMaxAttempts < 1 || c.WebhookMaxAttempts > 100 {
+		bad("STRATA_WEBHOOK_MAX_ATTEMPTS", "must be between 1 and 100, got %d", c.WebhookMaxAttempts)
 	}
 	if c.ErasureBatch < 1 || c.ErasureBatch > 100000 {
 		bad("STRATA_ERASURE_BATCH", "must be between 1 and 100000, got %d", c.ErasureBatch)

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/strata-mem/strata/internal/audit"
+	"github.com/strata-mem/strata/internal/outbox"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/queue"
@@ -314,6 +315,10 @@ func (x *Extractor) fail(ctx context.Context, org, session string, st SessionExt
 	x.Log.WarnContext(ctx, "extraction failed; the turns stay queued", "org", org, "turns", len(req.Turns),
 		"llm_calls", dec.Usage.Calls, "err", msg)
 	aerr := pg.InOrgTx(context.WithoutCancel(ctx), x.Pool, org, func(tx pgx.Tx) error {
+		if eerr := outbox.Emit(ctx, tx, org, outbox.New{Type: outbox.ExtractionFailed, Data: map[string]any{"session_id": session,
+			"agent_id": req.AgentID, "failures": st.Failures + 1, "malformed": errors.Is(err, ErrMalformed)}}); eerr != nil {
+			return eerr
+		}
 		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: WorkerKey, ActorRole: "system", AgentID: req.AgentID,
 			Action: "extract-memories-failed", EntityType: "session", EntityID: session, Status: 500,
 			Details: map[string]any{"turns": len(req.Turns), "llm_calls": dec.Usage.Calls, "tokens": dec.Usage.Tokens(),

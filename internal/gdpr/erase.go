@@ -18,6 +18,7 @@ import (
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/outbox"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/summaries"
@@ -422,6 +423,10 @@ func (e *Engine) complete(ctx context.Context, c *claim, v Verification) error {
 			}
 			var counts map[string]int64
 			_ = json.Unmarshal(progress, &counts)
+			if err := outbox.Emit(ctx, tx, c.org, outbox.New{Type: outbox.ErasureCompleted, DedupeKey: "erasure.completed:" + c.id,
+				Data: map[string]any{"erasure_id": c.id, "subject": e.Pseudo.Subject(c.org, c.user), "verified_clean": v.Clean}}); err != nil {
+				return err
+			}
 			return audit.Append(ctx, tx, audit.Entry{OrgID: c.org, ActorKeyID: "worker:gdpr", ActorRole: "system",
 				Action: "erasure-completed", EntityType: "gdpr.erasure", EntityID: c.id,
 				Subject: e.Pseudo.Subject(c.org, c.user),

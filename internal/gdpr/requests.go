@@ -33,6 +33,8 @@ type Erasure struct {
 	Attempts     int                         `json:"attempts" doc:"Times a worker took the erasure on (more than one after a crash or restart)."`
 	Verification *Verification               `json:"verification,omitempty" doc:"The re-query of every tier after the last pass."`
 	LastError    string                      `json:"last_error,omitempty"`
+	DeadlineNear bool                        `json:"deadline_near,omitempty" doc:"Not completed and past 80 % of the time to its deadline."`
+	Overdue      bool                        `json:"overdue,omitempty" doc:"Not completed and past its deadline."`
 }
 
 const erasureCols = `id, subject, coalesce(user_id, ''), status, reason, requested_by, requested_at, deadline, started_at,

@@ -12,6 +12,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/strata-mem/strata/internal/audit"
+	"github.com/strata-mem/strata/internal/outbox"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/service"
 )
@@ -27,8 +29,12 @@ type ErasureArgs struct {
 // Kind names the job (erasure skips gdpr_* jobs when it deletes River jobs naming the subject).
 func (ErasureArgs) Kind() string { return "gdpr_erasure" }
 
+// MaxAttempts is how many times a failing erasure is tried (River's exponential backoff,
+// attempt⁴ seconds: about 22 days in all, inside the 30-day deadline) before it ends failed.
+const MaxAttempts = 25
+
 // InsertOpts: many attempts (a busy phase snoozes, a failure backs off and retries).
-func (ErasureArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 100} }
+func (ErasureArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: MaxAttempts} }
 
 // ErasureWorker runs ErasureArgs jobs on an Engine.
 type ErasureWorker struct {
@@ -54,7 +60,42 @@ func (w *ErasureWorker) Work(ctx context.Context, job *river.Job[ErasureArgs]) e
 	case errors.Is(err, ErrLeaseLost):
 		return nil // the worker that took over finishes it
 	}
+	if err != nil && job.JobRow != nil && job.Attempt >= job.MaxAttempts && ctx.Err() == nil {
+		// The last attempt failed: the erasure ends failed with its error (and an
+		// erasure.failed event) instead of staying running for ever.
+		if ferr := w.Engine.Fail(ctx, job.Args.OrgID, job.Args.ErasureID, err); ferr != nil {
+			return fmt.Errorf("%w (and recording the failure: %v)", err, ferr)
+		}
+		return river.JobCancel(err)
+	}
 	return err
+}
+
+// Fail ends erasure id of org as failed with err's text (after its last attempt), emits
+// erasure.failed and audits it. A completed erasure is left as it is.
+func (e *Engine) Fail(ctx context.Context, org, id string, cause error) error {
+	msg := cause.Error()
+	if len(msg) > 500 {
+		msg = msg[:500]
+	}
+	return pg.InOrgTx(context.WithoutCancel(ctx), e.Pool, org, func(tx pgx.Tx) error {
+		var subject string
+		err := tx.QueryRow(ctx, `UPDATE gdpr_erasures SET status = 'failed', last_error = $3, lease_owner = NULL, lease_until = NULL
+			WHERE org_id = $1 AND id = $2 AND status IN ('pending', 'running') RETURNING subject`, org, id, msg).Scan(&subject)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := outbox.Emit(ctx, tx, org, outbox.New{Type: outbox.ErasureFailed, DedupeKey: "erasure.failed:" + id,
+			Data: map[string]any{"erasure_id": id, "subject": subject}}); err != nil {
+			return err
+		}
+		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: "worker:gdpr", ActorRole: "system",
+			Action: "erasure-failed", EntityType: "gdpr.erasure", EntityID: id, Subject: subject, Status: 500,
+			Details: map[string]any{"attempts": MaxAttempts}})
+	})
 }
 
 // Inserter is an insert-only River client (it works no jobs): the HTTP layer and the sweeper

@@ -34,6 +34,9 @@ func (s *Server) getErasure(ctx context.Context, r *Request, in *api.ErasureIDIn
 	if err != nil {
 		return nil, err
 	}
+	es := []gdpr.Erasure{e}
+	gdpr.FlagDeadlines(es, s.Now())
+	e = es[0]
 	return &api.ErasureOutput{Status: http.StatusOK, Body: e}, nil
 }
 
@@ -44,6 +47,7 @@ func (s *Server) listErasures(ctx context.Context, r *Request, in *api.ListErasu
 	if err != nil {
 		return nil, err
 	}
+	gdpr.FlagDeadlines(l.Items, s.Now())
 	return &api.ListErasuresOutput{Body: l}, nil
 }
 

@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/jobs"
+	"github.com/strata-mem/strata/internal/outbox"
 )
 
 // Durable jobs (docs/jobs.md): the job record, checkpoints, leased steps, resume, handoffs,
@@ -64,6 +66,8 @@ func (s *Server) completeJob(ctx context.Context, r *Request, in *api.CompleteJo
 	if err != nil {
 		return nil, err
 	}
+	s.emit(r, outbox.New{Type: "job." + j.Status, JobID: j.JobID, DedupeKey: "job." + j.Status + ":" + j.JobID,
+		Data: map[string]any{"job_id": j.JobID, "status": j.Status, "version": j.Version}})
 	return &api.JobOutput{Status: http.StatusOK, ETag: etag(j.Version), Body: j}, nil
 }
 
@@ -141,6 +145,10 @@ func (s *Server) failStep(ctx context.Context, r *Request, in *api.FailStepInput
 	if err != nil {
 		return nil, err
 	}
+	s.emit(r, outbox.New{Type: outbox.StepFailed, JobID: st.JobID,
+		DedupeKey: fmt.Sprintf("step.failed:%s:%s:%d", st.JobID, st.StepID, st.FencingToken),
+		Data: map[string]any{"job_id": st.JobID, "step_id": st.StepID, "fencing_token": st.FencingToken,
+			"disposition": st.Disposition, "owner": st.Owner, "attempts": st.Attempts}})
 	return &api.StepOutput{Body: st}, nil
 }
 
@@ -202,6 +210,8 @@ func (s *Server) createHandoff(ctx context.Context, r *Request, in *api.CreateHa
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+		s.emit(r, outbox.New{Type: outbox.HandoffPending, JobID: h.JobID, DedupeKey: "handoff.pending:" + h.JobID + ":" + h.ID,
+			Data: map[string]any{"job_id": h.JobID, "handoff_id": h.ID, "from": h.From, "to": h.To}})
 	}
 	return &api.HandoffOutput{Status: status, Body: h}, nil
 }
@@ -221,6 +231,8 @@ func (s *Server) ackHandoff(ctx context.Context, r *Request, in *api.AckHandoffI
 	if err != nil {
 		return nil, err
 	}
+	s.emit(r, outbox.New{Type: outbox.HandoffAcknowledged, JobID: h.JobID, DedupeKey: "handoff.acknowledged:" + h.JobID + ":" + h.ID,
+		Data: map[string]any{"job_id": h.JobID, "handoff_id": h.ID, "from": h.From, "to": h.To}})
 	out := &api.AckOutput{}
 	out.Body.Handoff, out.Body.Job = h, j
 	return out, nil

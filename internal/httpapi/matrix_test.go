@@ -57,6 +57,11 @@ func parseAPI(t testing.TB, raw []byte) *apiDoc {
 		}
 		for method, op := range item {
 			o := apiOp{ID: fmt.Sprint(op["operationId"]), Method: strings.ToUpper(method), Path: path}
+			if o.ID == "stream-events" {
+				// The SSE stream never ends by itself, so a request/answer matrix cannot
+				// drive it; webhooks_test.go checks its auth, isolation and bad input.
+				continue
+			}
 			if ps, ok := op["parameters"].([]any); ok {
 				for _, p := range ps {
 					o.params = append(o.params, p.(map[string]any))

@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/strata-mem/strata/internal/api"
+	"github.com/strata-mem/strata/internal/outbox"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -40,6 +41,8 @@ func (s *Server) createQuarantine(ctx context.Context, r *Request, in *api.Creat
 	if err != nil {
 		return nil, err
 	}
+	s.emit(r, outbox.New{Type: outbox.QuarantineCreated, DedupeKey: "quarantine.created:" + q.ID.String(),
+		Data: map[string]any{"quarantine_id": q.ID.String(), "key_id": q.KeyID, "agent_id": q.AgentID}})
 	return &api.QuarantineOutput{Status: http.StatusCreated, Body: q}, nil
 }
 

@@ -40,15 +40,31 @@ func (s *Server) routes() {
 	// The web console (console.go, internal/console): its own sessions; actions call the API below.
 	s.mountConsole(r)
 
+	// The live event stream (events.go, docs/events.md): authenticated, Server-Sent Events
+	// read from the outbox in short transactions of its own (no unit of work: it is long-lived).
+	r.With(s.authenticate, s.limiter.Middleware, httpops.CheckQuery).Get("/v1/events/stream", s.streamEvents)
+
 	// The API: authenticated, one unit of work per request.
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limiter.Middleware, s.readRouting, httpops.CheckQuery, s.unitOfWork)
 		s.api = humachi.New(r, newHumaConfig())
+		streamDoc := api.OpStreamEvents          // a copy: operation docs are never mutated
+		s.api.OpenAPI().AddOperation(&streamDoc) // served above, outside the unit of work
 
 		// API keys (admin_keys.go).
 		handle(s, adminRoles, api.OpCreateKey, NoSubjectData, s.createKey) // POST /v1/admin/keys
 		handle(s, adminRoles, api.OpListKeys, NoSubjectData, s.listKeys)   // GET /v1/admin/keys
 		handle(s, adminRoles, api.OpRevokeKey, NoSubjectData, s.revokeKey) // DELETE /v1/admin/keys/{id}
+
+		// Webhooks (webhooks.go, docs/events.md).
+		handle(s, adminRoles, api.OpCreateWebhook, NoSubjectData, s.createWebhook)                 // POST /v1/admin/webhooks
+		handle(s, adminRoles, api.OpListWebhooks, NoSubjectData, s.listWebhooks)                   // GET /v1/admin/webhooks
+		handle(s, adminRoles, api.OpGetWebhook, NoSubjectData, s.getWebhook)                       // GET /v1/admin/webhooks/{id}
+		handle(s, adminRoles, api.OpUpdateWebhook, NoSubjectData, s.updateWebhook)                 // PATCH /v1/admin/webhooks/{id}
+		handle(s, adminRoles, api.OpDeleteWebhook, NoSubjectData, s.deleteWebhook)                 // DELETE /v1/admin/webhooks/{id}
+		handle(s, adminRoles, api.OpListWebhookDeliveries, NoSubjectData, s.listWebhookDeliveries) // GET /v1/admin/webhooks/{id}/deliveries
+		handle(s, adminRoles, api.OpRedeliverWebhook, NoSubjectData, s.redeliverWebhook)           // POST /v1/admin/webhooks/{id}/deliveries/{delivery}/redeliver
+		handle(s, adminRoles, api.OpPingWebhook, NoSubjectData, s.pingWebhook)                     // POST /v1/admin/webhooks/{id}/ping
 
 		// Audit log (audit.go).
 		handle(s, complianceRoles, api.OpListAudit, NoSubjectData, s.listAudit)     // GET /v1/audit

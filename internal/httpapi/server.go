@@ -9,9 +9,11 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
@@ -30,6 +32,7 @@ import (
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/turncontext"
+	"github.com/strata-mem/strata/internal/webhooks"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -92,6 +95,14 @@ type Deps struct {
 	Extraction          *extraction.Extractor
 	ExtractionDefaultOn bool
 
+	// Webhooks holds webhook subscriptions and deliveries (/v1/admin/webhooks); WebhookQueue
+	// enqueues their deliveries (redelivery, ping) in the request's transaction; EventBroker
+	// wakes the SSE streams (GET /v1/events/stream) when the outbox has news. Nil Webhooks
+	// answers the webhook operations with 503.
+	Webhooks     *webhooks.Store
+	WebhookQueue *river.Client[pgx.Tx]
+	EventBroker  *EventBroker
+
 	Options Options
 }
 
@@ -106,6 +117,11 @@ type Options struct {
 	RateLimit       float64 // requests per second per key on this replica (0: off)
 	RateBurst       int
 	GroupCommit     bool // write concurrent event appends of one org in one transaction
+	// NoEvents turns off the emission of outbox events by requests (benchmarks only: the
+	// write path's cost of events is measured against it).
+	NoEvents bool
+	// EventsHeartbeat is the interval of the SSE stream's heartbeat comment (default 15s).
+	EventsHeartbeat time.Duration
 }
 
 // Server is the HTTP API: the stores and limits it was given (Deps, read by the handlers as
@@ -134,7 +150,8 @@ func NewServer(d Deps) *Server {
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.Registry)
 	}
-	s.metrics.Registry.MustRegister(jobs.StalledCollector(s.Jobs, s.Pool, s.Options.StoreTimeout))
+	s.metrics.Registry.MustRegister(jobs.StalledCollector(s.Jobs, s.Pool, s.Options.StoreTimeout),
+		gdpr.OverdueCollector(s.Pool, s.Now, s.Options.StoreTimeout))
 	s.router = chi.NewRouter()
 	s.routes()
 	return s

@@ -1,0 +1,25 @@
+package app
+
+import (
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/strata-mem/strata/internal/watch"
+	"github.com/strata-mem/strata/internal/webhooks"
+)
+
+// eventWorkers registers the webhook delivery worker (docs/events.md) on workers and returns
+// the dispatcher (outbox → deliveries, and the sweep of interrupted deliveries) and the
+// watcher (stalled jobs, erasure deadlines → events); serve starts and stops them with the
+// other background services. Call it before the River client is created.
+func (p *parts) eventWorkers(workers *river.Workers) (*webhooks.Dispatcher, *watch.Watcher) {
+	cfg, log := p.cfg, p.log.With("component", "events")
+	river.AddWorker(workers, &webhooks.Deliverer{Pool: p.pool, Store: p.webhooks,
+		Client:      webhooks.NewClient(cfg.WebhookTimeout, cfg.WebhookAllowPrivate),
+		MaxAttempts: cfg.WebhookMaxAttempts, Backoff: cfg.WebhookBackoff, RequestTimeout: cfg.WebhookTimeout, Log: log})
+	d := &webhooks.Dispatcher{Pool: p.pool, Store: p.webhooks, Queue: p.erasures, ExtraOrg: cfg.AdminOrg, Log: log,
+		SweepEvery: max(cfg.WebhookTimeout, time.Second), Stale: 2*cfg.WebhookTimeout + 5*time.Second}
+	w := &watch.Watcher{Pool: p.pool, Jobs: p.jobs, Interval: cfg.EventsWatchInterval, ExtraOrg: cfg.AdminOrg, Log: log}
+	return d, w
+}

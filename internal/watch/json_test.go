@@ -1,0 +1,5 @@
+package watch_test
+
+import "encoding/json"
+
+var jsonUnmarshal, jsonMarshal = json.Unmarshal, json.Marshal
