@@ -17,8 +17,10 @@ import (
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/summaries"
 	"github.com/strata-mem/strata/internal/working"
@@ -38,7 +40,10 @@ type Rolling struct {
 	Episodic *episodic.Store
 	Jobs     *jobs.Store
 	// LLM writes the summaries when set (the server's STRATA_LLM_MODEL); nil: extractive.
-	LLM *RollingLLM
+	// Its calls count against the org's hourly LLM limits (the extraction policy's, whose
+	// defaults are Defaults), shared with extraction; past them the summary is extractive.
+	LLM      *RollingLLM
+	Defaults policy.LifecyclePolicy
 	// Restricted reports a GDPR Art. 18 restriction: nothing of a restricted subject is
 	// summarised.
 	Restricted func(ctx context.Context, db pg.DBTX, org, user string) (bool, error)
@@ -324,7 +329,7 @@ func (r *Rolling) summarize(ctx context.Context, org string, sub subject, f fold
 	}
 	budget := r.tokens()
 	if r.LLM != nil {
-		text, err := r.LLM.Summarize(ctx, sub.kind, f.prev.Text, f.llmItems, budget)
+		text, err := r.llmSummary(ctx, org, sub.kind, f, budget)
 		if err == nil {
 			n.Text, n.Summarizer, n.PromptVer = text, r.LLM.Name(), RollingPromptVersion
 			n.Tokens = CountTokens(text)
@@ -352,10 +357,54 @@ func (r *Rolling) summarize(ctx context.Context, org string, sub subject, f fold
 	return n
 }
 
+// errLLMLimit: the org used its hourly LLM calls or tokens (the extraction policy's limits,
+// shared with extraction).
+var errLLMLimit = errors.New("the org's hourly LLM limit is used up")
+
+// llmSummary calls the LLM within the org's hourly limits (policy extraction
+// max_calls_per_hour, max_tokens_per_hour; the same budget as extraction) and counts what
+// it used.
+func (r *Rolling) llmSummary(ctx context.Context, org, kind string, f fold, budget int) (string, error) {
+	hour := r.now().Truncate(time.Hour)
+	err := pg.InOrgTx(ctx, r.Pool, org, func(tx pgx.Tx) error {
+		def := r.Defaults
+		if def.Extraction.MaxCallsPerHour == nil { // not composed: the built-in defaults
+			def = policy.DefaultPolicy(0)
+		}
+		eff, err := policy.LoadEffective(ctx, tx, org, def)
+		if err != nil {
+			return err
+		}
+		calls, tokens, err := extraction.HourUsage(ctx, tx, org, hour)
+		if err != nil {
+			return err
+		}
+		if calls >= eff.Extraction.MaxCallsPerHour || tokens >= int64(eff.Extraction.MaxTokensPerHour) {
+			return errLLMLimit
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	text, use, err := r.LLM.Summarize(ctx, kind, f.prev.Text, f.llmItems, budget)
+	if use.Calls > 0 {
+		if uerr := pg.InOrgTx(context.WithoutCancel(ctx), r.Pool, org, func(tx pgx.Tx) error {
+			return extraction.AddHourUsage(ctx, tx, org, hour, use)
+		}); uerr != nil {
+			r.log().WarnContext(ctx, "rolling summary: recording LLM usage", "org", org, "err", uerr)
+		}
+	}
+	return text, err
+}
+
 func fallbackReason(err error) string {
 	var m *MalformedError
 	if errors.As(err, &m) {
 		return "malformed answer after " + strconv.Itoa(m.Attempts) + " attempts: " + m.Reason
+	}
+	if errors.Is(err, errLLMLimit) {
+		return errLLMLimit.Error() + " (policy extraction.max_calls_per_hour / max_tokens_per_hour)"
 	}
 	msg := err.Error()
 	if len(msg) > 200 {

@@ -11,6 +11,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/summaries"
 )
 
@@ -66,14 +67,16 @@ func NewRollingLLM(o LLMOptions) (*RollingLLM, error) {
 // Name is the summarizer recorded on each summary.
 func (l *RollingLLM) Name() string { return "llm:" + l.model }
 
-// Summarize asks the model for the new summary of prev and items within budget tokens. An
+// Summarize asks the model for the new summary of prev and items within budget tokens, and
+// answers the calls and tokens it used. An
 // answer that is not the schema's JSON, is empty, holds NUL or runs far over the budget is
 // sent back with what was wrong, up to the attempts; then it is a *MalformedError. A
 // failed call (network, 5xx) is returned as it is.
-func (l *RollingLLM) Summarize(ctx context.Context, kind, prev string, items []map[string]any, budget int) (string, error) {
+func (l *RollingLLM) Summarize(ctx context.Context, kind, prev string, items []map[string]any, budget int) (string, extraction.Usage, error) {
+	var use extraction.Usage
 	doc, err := itemsJSON(kind, prev, items)
 	if err != nil {
-		return "", err
+		return "", use, err
 	}
 	words := max(budget*3/4, 30)
 	msgs := []openai.ChatCompletionMessage{
@@ -89,23 +92,26 @@ func (l *RollingLLM) Summarize(ctx context.Context, kind, prev string, items []m
 				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: "rolling_summary", Schema: rollingSchema, Strict: true}},
 		})
 		cancel()
+		use.Calls++
 		if err != nil {
-			return "", fmt.Errorf("LLM rolling summary (%s): %w", l.model, err)
+			return "", use, fmt.Errorf("LLM rolling summary (%s): %w", l.model, err)
 		}
+		use.PromptTokens += resp.Usage.PromptTokens
+		use.CompletionTokens += resp.Usage.CompletionTokens
 		answer := ""
 		if len(resp.Choices) > 0 {
 			answer = resp.Choices[0].Message.Content
 		}
 		text, why := validRolling(answer, budget)
 		if why == "" {
-			return text, nil
+			return text, use, nil
 		}
 		reason = why
 		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: answer},
 			openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser,
 				Content: "That answer was rejected: " + why + `. Answer again with only {"summary": "..."}.`})
 	}
-	return "", &MalformedError{Attempts: l.attempts, Reason: reason}
+	return "", use, &MalformedError{Attempts: l.attempts, Reason: reason}
 }
 
 // validRolling checks an answer: the schema's JSON object with a non-empty summary within

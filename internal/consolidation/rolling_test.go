@@ -234,6 +234,28 @@ func TestRollingLLM(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "extractive", v3.Summarizer)
 	require.Contains(t, v3.Fallback, "llm call failed")
+
+	// Every call counted against the org's hourly LLM budget (shared with extraction);
+	// once it is used up, no call is made and the summary is extractive.
+	llm.FailWith(0)
+	var used int
+	require.NoError(t, pg.InOrgTx(e.ctx, e.r.Pool, org, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(e.ctx, `SELECT sum(calls) FROM extraction_usage WHERE org_id = $1`, org).Scan(&used); err != nil {
+			return err
+		}
+		_, err := tx.Exec(e.ctx, `UPDATE extraction_usage SET calls = 1000000 WHERE org_id = $1`, org)
+		return err
+	}))
+	require.Equal(t, len(llm.Calls()), used)
+	before := len(llm.Calls())
+	e.say("s1", "Archive the raw footage on the NAS.", "OK.", "Name files by date.")
+	_, err = e.r.SummarizeSession(e.ctx, org, "s1")
+	require.NoError(t, err)
+	v4, err := e.latest("s1")
+	require.NoError(t, err)
+	require.EqualValues(t, 4, v4.Version)
+	require.Contains(t, v4.Fallback, "hourly LLM limit")
+	require.Len(t, llm.Calls(), before, "no call past the limit")
 }
 
 // TestExtractIsNotATruncation: the extractive summariser picks informative sentences from

@@ -19,15 +19,12 @@ func (x *Extractor) checkUsage(ctx context.Context, org string, rules policy.Ext
 	var calls int
 	var tokens int64
 	err := pg.InOrgTx(ctx, x.Pool, org, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT calls, tokens FROM extraction_usage WHERE org_id = $1 AND hour = $2`, org, hour).
-			Scan(&calls, &tokens)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
+		var err error
+		calls, tokens, err = HourUsage(ctx, tx, org, hour)
 		return err
 	})
 	if err != nil {
-		return pg.Interpret(err)
+		return err
 	}
 	wait := hour.Add(time.Hour).Sub(x.now())
 	switch {
@@ -45,14 +42,30 @@ func (x *Extractor) checkUsage(ctx context.Context, org string, rules policy.Ext
 func (x *Extractor) addUsage(ctx context.Context, org string, u Usage) {
 	hour := x.now().Truncate(time.Hour)
 	err := pg.InOrgTx(context.WithoutCancel(ctx), x.Pool, org, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO extraction_usage (org_id, hour, calls, tokens) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (org_id, hour) DO UPDATE SET calls = extraction_usage.calls + excluded.calls,
-				tokens = extraction_usage.tokens + excluded.tokens`, org, hour, u.Calls, u.Tokens())
-		return err
+		return AddHourUsage(ctx, tx, org, hour, u)
 	})
 	if err != nil {
 		x.Log.WarnContext(ctx, "extraction: recording LLM usage", "org", org, "err", err)
 	}
+}
+
+// HourUsage is the org's LLM calls and tokens in the hour starting at hour (the per-org
+// limits of the extraction policy; rolling summaries count against the same budget).
+func HourUsage(ctx context.Context, db pg.DBTX, org string, hour time.Time) (calls int, tokens int64, err error) {
+	err = db.QueryRow(ctx, `SELECT calls, tokens FROM extraction_usage WHERE org_id = $1 AND hour = $2`, org, hour).
+		Scan(&calls, &tokens)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, nil
+	}
+	return calls, tokens, pg.Interpret(err)
+}
+
+// AddHourUsage adds u to the org's usage of the hour starting at hour.
+func AddHourUsage(ctx context.Context, db pg.DBTX, org string, hour time.Time, u Usage) error {
+	_, err := db.Exec(ctx, `INSERT INTO extraction_usage (org_id, hour, calls, tokens) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (org_id, hour) DO UPDATE SET calls = extraction_usage.calls + excluded.calls,
+			tokens = extraction_usage.tokens + excluded.tokens`, org, hour, u.Calls, u.Tokens())
+	return pg.Interpret(err)
 }
 
 // MarkPendingSQL is the statement an append queues into its COMMIT's round trip
