@@ -25,25 +25,25 @@ import (
 
 // Delivery is one event's delivery to one subscription, with its latest attempt.
 type Delivery struct {
-	ID             string     `json:"id"`
-	SubscriptionID string     `json:"subscription_id"`
-	EventID        string     `json:"event_id" doc:"The webhook-id header: the same on every attempt and redelivery, so receivers dedupe on it."`
-	EventSeq       int64      `json:"event_seq" doc:"The event's seq in the org's stream (0 for a ping)."`
-	EventType      string     `json:"event_type"`
-	Status         string     `json:"status" enum:"pending,delivered,dead" doc:"pending: an attempt is due or running; delivered: a 2xx answer; dead: attempts ran out (redeliver revives it)."`
-	Attempts       int        `json:"attempts" doc:"Attempts since it was created or last redelivered."`
-	LastStatusCode int        `json:"last_status_code,omitempty"`
-	LastError      string     `json:"last_error,omitempty"`
-	LastLatencyMS  int        `json:"last_latency_ms,omitempty"`
-	RetryAt        *time.Time `json:"retry_at,omitempty" doc:"When the next attempt is due (pending after a failure)."`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
-	DeliveredAt    *time.Time `json:"delivered_at,omitempty"`
-	Log            []Attempt  `json:"attempt_log,omitempty" doc:"Every attempt, oldest first (in a delivery's own answer and the log)."`
+	ID             string            `json:"id"`
+	SubscriptionID string            `json:"subscription_id"`
+	EventID        string            `json:"event_id" doc:"The webhook-id header: the same on every attempt and redelivery, so receivers dedupe on it."`
+	EventSeq       int64             `json:"event_seq" doc:"The event's seq in the org's stream (0 for a ping)."`
+	EventType      string            `json:"event_type"`
+	Status         string            `json:"status" enum:"pending,delivered,dead" doc:"pending: an attempt is due or running; delivered: a 2xx answer; dead: attempts ran out (redeliver revives it)."`
+	Attempts       int               `json:"attempts" doc:"Attempts since it was created or last redelivered."`
+	LastStatusCode int               `json:"last_status_code,omitempty"`
+	LastError      string            `json:"last_error,omitempty"`
+	LastLatencyMS  int               `json:"last_latency_ms,omitempty"`
+	RetryAt        *time.Time        `json:"retry_at,omitempty" doc:"When the next attempt is due (pending after a failure)."`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+	DeliveredAt    *time.Time        `json:"delivered_at,omitempty"`
+	Log            []DeliveryAttempt `json:"attempt_log,omitempty" doc:"Every attempt, oldest first (in a delivery's own answer and the log)."`
 }
 
-// Attempt is one POST of a delivery.
-type Attempt struct {
+// DeliveryAttempt is one POST of a delivery.
+type DeliveryAttempt struct {
 	Attempt    int       `json:"attempt"`
 	StatusCode int       `json:"status_code,omitempty"`
 	LatencyMS  int       `json:"latency_ms"`
@@ -98,7 +98,7 @@ func (s *Store) Deliveries(ctx context.Context, db pg.DBTX, org, sub, status, be
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		var a Attempt
+		var a DeliveryAttempt
 		if err := rows.Scan(&id, &a.Attempt, &a.StatusCode, &a.LatencyMS, &a.Error, &a.At); err != nil {
 			return nil, pg.Interpret(err)
 		}
