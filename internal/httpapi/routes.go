@@ -40,6 +40,9 @@ func (s *Server) routes() {
 	// The web console (console.go, internal/console): its own sessions; actions call the API below.
 	s.mountConsole(r)
 
+	// The Mem0-compatible API (console.go, internal/mem0): translated into calls of the API below.
+	s.mountMem0(r)
+
 	// The API: authenticated, one unit of work per request.
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limiter.Middleware, s.readRouting, httpops.CheckQuery, s.unitOfWork)
