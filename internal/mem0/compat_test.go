@@ -1,6 +1,9 @@
 package mem0_test
 
 import (
+	"encoding/json"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -65,4 +68,32 @@ func TestMem0ClientAgainstStrata(t *testing.T) {
 		require.Equal(t, "passed", status[name], "%q did not pass:\n%s", name, testenv.Tail(clean, 6000))
 	}
 	t.Logf("mem0ai against Strata: %d tests passed in %s", len(status), time.Since(start).Round(time.Millisecond))
+}
+
+// BenchmarkMem0CallPath: the mem0ai MemoryClient through /mem0 against fetch straight to
+// /v1, the same writes and searches on one server, interleaved (clients/compat-mem0/scripts/bench.mjs).
+// speed is the Mem0 path's ops/s ÷ the /v1 path's.
+func BenchmarkMem0CallPath(b *testing.B) {
+	dir := testenv.NodeProject(b, "clients/compat-mem0")
+	s := apptest.Start(b)
+	key := s.NewKey("mem0-bench", "agent")
+	b.ResetTimer()
+	for range b.N {
+		cmd := exec.Command("node", "scripts/bench.mjs")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "STRATA_URL="+s.URL, "STRATA_API_KEY="+key, "MEM0_TELEMETRY=false")
+		out, err := cmd.Output()
+		require.NoError(b, err, "%s", out)
+		var r map[string]struct{ Ops, P50, P99 float64 }
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		require.NoError(b, json.Unmarshal([]byte(lines[len(lines)-1]), &r), "%s", out)
+		for _, op := range []string{"add", "search"} {
+			m, v := r["mem0-"+op], r["v1-"+op]
+			b.ReportMetric(m.Ops/v.Ops, op+"-speed")
+			b.ReportMetric(m.Ops, op+"-mem0-ops/s")
+			b.ReportMetric(v.Ops, op+"-v1-ops/s")
+			b.ReportMetric(m.P99, op+"-mem0-p99-ms")
+			b.ReportMetric(v.P99, op+"-v1-p99-ms")
+		}
+	}
 }

@@ -406,6 +406,27 @@ func (h *Handler) add(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, []Event{})
 		return
 	}
+	if len(items) == 1 { // one message: the single write (fewer statements than a batch of one)
+		res := h.call(r, http.MethodPost, "/v1/memories", nil, items[0], "Idempotency-Key", r.Header.Get("Idempotency-Key"))
+		if !res.ok() {
+			relay(w, res)
+			return
+		}
+		var m struct {
+			strataMemory
+			Deduplicated bool `json:"deduplicated"`
+		}
+		if err := json.Unmarshal(res.body, &m); err != nil {
+			problem(w, http.StatusInternalServerError, "unexpected answer from /v1/memories", "")
+			return
+		}
+		ev := "ADD"
+		if m.Deduplicated {
+			ev = "NOOP"
+		}
+		reply(w, http.StatusOK, []Event{event(m.RootID, ev, m.Text)})
+		return
+	}
 	res := h.call(r, http.MethodPost, "/v1/memories/batch", nil, map[string]any{"memories": items},
 		"Idempotency-Key", r.Header.Get("Idempotency-Key")) // a retried add is one write
 	if !res.ok() {
@@ -451,8 +472,13 @@ func (h *Handler) addInferred(w http.ResponseWriter, r *http.Request, b addBody,
 			msgs = append(msgs, m)
 		}
 	}
-	res := h.call(r, http.MethodPost, "/v1/memories/extract", nil, map[string]any{"messages": msgs,
-		"user_id": b.UserID, "agent_id": b.AgentID}, "Idempotency-Key", r.Header.Get("Idempotency-Key"))
+	req := map[string]any{"messages": msgs}
+	for k, v := range map[string]string{"user_id": b.UserID, "agent_id": b.AgentID} {
+		if v != "" {
+			req[k] = v
+		}
+	}
+	res := h.call(r, http.MethodPost, "/v1/memories/extract", nil, req, "Idempotency-Key", r.Header.Get("Idempotency-Key"))
 	if !res.ok() {
 		relay(w, res)
 		return
