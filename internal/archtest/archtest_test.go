@@ -30,6 +30,7 @@ var floors = map[string]int{
 	"internal/watch":    31, // stalled jobs and erasure deadlines become events: reads jobs and gdpr
 	"internal/mcp":      40, // the MCP server and its tool table, built from the OpenAPI document
 	"internal/console":  40, // the web console: its sessions and pages; calls the API in-process
+	"internal/mem0":     40, // the Mem0-compatible API at /mem0: translates into in-process /v1 calls
 	"internal/httpops":  40, // what every HTTP surface shares: request ids, access log, metrics, problems, health
 	"internal/api":      41, // the wire contract of /v1: types and operation docs (/v1/tools answers mcp's)
 	"internal/httpapi":  42, // the transport: handlers, the unit of work; mounts the MCP server and the console

@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/mem0"
 )
 
 // The web console (internal/console) is mounted at /console. It is built by internal/app
@@ -20,10 +21,7 @@ func (s *Server) mountConsole(r chi.Router) {
 	if s.Console == nil {
 		return
 	}
-	h := s.Console(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		// Enter the router afresh (without the /console request's route context).
-		s.router.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, (*chi.Context)(nil))))
-	}))
+	h := s.Console(s.inProcess())
 	// The console routes with its own router: from a fresh route context too (the
 	// request's metrics label stays /console/*).
 	fresh := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -31,6 +29,22 @@ func (s *Server) mountConsole(r chi.Router) {
 	})
 	r.Handle("/console", fresh)
 	r.Handle("/console/*", fresh)
+}
+
+// inProcess is the API as an in-process handler for the surfaces built on it (the console,
+// the Mem0-compatible API): each request enters the router afresh, without the outer
+// request's route context.
+func (s *Server) inProcess() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.router.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, (*chi.Context)(nil))))
+	})
+}
+
+// mountMem0 serves the Mem0-compatible API at /mem0 (internal/mem0, docs/mem0.md): every
+// call becomes requests to the API through inProcess, with the caller's own key, so roles,
+// Art. 18, idempotency and audit are the API's.
+func (s *Server) mountMem0(r chi.Router) {
+	r.Mount("/mem0", mem0.New(s.inProcess(), s.Log))
 }
 
 // viaDetails is the audit details of a record written by hand for p (the export's).

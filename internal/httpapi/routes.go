@@ -44,6 +44,9 @@ func (s *Server) routes() {
 	// read from the outbox in short transactions of its own (no unit of work: it is long-lived).
 	r.With(s.authenticate, s.limiter.Middleware, httpops.CheckQuery).Get("/v1/events/stream", s.streamEvents)
 
+	// The Mem0-compatible API (console.go, internal/mem0): translated into calls of the API below.
+	s.mountMem0(r)
+
 	// The API: authenticated, one unit of work per request.
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate, s.limiter.Middleware, s.readRouting, httpops.CheckQuery, s.unitOfWork)

@@ -1,0 +1,99 @@
+package mem0_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/strata-mem/strata/internal/apptest"
+	"github.com/strata-mem/strata/internal/llmtest"
+	"github.com/strata-mem/strata/internal/testenv"
+)
+
+// The tests of clients/compat-mem0 that must have run and passed (a renamed or skipped test
+// fails here).
+var want = []string{
+	"adds messages without inference as memories in the user's and run's scope",
+	"searches with filters and answers Mem0's result shape",
+	"lists with getAll, pages, gets one memory",
+	"updates keep the id; history lists the versions",
+	"deletes one memory, then a missing memory is MemoryNotFoundError",
+	"another org's key sees none of it",
+	"a bad key is AuthenticationError",
+	"refuses app_id (no such Strata scope) and an add without an entity",
+	"batch update, batch delete and deleteAll",
+	"infer: true extracts facts and answers ADD, UPDATE and DELETE events",
+}
+
+// residence is the fake model's script: a fact added, updated and retracted across three
+// conversations, and a preference.
+func residence(p llmtest.Prompt) string {
+	var ds []llmtest.D
+	for _, tn := range p.Doc.Turns {
+		switch {
+		case strings.Contains(tn.Content, "Lisbon"):
+			ds = append(ds, llmtest.D{Op: "ADD", Kind: "fact", Text: "Lives in Lisbon", Turns: []int64{tn.Seq}},
+				llmtest.D{Op: "ADD", Kind: "preference", Key: "name", Text: "Dee", Turns: []int64{tn.Seq}})
+		case strings.Contains(tn.Content, "Porto"):
+			ds = append(ds, llmtest.D{Op: "UPDATE", Kind: "fact", Ref: p.Doc.Ref("Lives in Lisbon"), Text: "Lives in Porto", Turns: []int64{tn.Seq}})
+		case strings.Contains(tn.Content, "Forget where I live"):
+			ds = append(ds, llmtest.D{Op: "DELETE", Kind: "fact", Ref: p.Doc.Ref("Lives in Porto"), Turns: []int64{tn.Seq}})
+		}
+	}
+	return llmtest.Answer(ds...)
+}
+
+// TestMem0ClientAgainstStrata runs the mem0ai package's MemoryClient (clients/compat-mem0,
+// vitest) against a live server's /mem0 API, with a fake OpenAI-compatible model for
+// infer: true.
+func TestMem0ClientAgainstStrata(t *testing.T) {
+	t.Parallel()
+	dir := testenv.NodeProject(t, "clients/compat-mem0")
+	llm := llmtest.New(t, residence)
+	s := apptest.Start(t, apptest.Env("STRATA_LLM_MODEL", "fake-model"), apptest.Env("OPENAI_BASE_URL", llm.BaseURL()))
+	key, other := s.NewKey("mem0-a", "agent"), s.NewKey("mem0-b", "agent")
+	start := time.Now()
+	results, clean := testenv.Vitest(t, dir, 3*time.Minute, "STRATA_URL="+s.URL, "STRATA_API_KEY="+key,
+		"STRATA_OTHER_KEY="+other, "STRATA_EXTRACTION=1", "MEM0_TELEMETRY=false")
+	status := map[string]string{}
+	for _, r := range results {
+		status[r.Title] = r.Status
+	}
+	for _, name := range want {
+		require.Equal(t, "passed", status[name], "%q did not pass:\n%s", name, testenv.Tail(clean, 6000))
+	}
+	t.Logf("mem0ai against Strata: %d tests passed in %s", len(status), time.Since(start).Round(time.Millisecond))
+}
+
+// BenchmarkMem0CallPath: the mem0ai MemoryClient through /mem0 against fetch straight to
+// /v1, the same writes and searches on one server, interleaved (clients/compat-mem0/scripts/bench.mjs).
+// speed is the Mem0 path's ops/s ÷ the /v1 path's.
+func BenchmarkMem0CallPath(b *testing.B) {
+	dir := testenv.NodeProject(b, "clients/compat-mem0")
+	s := apptest.Start(b)
+	key := s.NewKey("mem0-bench", "agent")
+	b.ResetTimer()
+	for range b.N {
+		cmd := exec.Command("node", "scripts/bench.mjs")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "STRATA_URL="+s.URL, "STRATA_API_KEY="+key, "MEM0_TELEMETRY=false")
+		out, err := cmd.Output()
+		require.NoError(b, err, "%s", out)
+		var r map[string]struct{ Ops, P50, P99 float64 }
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		require.NoError(b, json.Unmarshal([]byte(lines[len(lines)-1]), &r), "%s", out)
+		for _, op := range []string{"add", "search"} {
+			m, v := r["mem0-"+op], r["v1-"+op]
+			b.ReportMetric(m.Ops/v.Ops, op+"-speed")
+			b.ReportMetric(m.Ops, op+"-mem0-ops/s")
+			b.ReportMetric(v.Ops, op+"-v1-ops/s")
+			b.ReportMetric(m.P99, op+"-mem0-p99-ms")
+			b.ReportMetric(v.P99, op+"-v1-p99-ms")
+		}
+	}
+}
