@@ -96,7 +96,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		Embedder: emb, Defaults: p.policy, Log: log, Metrics: consolidation.NewMetrics(p.metrics)}
 	p.jobMetrics = newJobMetrics(p.metrics)
 	p.rolling = &consolidation.Rolling{Pool: pool, Working: p.working, Episodic: p.events, Jobs: p.jobs,
-		Restricted: p.restrictions.RestrictedOn, Defaults: p.policy, Every: cfg.SummaryEvery, KeepEvents: cfg.SummaryKeepEvents,
+		Restricted: p.restrictions.HeldOn, Defaults: p.policy, Every: cfg.SummaryEvery, KeepEvents: cfg.SummaryKeepEvents,
 		Tokens: cfg.SummaryTokens, Log: log, Metrics: consolidation.NewRollingMetrics(p.metrics)}
 	if cfg.SummaryKeepEvents == 0 {
 		p.rolling.KeepEvents = -1

@@ -44,7 +44,9 @@ type Rolling struct {
 	// defaults are Defaults), shared with extraction; past them the summary is extractive.
 	LLM      *RollingLLM
 	Defaults policy.LifecyclePolicy
-	// Restricted reports a GDPR Art. 18 restriction: nothing of a restricted subject is
+	// Restricted reports a GDPR Art. 18 restriction (app passes gdpr's HeldOn, which also
+	// answers true while an erasure of the subject is pending or running, under the
+	// subject's lock; it is asked again in each write's transaction): nothing of such a subject is
 	// summarised.
 	Restricted func(ctx context.Context, db pg.DBTX, org, user string) (bool, error)
 	// Every: a subject is offered for a new version once this many seqs wait [20].
@@ -190,6 +192,13 @@ func (r *Rolling) run(ctx context.Context, org, kind, id string) (RollingResult,
 		n := r.summarize(ctx, org, sub, f)
 		var written summaries.Summary
 		err = pg.InOrgTx(ctx, r.Pool, org, func(tx pgx.Tx) error {
+			if sub.user != "" && r.Restricted != nil { // again, under the subject's lock: an erasure may have begun
+				held, err := r.Restricted(ctx, tx, org, sub.user)
+				if err != nil || held {
+					status = "restricted"
+					return err
+				}
+			}
 			var err error
 			after := int64(0)
 			if f.hasPrev {
@@ -211,6 +220,11 @@ func (r *Rolling) run(ctx context.Context, org, kind, id string) (RollingResult,
 		}
 		if err != nil {
 			return res, err
+		}
+		if status != "" { // nothing written
+			res.Status = status
+			r.Metrics.run(kind, status)
+			return res, nil
 		}
 		res.Status, res.Versions, res.Latest = "summarized", res.Versions+1, &written
 		r.Metrics.run(kind, "summarized")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -93,6 +94,11 @@ type NewErasure struct {
 func CreateErasure(ctx context.Context, tx pgx.Tx, ins *Inserter, n NewErasure) (Erasure, error) {
 	if err := strata.CheckText("reason", n.Reason); err != nil {
 		return Erasure{}, err
+	}
+	// Background writers that hold the subject's lock (HeldOn) finish before the erasure
+	// exists; later ones see it and write nothing.
+	if _, err := tx.Exec(ctx, fmt.Sprintf(subjectLockSQL, ""), n.OrgID, n.UserID); err != nil {
+		return Erasure{}, pg.Interpret(err)
 	}
 	id := uuid.Must(uuid.NewV7()).String()
 	at := n.At.UTC()
