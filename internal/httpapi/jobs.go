@@ -54,7 +54,8 @@ func (s *Server) listJobs(ctx context.Context, r *Request, in *api.ListJobsInput
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.Jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: limit + 1})
+	items, err := s.Jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor,
+		Parent: in.Parent, Limit: limit + 1})
 	if err != nil {
 		return nil, err
 	}
