@@ -64,8 +64,8 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		if sm == nil || i >= 50 {
 			continue
 		}
-		if at := c.get(r, jp+"/steps/"+seg(str(sm["step_id"]))+"/attempts", nil); at.OK() {
-			sm["attempt_list"] = at.Items()
+		if at := c.get(r, jp+"/steps/"+seg(str(sm["step_id"]))+"/attempts", url.Values{"limit": {"100"}}); at.OK() {
+			sm["attempt_list"], sm["attempts_next"] = at.Items(), str(at.Map()["next_cursor"])
 		}
 	}
 	d["steps"] = steps
