@@ -187,7 +187,6 @@ describe("console", () => {
     await page.getByRole("button", { name: "Create key" }).click();
     const secret = (await page.locator("#new-secret").textContent()).trim();
     expect(secret.length).toBeGreaterThan(20);
-    await shot(page, "keys");
     // The new key signs in elsewhere.
     const other = await signedIn(secret);
     expect(other.page.url()).toContain("/console/subjects");
@@ -198,6 +197,7 @@ describe("console", () => {
     await row.getByRole("button", { name: /^Revoke key/ }).click();
     await expect(page.locator(".notice").textContent()).resolves.toContain("revoked");
     await expect(page.locator("tbody tr", { hasText: name }).textContent()).resolves.not.toContain("Revoke");
+    await shot(page, "keys"); // after the revocation: no secret on the picture
     // The revoked key's console session has ended.
     await other.page.goto(base + "/console/subjects");
     await expect.poll(() => other.page.url()).toContain("/console/login");
