@@ -47,3 +47,9 @@ SELECT org_id, job_id, step_id, fencing_token, attempts, CASE WHEN attempts = 1 
 FROM job_steps;
 ALTER TABLE job_steps FORCE ROW LEVEL SECURITY;
 SELECT strata_enable_rls('job_step_attempts');
+
+-- A job's forks (GET /v1/jobs?parent_job_id=, the console's timeline), in job_id order: the
+-- index answers the filter and the order, so a page of forks reads only forks. It also
+-- serves the parent foreign key's checks, so it replaces jobs_parent (org_id, parent_job_id).
+CREATE INDEX jobs_forks ON jobs (org_id, parent_job_id, job_id) WHERE parent_job_id IS NOT NULL;
+DROP INDEX jobs_parent;

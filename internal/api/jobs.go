@@ -46,6 +46,7 @@ type JobOutput struct {
 type ListJobsInput struct {
 	Status  string `query:"status" enum:"running,completed,failed,cancelled" doc:"Only jobs with this status."`
 	Stalled bool   `query:"stalled" doc:"Only running jobs whose in-flight lease expired or that made no progress for STRATA_STALLED_AFTER, each with the step where it stalled and its input."`
+	Parent  string `query:"parent_job_id" maxLength:"200" doc:"Only the jobs forked from this job (its direct forks)."`
 	Page
 }
 

@@ -126,7 +126,42 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 		q.Set("cursor", cur)
 	}
 	res := c.get(r, "/v1/admin/keys", q)
-	v := &view{Title: "API keys", Nav: "keys", Problem: res.Problem(),
-		Data: map[string]any{"items": res.Items(), "next": str(res.Map()["next_cursor"])}}
+	v := &view{Title: "API keys", Nav: "keys", Problem: res.Problem(), Notice: r.URL.Query().Get("notice"),
+		Data: map[string]any{"items": res.Items(), "next": str(res.Map()["next_cursor"]), "roles": []string{"agent", "compliance", "admin"}}}
 	c.render(w, r, http.StatusOK, "keys", v)
+}
+
+// createKey creates a key of the admin's org through POST /v1/admin/keys and shows its secret
+// once, on this answer only (never in a URL, never stored: a replayed form answers the
+// API's "shown once" placeholder).
+func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"role": strings.TrimSpace(r.PostFormValue("role"))}
+	if n := strings.TrimSpace(r.PostFormValue("name")); n != "" {
+		body["name"] = n
+	}
+	res := c.call(r, http.MethodPost, "/v1/admin/keys", nil, body, r.PostFormValue("form_id"))
+	list := c.get(r, "/v1/admin/keys", url.Values{"limit": {"100"}})
+	v := &view{Title: "API keys", Nav: "keys", Problem: res.Problem(),
+		Data: map[string]any{"items": list.Items(), "next": str(list.Map()["next_cursor"]), "roles": []string{"agent", "compliance", "admin"}}}
+	status := http.StatusOK
+	if v.Problem != nil {
+		status = v.Problem.Status
+	} else {
+		v.Data["created"] = res.Map()
+		w.Header().Set("Cache-Control", "no-store")
+	}
+	c.render(w, r, status, "keys", v)
+}
+
+// revokeKey revokes a key through DELETE /v1/admin/keys/{id}; the auth tier ends the key's
+// console sessions in the same transaction.
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	res := c.call(r, http.MethodDelete, "/v1/admin/keys/"+seg(id), nil, nil, r.PostFormValue("form_id"))
+	if p := res.Problem(); p != nil {
+		c.render(w, r, p.Status, "error", &view{Title: "Revocation refused", Nav: "keys", Problem: p,
+			Data: map[string]any{"back": base + "/keys"}})
+		return
+	}
+	http.Redirect(w, r, base+"/keys"+query("notice", "Key "+id+" revoked; its console sessions have ended."), http.StatusSeeOther)
 }

@@ -147,6 +147,8 @@ func (c *Console) routes() {
 			r.Post(base+"/policies/preview", c.previewEviction)
 			r.Post(base+"/policies/run", c.runEviction)
 			r.Get(base+"/keys", c.keysPage)
+			r.Post(base+"/keys", c.createKey)
+			r.Post(base+"/keys/{id}/revoke", c.revokeKey)
 		})
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

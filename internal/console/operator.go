@@ -64,8 +64,8 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 		if sm == nil || i >= 50 {
 			continue
 		}
-		if at := c.get(r, jp+"/steps/"+seg(str(sm["step_id"]))+"/attempts", nil); at.OK() {
-			sm["attempt_list"] = at.Items()
+		if at := c.get(r, jp+"/steps/"+seg(str(sm["step_id"]))+"/attempts", url.Values{"limit": {"100"}}); at.OK() {
+			sm["attempt_list"], sm["attempts_next"] = at.Items(), str(at.Map()["next_cursor"])
 		}
 	}
 	d["steps"] = steps
@@ -78,14 +78,13 @@ func (c *Console) jobPage(w http.ResponseWriter, r *http.Request) {
 	cps := c.get(r, jp+"/checkpoints", url.Values{"limit": {"100"}}).Items()
 	d["checkpoints"] = cps
 	d["handoffs"] = c.get(r, jp+"/handoffs", nil).Items()
-	// Forks: jobs whose parent is this one (from the first page of the org's jobs).
-	var forks []any
-	for _, j := range c.get(r, "/v1/jobs", url.Values{"limit": {"1000"}}).Items() {
-		if jm, _ := j.(map[string]any); jm != nil && str(jm["parent_job_id"]) == job {
-			forks = append(forks, jm)
-		}
+	// Forks: the jobs forked from this one (GET /v1/jobs?parent_job_id=, an indexed query).
+	fq := url.Values{"parent_job_id": {job}, "limit": {"100"}}
+	if cur := r.URL.Query().Get("forks_cursor"); cur != "" {
+		fq.Set("cursor", cur)
 	}
-	d["forks"] = forks
+	fk := c.get(r, "/v1/jobs", fq)
+	d["forks"], d["forks_next"] = fk.Items(), str(fk.Map()["next_cursor"])
 	// The diff of two checkpoint versions (?from=&to=; default the two newest).
 	from, to := r.URL.Query().Get("from"), r.URL.Query().Get("to")
 	if from == "" && to == "" && len(cps) >= 2 {

@@ -20,6 +20,7 @@ var wantBrowser = []string{
 	"download and open an export",
 	"restrict and lift",
 	"find a stalled job (its worker killed) and read the failing step's input and error",
+	"admin creates a key (shown once) and revokes it, ending its console sessions",
 	"search memories and see the ranking breakdown; user content is escaped",
 	"a form posted without its CSRF token is refused",
 	"an agent key gets no GDPR pages",

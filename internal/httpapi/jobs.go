@@ -53,7 +53,8 @@ func (s *Server) getJob(ctx context.Context, r *Request, in *api.JobPath) (*api.
 
 func (s *Server) listJobs(ctx context.Context, r *Request, in *api.ListJobsInput) (*api.ListJobsOutput, error) {
 	l, err := listPage(in.Page, func(j jobs.JobListItem) string { return j.JobID }, func(n int) ([]jobs.JobListItem, error) {
-		return s.Jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor, Limit: n})
+		return s.Jobs.ListJobs(ctx, r.Tx, r.Org, jobs.ListFilter{Status: in.Status, Stalled: in.Stalled, After: in.Cursor,
+			Parent: in.Parent, Limit: n})
 	})
 	if err != nil {
 		return nil, err

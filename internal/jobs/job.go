@@ -385,6 +385,7 @@ type ListFilter struct {
 	Status  string // "" any
 	Stalled bool   // only running jobs whose in-flight lease expired or that made no progress for StalledAfter
 	After   string // job_id cursor (a next_cursor of the previous page)
+	Parent  string // "" any; else only jobs forked from this job (its direct forks), by the jobs_forks index
 	Limit   int    // rows to return (callers ask limit+1 to detect a next page)
 }
 
@@ -413,15 +414,26 @@ func (s *Store) ListJobs(ctx context.Context, db pg.DBTX, org string, f ListFilt
 	if err := strata.CheckID("cursor", f.After, true); err != nil {
 		return nil, err
 	}
+	if err := strata.CheckID("parent_job_id", f.Parent, true); err != nil {
+		return nil, err
+	}
 	if f.Limit <= 0 {
 		f.Limit = 101
 	}
 	if f.Stalled {
 		return s.listStalled(ctx, db, org, f)
 	}
-	rows, err := db.Query(ctx, `SELECT `+jobCols+` FROM jobs
-		WHERE org_id = $1 AND ($2 = '' OR status = $2) AND job_id > $3 ORDER BY job_id LIMIT $4`,
-		org, f.Status, f.After, f.Limit)
+	q := `SELECT ` + jobCols + ` FROM jobs
+		WHERE org_id = $1 AND ($2 = '' OR status = $2) AND job_id > $3 ORDER BY job_id LIMIT $4`
+	args := []any{org, f.Status, f.After, f.Limit}
+	if f.Parent != "" {
+		// A statement of its own, so its plan (generic or not) reads the partial index
+		// jobs_forks (org_id, parent_job_id, job_id) instead of every job of the org.
+		q = `SELECT ` + jobCols + ` FROM jobs
+			WHERE org_id = $1 AND parent_job_id = $5 AND ($2 = '' OR status = $2) AND job_id > $3 ORDER BY job_id LIMIT $4`
+		args = append(args, f.Parent)
+	}
+	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}
@@ -458,7 +470,8 @@ func (s *Store) listStalled(ctx context.Context, db pg.DBTX, org string, f ListF
 			LIMIT 1) st ON true
 		WHERE j.org_id = $1 AND j.status = 'running' AND j.job_id > $2
 		  AND ((st.status = 'running' AND st.lease_expires_at < $3) OR j.progress_at < $4)
-		ORDER BY j.job_id LIMIT $5`, org, f.After, now, quiet, f.Limit)
+		  AND ($6 = '' OR j.parent_job_id = $6)
+		ORDER BY j.job_id LIMIT $5`, org, f.After, now, quiet, f.Limit, f.Parent)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}

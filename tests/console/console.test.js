@@ -162,8 +162,51 @@ describe("console", () => {
     await expect(step.locator(".step-input").textContent()).resolves.toContain("q3-report.pdf");
     await expect(step.locator(".step-error").textContent()).resolves.toContain("upstream 503: model overloaded");
     await expect(step.textContent()).resolves.toContain("worker-1");
+    // Every attempt is on the timeline: the failing one with its holder, fencing token, lease,
+    // input and error.
+    const failing = step.locator("tr.attempt.failed");
+    await expect(failing.count()).resolves.toBe(1);
+    await expect(failing.locator(".attempt-input").textContent()).resolves.toContain("q3-report.pdf");
+    await expect(failing.locator(".attempt-error").textContent()).resolves.toContain("upstream 503: model overloaded");
+    const cells = await failing.locator("td").allTextContents();
+    expect(cells[1].trim()).toBe("1"); // fencing token
+    expect(cells[2]).toContain("worker-1"); // holder
+    expect(cells[3]).toMatch(/30 s lease/);
+    expect(await failing.locator("time").first().getAttribute("title")).toMatch(/UTC$/);
     await step.scrollIntoViewIfNeeded();
     await shot(page, "job-timeline");
+    await ctx.close();
+  });
+
+  test("admin creates a key (shown once) and revokes it, ending its console sessions", async () => {
+    const name = "ops-" + run;
+    const { ctx, page, errors } = await signedIn(keys.admin);
+    await page.getByRole("link", { name: "Keys" }).click();
+    await page.getByLabel("Role").selectOption("compliance");
+    await page.getByLabel(/^Name/).fill(name);
+    await page.getByRole("button", { name: "Create key" }).click();
+    const secret = (await page.locator("#new-secret").textContent()).trim();
+    expect(secret.length).toBeGreaterThan(20);
+    // The new key signs in elsewhere.
+    const other = await signedIn(secret);
+    expect(other.page.url()).toContain("/console/subjects");
+    // Reloading the key list shows the key, never its secret.
+    await page.goto(base + "/console/keys");
+    expect(await page.content()).not.toContain(secret);
+    const row = page.locator("tbody tr", { hasText: name });
+    await row.getByRole("button", { name: /^Revoke key/ }).click();
+    await expect(page.locator(".notice").textContent()).resolves.toContain("revoked");
+    await expect(page.locator("tbody tr", { hasText: name }).textContent()).resolves.not.toContain("Revoke");
+    await shot(page, "keys"); // after the revocation: no secret on the picture
+    // The revoked key's console session has ended.
+    await other.page.goto(base + "/console/subjects");
+    await expect.poll(() => other.page.url()).toContain("/console/login");
+    for (const action of ["create-key", "revoke-key"]) {
+      const audit = await api("GET", "/v1/audit?action=" + action, keys.admin);
+      expect(audit.items.at(-1).details.via, action).toBe("console");
+    }
+    expect(errors).toEqual([]);
+    await other.ctx.close();
     await ctx.close();
   });
 
