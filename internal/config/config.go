@@ -128,6 +128,7 @@ type Config struct {
 	// doubling to at most an hour, the request timeout); whether webhook URLs may resolve
 	// to loopback, link-local or private addresses (tests, private networks); the SSE
 	// heartbeat comment's interval.
+	Events              bool          `env:"STRATA_EVENTS" envDefault:"true"`
 	EventsWatchInterval time.Duration `env:"STRATA_EVENTS_WATCH_INTERVAL" envDefault:"15s"`
 	WebhookMaxAttempts  int           `env:"STRATA_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
 	WebhookBackoff      time.Duration `env:"STRATA_WEBHOOK_BACKOFF" envDefault:"5s"`

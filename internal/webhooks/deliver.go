@@ -182,7 +182,14 @@ func NewClient(timeout time.Duration, allowPrivate bool) *http.Client {
 }
 
 // InsertOpts: River retries are ours (NextRetry), and Work decides the dead letter itself.
-func (DeliverArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 100} }
+func (DeliverArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 100, Queue: Queue} }
+
+// Queue is the River queue deliveries run on (app gives it QueueWorkers workers): its own,
+// so slow receivers never hold up the default queue's work.
+const Queue = "webhooks"
+
+// QueueWorkers is how many deliveries run at once on a replica.
+const QueueWorkers = 32
 
 // NextRetry is exponential backoff: Backoff · 2^(attempt-1), at most an hour.
 func (w *Deliverer) NextRetry(job *river.Job[DeliverArgs]) time.Time {
