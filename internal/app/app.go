@@ -26,6 +26,7 @@ import (
 	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/redisconn"
 	"github.com/strata-mem/strata/internal/service"
+	"github.com/strata-mem/strata/internal/webhooks"
 	"github.com/strata-mem/strata/migrations"
 )
 
@@ -195,8 +196,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	dispatcher, watcher := p.eventWorkers(workers)
 	notify := func(org string) { dispatcher.Wake(); p.broker.Notify(org) }
 	onEvents.Store(&notify)
-	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), ak.anchorer, sweeper,
-		dispatcher, watcher}
+	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), ak.anchorer, sweeper, watcher}
 	if p.access != nil {
 		services = append([]service.Service{p.access}, services...)
 	}
@@ -208,6 +208,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	jobs, err := queue.New(pool, log, queue.Config{
 		Workers:  workers,
 		LogLevel: logLevel(cfg.RiverLogLevel),
+		Queues:   map[string]int{webhooks.Queue: webhooks.QueueWorkers},
 		PeriodicJobs: append([]*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(10*time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) { return idempotency.SweepArgs{}, nil },
@@ -221,6 +222,13 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err := jobs.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("starting background workers: %w", err)
 	}
+	// The dispatcher enqueues deliveries with the working client, whose producers learn of
+	// them at once (an insert-only client's jobs wait for the next fetch poll, up to 1 s).
+	dispatcher.Queue = jobs
+	if err := dispatcher.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("starting the webhook dispatcher: %w", err)
+	}
+	defer dispatcher.Stop() // before the River client stops (defers run in reverse)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()

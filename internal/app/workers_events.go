@@ -20,6 +20,6 @@ func (p *parts) eventWorkers(workers *river.Workers) (*webhooks.Dispatcher, *wat
 		MaxAttempts: cfg.WebhookMaxAttempts, Backoff: cfg.WebhookBackoff, RequestTimeout: cfg.WebhookTimeout, Log: log})
 	d := &webhooks.Dispatcher{Pool: p.pool, Store: p.webhooks, Queue: p.erasures, ExtraOrg: cfg.AdminOrg, Log: log,
 		SweepEvery: max(cfg.WebhookTimeout, time.Second), Stale: 2*cfg.WebhookTimeout + 5*time.Second}
-	w := &watch.Watcher{Pool: p.pool, Jobs: p.jobs, Interval: cfg.EventsWatchInterval, ExtraOrg: cfg.AdminOrg, Log: log}
+	w := &watch.Watcher{Pool: p.pool, Jobs: p.jobs, Interval: cfg.EventsWatchInterval, Retention: cfg.EventsRetention, ExtraOrg: cfg.AdminOrg, Log: log}
 	return d, w
 }

@@ -137,7 +137,9 @@ type Config struct {
 	// doubling to at most an hour, the request timeout); whether webhook URLs may resolve
 	// to loopback, link-local or private addresses (tests, private networks); the SSE
 	// heartbeat comment's interval.
+	Events              bool          `env:"STRATA_EVENTS" envDefault:"true"`
 	EventsWatchInterval time.Duration `env:"STRATA_EVENTS_WATCH_INTERVAL" envDefault:"15s"`
+	EventsRetention     time.Duration `env:"STRATA_EVENTS_RETENTION" envDefault:"168h"`
 	WebhookMaxAttempts  int           `env:"STRATA_WEBHOOK_MAX_ATTEMPTS" envDefault:"12"`
 	WebhookBackoff      time.Duration `env:"STRATA_WEBHOOK_BACKOFF" envDefault:"5s"`
 	WebhookTimeout      time.Duration `env:"STRATA_WEBHOOK_TIMEOUT" envDefault:"10s"`
@@ -307,7 +309,7 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"STRATA_EVENTS_WATCH_INTERVAL": c.EventsWatchInterval,
 		"STRATA_WEBHOOK_BACKOFF": c.WebhookBackoff, "STRATA_WEBHOOK_TIMEOUT": c.WebhookTimeout,
-		"STRATA_EVENTS_HEARTBEAT": c.EventsHeartbeat} {
+		"STRATA_EVENTS_HEARTBEAT": c.EventsHeartbeat, "STRATA_EVENTS_RETENTION": c.EventsRetention} {
 		if d < 10*time.Millisecond {
 			bad(name, "must be a duration of at least 10ms such as 15s")
 		}

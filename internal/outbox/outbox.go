@@ -237,3 +237,10 @@ func Emitted(ctx context.Context, db pg.DBTX, org string, keys []string) (map[st
 	}
 	return out, pg.Interpret(err)
 }
+
+// Prune deletes org's events created before before (retention; the head keeps counting, so
+// seqs are never reused). It returns how many it deleted.
+func Prune(ctx context.Context, db pg.DBTX, org string, before time.Time) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM outbox_events WHERE org_id = $1 AND created_at < $2`, org, before)
+	return tag.RowsAffected(), pg.Interpret(err)
+}

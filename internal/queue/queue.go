@@ -30,6 +30,9 @@ type Config struct {
 	// River reports its producers' job counts at INFO every 5 s while jobs run, which
 	// drowns the server's log). The server's logger still filters at its own level.
 	LogLevel slog.Leveler
+	// Queues are more queues beside the default one, by name, with their worker count
+	// (webhooks: many concurrent deliveries that mostly wait on the network).
+	Queues map[string]int
 }
 
 // New makes a River client on pool (the server's pool: River's tables carry no tenant
@@ -41,12 +44,19 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Client, error) {
 	if cfg.JobTimeout == 0 {
 		cfg.JobTimeout = 5 * time.Minute
 	}
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}}
+	for name, n := range cfg.Queues {
+		queues[name] = river.QueueConfig{MaxWorkers: n}
+	}
 	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
-		Workers:      cfg.Workers,
-		PeriodicJobs: cfg.PeriodicJobs,
-		JobTimeout:   cfg.JobTimeout,
-		Logger:       Logger(log, cfg.LogLevel).With("component", "river"),
+		Queues: queues,
+		// A producer fetches at most once per cooldown, as many jobs as it has free
+		// workers: 100 ms (River's default) caps a queue at 10 × its workers jobs/s.
+		FetchCooldown: 20 * time.Millisecond,
+		Workers:       cfg.Workers,
+		PeriodicJobs:  cfg.PeriodicJobs,
+		JobTimeout:    cfg.JobTimeout,
+		Logger:        Logger(log, cfg.LogLevel).With("component", "river"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the job queue client: %w", err)

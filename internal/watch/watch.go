@@ -3,7 +3,8 @@
 // lease_expired or no_progress) and an erasure past 80 % of its deadline or past it
 // (erasure.deadline_near, erasure.overdue). Nothing writes these conditions, time does, so a
 // periodic pass finds them; each is emitted once (a dedupe key per stall and per erasure),
-// however many replicas run the watcher. It is a service on internal/service's start/stop.
+// however many replicas run the watcher. Each pass also prunes events and finished webhook
+// deliveries older than Retention. It is a service on internal/service's start/stop.
 package watch
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/service"
+	"github.com/strata-mem/strata/internal/webhooks"
 )
 
 // Watcher scans every org each Interval.
@@ -28,9 +30,11 @@ type Watcher struct {
 	Pool     *pgxpool.Pool
 	Jobs     *jobs.Store
 	Interval time.Duration
-	ExtraOrg string // the bootstrap admin key's org
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Retention is how long events and finished webhook deliveries are kept (0: for ever).
+	Retention time.Duration
+	ExtraOrg  string // the bootstrap admin key's org
+	Log       *slog.Logger
+	Now       func() time.Time
 
 	service.StartStop
 	// TestSignals fire at points tests wait for; they do nothing unless a test Inits them.
@@ -75,6 +79,13 @@ func (w *Watcher) RunOnce(ctx context.Context) (int, error) {
 			}
 			n, err = gdpr.DeadlineEvents(ctx, tx, org, w.now())
 			total += n
+			if err != nil || w.Retention <= 0 {
+				return err
+			}
+			if _, err := outbox.Prune(ctx, tx, org, w.now().Add(-w.Retention)); err != nil {
+				return err
+			}
+			_, err = webhooks.Prune(ctx, tx, org, w.now().Add(-w.Retention))
 			return err
 		})
 		if err != nil {

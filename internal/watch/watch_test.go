@@ -158,6 +158,12 @@ func TestWatcherEmitsStallsAndDeadlinesOnce(t *testing.T) {
 
 	// Another org sees none of these events.
 	require.Empty(t, events(t, ctx, w, "other-org"))
+
+	// Retention: six days on, a one-day retention prunes them all (the head keeps counting).
+	w.Retention = 24 * time.Hour
+	_, err = w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Empty(t, events(t, ctx, w, org))
 }
 
 func must(t *testing.T, e outbox.Event, key string) []byte {

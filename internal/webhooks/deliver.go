@@ -182,7 +182,16 @@ func NewClient(timeout time.Duration, allowPrivate bool) *http.Client {
 }
 
 // InsertOpts: River retries are ours (NextRetry), and Work decides the dead letter itself.
-func (DeliverArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 100} }
+func (DeliverArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 100, Queue: Queue}
+}
+
+// Queue is the River queue deliveries run on (app gives it QueueWorkers workers): its own,
+// so slow receivers never hold up the default queue's work.
+const Queue = "webhooks"
+
+// QueueWorkers is how many deliveries run at once on a replica.
+const QueueWorkers = 32
 
 // NextRetry is exponential backoff: Backoff · 2^(attempt-1), at most an hour.
 func (w *Deliverer) NextRetry(job *river.Job[DeliverArgs]) time.Time {
@@ -312,4 +321,12 @@ func (w *Deliverer) post(ctx context.Context, t target, msgID string, body []byt
 		return resp.StatusCode, latencyMS, fmt.Errorf("the receiver answered %d", resp.StatusCode)
 	}
 	return resp.StatusCode, latencyMS, nil
+}
+
+// Prune deletes org's finished (delivered or dead) deliveries last updated before before,
+// with their attempts.
+func Prune(ctx context.Context, db pg.DBTX, org string, before time.Time) (int64, error) {
+	tag, err := db.Exec(ctx, `DELETE FROM webhook_deliveries WHERE org_id = $1 AND status <> 'pending' AND updated_at < $2`,
+		org, before)
+	return tag.RowsAffected(), pg.Interpret(err)
 }

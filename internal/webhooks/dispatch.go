@@ -240,6 +240,13 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-wake:
+				// Coalesce a burst: at hundreds of events a second one pass per event
+				// would be a transaction per event; one per 10 ms fans them out in batches.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
 			case <-t.C:
 			}
 		}
