@@ -194,6 +194,41 @@ describe("StrataStore", () => {
     }
   });
 
+  it("retries a write whose answer was lost with the same Idempotency-Key", async () => {
+    // Every first attempt reaches the server and its answer is dropped (as a timeout after
+    // the commit would); the retry carries the same key, so the write applies once.
+    const seen = new Map<string, string[]>();
+    const lossy: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      const key = (init?.headers as Record<string, string>)["Idempotency-Key"];
+      if (key === undefined) return res;
+      const tries = seen.get(key) ?? [];
+      tries.push(String(input));
+      seen.set(key, tries);
+      if (tries.length === 1) {
+        await res.body?.cancel();
+        throw new TypeError("fetch failed (answer lost)");
+      }
+      return res;
+    };
+    const key = await agentKey(`lg-store-${randomUUID()}`);
+    const s = new StrataStore({ url, apiKey: key, fetch: lossy, index: { fields: ["text"] } });
+    await s.put(["retry"], "k", { text: "written once" });
+    await s.put(["retry"], "k2", { text: "another" });
+    expect(seen.size).toBe(4); // two PUTs and two memories, each with its own key...
+    for (const tries of seen.values()) expect(tries.length).toBe(2); // ...sent twice
+    expect((await s.get(["retry"], "k"))?.value).toEqual({ text: "written once" });
+    const hist = await fetch(`${url}/v1/kv/langgraph.store/${itemToKey(["retry"], "k")}/history`, {
+      headers: { Authorization: `Bearer ${key}` },
+    });
+    expect((await hist.json()).items.length).toBe(1); // one version: the retry replayed
+    const hits = await s.search(["retry"], { query: "written once" });
+    expect(hits[0].key).toBe("k");
+    // A 4xx is not retried and surfaces as the API's problem.
+    const bad = new StrataStore({ url, apiKey: "sk_wrong" });
+    await expect(bad.get(["x"], "y")).rejects.toMatchObject({ name: "StrataError", status: 401 });
+  });
+
   it("keeps one org's items from another", async () => {
     const other = new StrataStore({ url, apiKey: await agentKey(`lg-store-${randomUUID()}`) });
     await strata.put(["iso"], "secret", { text: "only mine" });

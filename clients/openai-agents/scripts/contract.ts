@@ -39,4 +39,27 @@ await both((s) => s.clearSession(), "clear");
 await both((s) => s.getItems(), "after clear");
 await both((s) => s.addItems([{ role: "user", content: "fresh" }]), "add after clear");
 await both((s) => s.getItems(), "fresh");
+
+// A write whose answer was lost is retried with the same Idempotency-Key and applies once.
+const keys: string[] = [];
+const lossy: typeof fetch = async (input, init) => {
+  const res = await fetch(input, init);
+  const key = (init?.headers as Record<string, string>)["Idempotency-Key"];
+  if (key !== undefined && !keys.includes(key)) {
+    keys.push(key);
+    await res.body?.cancel();
+    throw new TypeError("fetch failed (answer lost)");
+  }
+  return res;
+};
+const retried = new StrataSession({ sessionId: "retry-" + randomUUID(), fetch: lossy });
+await retried.addItems([{ role: "user", content: "once" }]);
+deepStrictEqual(await retried.getItems(), [{ role: "user", content: "once" }], "the retried add applied once");
+deepStrictEqual(keys.length, 1);
+// Errors: a bad key is a StrataError with the API's status, not retried.
+const bad = new StrataSession({ sessionId: "x", apiKey: "sk_wrong" });
+await bad.getItems().then(
+  () => { throw new Error("a bad key was accepted"); },
+  (e) => deepStrictEqual([e.name, e.status], ["StrataError", 401]),
+);
 console.log("CONTRACT OK");
