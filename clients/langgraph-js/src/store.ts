@@ -40,6 +40,11 @@ interface StoredValue {
   mids?: string[];
 }
 
+interface Listing {
+  items: Item[];
+  entries: Map<string, KVEntry>;
+}
+
 interface KVEntry {
   key: string;
   value: StoredValue;
@@ -143,8 +148,9 @@ export class StrataStore extends BaseStore {
     // Reads see the state before the batch's writes (as InMemoryStore, which applies puts last);
     // of several puts to one item the last wins.
     const puts = new Map<string, PutOperation>();
-    let all: Item[] | undefined;
-    const everything = async () => (all ??= await this.listAll());
+    // One listing of the store serves every search and listNamespaces of the batch.
+    let all: Promise<Listing> | undefined;
+    const everything = () => (all ??= this.listAll());
     for (let i = 0; i < operations.length; i++) {
       const op = operations[i] as Operation;
       if ("namespace" in op) validateNamespace(op.namespace, { allowReservedRoot: true });
@@ -194,14 +200,13 @@ export class StrataStore extends BaseStore {
     return out;
   }
 
-  private entries?: Map<string, KVEntry>;
-  private async listAll(): Promise<Item[]> {
+  private async listAll(): Promise<Listing> {
     const es = await this.listEntries();
-    this.entries = new Map(es.map((e) => [e.key, e]));
-    return es.map((e) => this.toItem(e));
+    return { items: es.map((e) => this.toItem(e)), entries: new Map(es.map((e) => [e.key, e])) };
   }
 
-  private async searchOp(op: SearchOperation, all: Item[]): Promise<SearchItem[]> {
+  private async searchOp(op: SearchOperation, listing: Listing): Promise<SearchItem[]> {
+    const all = listing.items;
     if (op.namespacePrefix.length > 0) validateNamespace(op.namespacePrefix, { allowReservedRoot: true });
     const prefix = op.namespacePrefix;
     let candidates = all.filter((it) => prefix.every((p, i) => it.namespace[i] === p));
@@ -216,7 +221,7 @@ export class StrataStore extends BaseStore {
     // the best of its indexed texts; candidates without an indexed text follow, unscored.
     const byMid = new Map<string, Item[]>();
     for (const it of candidates) {
-      for (const mid of this.entries?.get(itemToKey(it.namespace, it.key))?.value.mids ?? []) {
+      for (const mid of listing.entries.get(itemToKey(it.namespace, it.key))?.value.mids ?? []) {
         byMid.set(mid, [...(byMid.get(mid) ?? []), it]);
       }
     }
@@ -245,7 +250,7 @@ export class StrataStore extends BaseStore {
     return kept.slice(offset, offset + limit);
   }
 
-  private listNamespacesOp(op: ListNamespacesOperation, all: Item[]): string[][] {
+  private listNamespacesOp(op: ListNamespacesOperation, { items: all }: Listing): string[][] {
     const seen = new Map<string, string[]>();
     for (const it of all) seen.set(it.namespace.join("\u0000"), it.namespace);
     let nss = [...seen.values()];
