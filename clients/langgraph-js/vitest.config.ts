@@ -5,7 +5,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     globals: true,
-    include: ["test/**/*.test.ts"],
+    // STRATA_VITEST_FILES picks the files (internal/langgraphtest runs each suite on its own).
+    include: process.env.STRATA_VITEST_FILES ? process.env.STRATA_VITEST_FILES.split(",") : ["test/**/*.test.ts"],
     testTimeout: 30000,
     hookTimeout: 30000,
   },

@@ -30,6 +30,17 @@ type Server struct {
 	Prefix   string // the server's Redis key prefix
 	Client   *http.Client
 	logs     *syncBuffer
+	stop     func() error
+}
+
+// Stop shuts the server down gracefully now (the test's cleanup then has nothing left to do),
+// so a test can start another on the same database (Env STRATA_DATABASE_URL = s.DBURL, and the
+// same STRATA_REDIS_PREFIX and STRATA_ADMIN_KEY) and check what survived the restart.
+func (s *Server) Stop() {
+	s.t.Helper()
+	if err := s.stop(); err != nil {
+		s.t.Fatalf("apptest: %v", err)
+	}
 }
 
 // Logs returns what the server has logged so far.
@@ -105,15 +116,25 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 	s := &Server{t: t, URL: base, AdminKey: admin, DBURL: dsn, Prefix: prefix,
 		Client: &http.Client{Timeout: 30 * time.Second}, logs: logs}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("apptest: server exited with %v", err)
+	var once sync.Once
+	var stopErr error
+	s.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					stopErr = fmt.Errorf("server exited with %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				stopErr = fmt.Errorf("server did not shut down within 30s")
 			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("apptest: server did not shut down within 30s")
+		})
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("apptest: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("server log:\n%s", logs.String())

@@ -47,7 +47,7 @@ var sharedWithOutside = []string{"internal/audit", "internal/strata"}
 
 // support packages exist for tests and tools and may import anything.
 var support = []string{"internal/testenv", "internal/apptest", "internal/archtest", "internal/crashtest",
-	"internal/reliability", "internal/readme", "internal/langgraphtest", "internal/pythontest",
+	"internal/reliability", "internal/readme", "internal/langgraphtest", "internal/openaiagentstest", "internal/pythontest",
 	"internal/typescripttest", "internal/steptest", "internal/consoletest", "internal/llmtest", "internal/embed/internal/genmodel",
 	"internal/embed/internal/genmodel/gen"}
 

@@ -23,7 +23,8 @@ func TestLangGraphConformance(t *testing.T) {
 	t.Parallel()
 	dir := testenv.NodeProject(t, "clients/langgraph-js")
 	s := apptest.Start(t)
-	results, clean := testenv.Vitest(t, dir, 5*time.Minute, "STRATA_URL="+s.URL, "STRATA_ADMIN_KEY="+s.AdminKey)
+	results, clean := testenv.Vitest(t, dir, 5*time.Minute, "STRATA_URL="+s.URL, "STRATA_ADMIN_KEY="+s.AdminKey,
+		"STRATA_VITEST_FILES=test/conformance.test.ts")
 	// Count per suite: validate() registers under "StrataSaver", the opt-in delta-channel
 	// checks under "StrataSaver (opt-in)".
 	type tally struct{ passed, total int }
@@ -161,4 +162,49 @@ func TestLangGraphCrashResume(t *testing.T) {
 		rerun := count(l, "n1") - 1 + count(l, "n2") - 1
 		t.Logf("durability async: killed in n3, the resumed run re-ran %d of the 2 completed nodes (ledger %v)", rerun, l)
 	})
+}
+
+// TestLangGraphStore runs the differential suite: the same operations on LangGraph's
+// InMemoryStore and on StrataStore, every answer compared (test/store.test.ts says how).
+func TestLangGraphStore(t *testing.T) {
+	t.Parallel()
+	dir := testenv.NodeProject(t, "clients/langgraph-js")
+	s := apptest.Start(t)
+	results, clean := testenv.Vitest(t, dir, 2*time.Minute, "STRATA_URL="+s.URL, "STRATA_ADMIN_KEY="+s.AdminKey,
+		"STRATA_VITEST_FILES=test/store.test.ts")
+	require.NotEmpty(t, results, testenv.Tail(clean, 4000))
+	for _, r := range results {
+		require.Equal(t, "passed", r.Status, "%s: %s", r.Title, testenv.Tail(clean, 4000))
+	}
+	t.Logf("StrataStore vs InMemoryStore: %d/%d passed", len(results), len(results))
+}
+
+// TestLangGraphStoreAcrossRestart runs a real StateGraph whose nodes read and write memories
+// through config.store, stops the server, starts another on the same database, and runs the
+// graph again (a new process, a new thread): it recalls what the first run remembered.
+func TestLangGraphStoreAcrossRestart(t *testing.T) {
+	t.Parallel()
+	dir := testenv.NodeProject(t, "clients/langgraph-js")
+	s1 := apptest.Start(t)
+	key := s1.NewKey("lg-store", "agent")
+	run := func(url string, args ...string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "node", append([]string{"--import", "tsx", "scripts/memory-graph.ts"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "STRATA_URL="+url, "STRATA_API_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	out := run(s1.URL, "--user", "u1", "--fact", "the client wants captions in Dutch", "--query", "captions")
+	require.Contains(t, out, "RECALLED []")
+	s1.Stop()
+
+	s2 := apptest.Start(t, apptest.Env("STRATA_DATABASE_URL", s1.DBURL), apptest.Env("STRATA_REDIS_PREFIX", s1.Prefix),
+		apptest.Env("STRATA_ADMIN_KEY", s1.AdminKey))
+	out = run(s2.URL, "--user", "u1", "--fact", "export at 25 fps", "--query", "which language for captions")
+	require.Contains(t, out, `RECALLED ["the client wants captions in Dutch"]`)
+	out = run(s2.URL, "--user", "u2", "--fact", "x", "--query", "captions")
+	require.Contains(t, out, "RECALLED []", "another user's namespace sees nothing")
 }

@@ -354,3 +354,5 @@ export class StrataSaver extends BaseCheckpointSaver {
 function backoff(attempt: number): number {
   return Math.min(2000, 50 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
 }
+
+export { StrataStore, itemToKey, keyToItem, type StrataStoreOptions } from "./store.js";
