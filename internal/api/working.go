@@ -153,6 +153,22 @@ var OpPostSessionMessage = huma.Operation{
 		"log, so what falls off the end is never lost (GET with after_seq reads it).",
 }
 
+var OpPopSessionMessage = huma.Operation{
+	OperationID: "pop-session-message", Method: http.MethodPost, Path: "/v1/sessions/{session}/messages/pop", Tags: []string{"working"},
+	Summary: "Remove a session's newest turn",
+	Description: "Removes the newest turn from the buffer and the durable log and answers it (the OpenAI Agents SDK's " +
+		"popItem). Seqs are not reused. A POST, so Idempotency-Key makes a retried pop one pop; 404 when no turn is left.",
+}
+
+// PopOutput is the removed turn.
+type PopOutput struct {
+	subjects // the session's data subject
+	Body     struct {
+		SessionID string `json:"session_id"`
+		working.Turn
+	}
+}
+
 var OpListSessionMessages = huma.Operation{
 	OperationID: "list-session-messages", Method: http.MethodGet, Path: "/v1/sessions/{session}/messages", Tags: []string{"working"},
 	Summary: "Read a session's turns",

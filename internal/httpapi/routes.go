@@ -92,6 +92,7 @@ func (s *Server) routes() {
 		handle(s, agentRoles, api.OpDeleteSession, NoSubjectData, s.deleteSession)           // DELETE /v1/sessions/{session}/state
 		handle(s, agentRoles, api.OpPostSessionMessage, NoSubjectData, s.postSessionMessage) // POST /v1/sessions/{session}/messages
 		handle(s, agentRoles, api.OpListSessionMessages, SubjectData, s.listSessionMessages) // GET /v1/sessions/{session}/messages
+		handle(s, agentRoles, api.OpPopSessionMessage, SubjectData, s.popSessionMessage)     // POST /v1/sessions/{session}/messages/pop
 		handle(s, agentRoles, api.OpSessionExtraction, SubjectData, s.sessionExtraction)     // GET /v1/sessions/{session}/extraction
 		handle(s, agentRoles, api.OpListSessions, FilteredSubjectData, s.listSessions)       // GET /v1/sessions
 

@@ -87,6 +87,26 @@ func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *api.Pos
 	return &api.MessageOutput{Status: http.StatusCreated, Body: api.MessageBody{SessionID: in.Session, Turn: a.Turn, ExpiresAt: a.ExpiresAt}}, nil
 }
 
+func (s *Server) popSessionMessage(ctx context.Context, r *Request, in *struct{ api.SessionPath }) (*api.PopOutput, error) {
+	uid, err := s.Working.SessionUser(ctx, r.Tx, r.Org, in.Session)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.Working.Pop(ctx, r.Tx, r.Org, in.Session)
+	if err != nil {
+		return nil, err
+	}
+	r.AfterCommit(func() {
+		if err := p.Invalidate(context.WithoutCancel(ctx)); err != nil {
+			s.Log.WarnContext(ctx, "dropping a popped session's Redis copy", "err", err, "request_id", httpops.RequestID(ctx))
+		}
+	})
+	out := &api.PopOutput{}
+	out.SetSubjects(uid)
+	out.Body.SessionID, out.Body.Turn = in.Session, p.Turn
+	return out, nil
+}
+
 func (s *Server) listSessionMessages(ctx context.Context, r *Request, in *api.ListMessagesInput) (*api.MessagesOutput, error) {
 	uid, err := s.Working.SessionUser(ctx, r.Tx, r.Org, in.Session)
 	if err != nil {

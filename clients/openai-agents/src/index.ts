@@ -66,7 +66,7 @@ export class StrataSession implements Session {
     return this.sessionId;
   }
 
-  /** Every live item with its turn seq, oldest first (pops applied). */
+  /** Every item with its turn seq, oldest first. */
   private async live(): Promise<{ seq: number; item: AgentInputItem }[]> {
     const out: { seq: number; item: AgentInputItem }[] = [];
     let after = "0";
@@ -78,8 +78,7 @@ export class StrataSession implements Session {
         { notFound: true },
       );
       for (const t of page?.items ?? []) {
-        if (t.metadata?.openai_agents_pop) out.pop();
-        else if (t.metadata?.openai_agents_item !== undefined) out.push({ seq: t.seq, item: t.metadata.openai_agents_item });
+        if (t.metadata?.openai_agents_item !== undefined) out.push({ seq: t.seq, item: t.metadata.openai_agents_item });
       }
       if (!page?.next_cursor) return out;
       after = page.next_cursor;
@@ -100,16 +99,10 @@ export class StrataSession implements Session {
   }
 
   async popItem(): Promise<AgentInputItem | undefined> {
-    const items = await this.live();
-    const last = items.at(-1);
-    if (!last) return undefined;
-    // A pop is a marker turn in the log (the log is append-only): getItems drops the item it follows.
-    await this.http.request("POST", `${this.path}/messages`, {
-      role: "system",
-      content: "(openai-agents: the previous item was removed)",
-      metadata: { openai_agents_pop: true, seq: last.seq },
-    });
-    return last.item;
+    // POST /v1/sessions/{s}/messages/pop removes the newest turn from the buffer and the durable
+    // log and answers it; the request's one Idempotency-Key makes a retried pop a single pop.
+    const t: WireTurn | undefined = await this.http.request("POST", `${this.path}/messages/pop`, undefined, { notFound: true });
+    return t?.metadata?.openai_agents_item;
   }
 
   async clearSession(): Promise<void> {
