@@ -96,7 +96,10 @@ func TestTwoWorkerProcessesSummarizeEachJobOnce(t *testing.T) {
 				done++
 			}
 		}
-		if done == n {
+		mu.Lock()
+		reported := len(written) // Done runs after the worker's commit, which outboxProcessed sees first
+		mu.Unlock()
+		if done == n && reported == n {
 			break
 		}
 		select {

@@ -330,6 +330,8 @@ func snapshot(t *testing.T, dsn, org string) map[string]string {
 		switch tbl {
 		case "audit_chain_heads":
 			continue // moved by the chainer in the background
+		case "webhook_cursors":
+			continue // the webhook dispatcher's read position, moved in the background as it reads the outbox
 		case "audit_log":
 			expr = "t.action || t.entity_type || coalesce(t.entity_id, '')" // chain columns filled in the background
 		}

@@ -66,5 +66,13 @@ func Interpret(err error) error {
 	if errors.As(err, &rerr) && (redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) || redis.IsTryAgainError(err)) {
 		return &strata.UnavailableError{Store: "redis", Err: err}
 	}
+	// A redirection go-redis did not follow to the end (a slot moving mid-script, past its
+	// redirect limit) is a cluster in motion: retry later, like TRYAGAIN.
+	if _, ok := redis.IsMovedError(err); ok {
+		return &strata.UnavailableError{Store: "redis", Err: err}
+	}
+	if _, ok := redis.IsAskError(err); ok {
+		return &strata.UnavailableError{Store: "redis", Err: err}
+	}
 	return err
 }
