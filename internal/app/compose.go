@@ -116,7 +116,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		}
 		p.extractor, err = extraction.New(extraction.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
 			Model: cfg.LLMModel}, extraction.Extractor{Pool: pool, Semantic: p.memories, KV: p.kv, Working: p.working,
-			Embedder: emb, Restricted: p.restrictions.RestrictedOn, Defaults: p.policy, Log: log,
+			Embedder: emb, Restricted: p.restrictions.HeldOn, Defaults: p.policy, Log: log,
 			Metrics: extraction.NewMetrics(p.metrics), ApplyPause: cfg.ExtractionApplyPause})
 		if err != nil {
 			return nil, err

@@ -503,3 +503,28 @@ func TestExtractionRateLimit(t *testing.T) {
 	require.True(t, strings.Contains(st.LastError, "calls"))
 	require.Equal(t, 1, e.count(`SELECT sum(calls)::int FROM extraction_usage WHERE org_id = $1`, org))
 }
+
+// TestExtractionRestrictedWhileTheModelAnswers: a restriction that lands between the read
+// and the writing transaction (while the model is answering) stops the apply: nothing is
+// written and the turns stay queued.
+func TestExtractionRestrictedWhileTheModelAnswers(t *testing.T) {
+	t.Parallel()
+	var e *env
+	e = newEnv(t, func(p llmtest.Prompt) string {
+		e.tx(func(tx pgx.Tx) error {
+			_, err := tx.Exec(e.ctx, `INSERT INTO gdpr_restrictions (org_id, user_id, restricted_at, restricted_by)
+				VALUES ($1, 'u7', now(), 'test') ON CONFLICT DO NOTHING`, org)
+			return err
+		})
+		return llmtest.Answer(llmtest.D{Op: "ADD", Kind: "fact", Text: "User lives in Faro", Turns: []int64{1}})
+	})
+	e.say("s7", "u7", "I live in Faro.")
+	res, err := e.x.RunSession(e.ctx, org, "s7")
+	require.NoError(t, err)
+	require.Equal(t, "restricted", res.Status)
+	require.Len(t, e.llm.Calls(), 1, "the model was asked before the restriction")
+	require.Empty(t, e.current("u7"), "nothing written after the restriction")
+	st := e.state("s7")
+	require.Equal(t, "restricted", st.Status)
+	require.Equal(t, int64(0), st.ExtractedSeq, "the turns stay queued")
+}

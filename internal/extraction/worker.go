@@ -253,6 +253,18 @@ func (x *Extractor) runBatch(ctx context.Context, org, session string) (res RunR
 		if cur.ExtractedSeq != st.ExtractedSeq {
 			return errStale
 		}
+		// Again, in the writing transaction: the subject may have been restricted, or its
+		// erasure begun, while the model answered (app passes gdpr's HeldOn, which also
+		// takes the subject's lock, so an erasure created later waits for this commit).
+		if x.Restricted != nil && req.UserID != "" {
+			held, err := x.Restricted(ctx, tx, org, req.UserID)
+			if err != nil {
+				return err
+			}
+			if held {
+				return strata.ErrRestricted
+			}
+		}
 		if err := x.applyPaused(ctx, tx, func(f func()) { hooks = append(hooks, f) }, req, &dec); err != nil {
 			return err
 		}
@@ -267,6 +279,11 @@ func (x *Extractor) runBatch(ctx context.Context, org, session string) (res RunR
 	})
 	if errors.Is(err, errStale) {
 		return res, false, err
+	}
+	if errors.Is(err, strata.ErrRestricted) { // nothing applied; the turns stay queued
+		x.setStatus(ctx, org, session, "restricted", "", false, now.Add(time.Minute))
+		x.Metrics.run("restricted")
+		return RunResult{Status: "restricted"}, true, nil
 	}
 	if err != nil {
 		x.fail(ctx, org, session, st, req, dec, err)

@@ -475,15 +475,18 @@ func eraseRiverJobs(ctx context.Context, tx pgx.Tx, org, user string, limit int)
 	const match = `kind NOT LIKE 'gdpr\_%'
 		AND jsonb_path_exists(args, '$.** ? (@ == $u)', jsonb_build_object('u', $2::text))
 		AND jsonb_path_exists(args, '$.** ? (@ == $o)', jsonb_build_object('o', $1::text))`
-	// A rolling summary re-checks the subject under its lock before each write (HeldOn), so a
-	// running one is not waited for — it may be the orphan of a killed server, running only
-	// in River's table until its rescue an hour later — and its row goes now.
+	// A rolling summary and a session's extraction re-check the subject under its lock in
+	// each writing transaction (HeldOn), so a running one is not waited for — it may be the
+	// orphan of a killed server, running only in River's table until its rescue an hour
+	// later — and its row goes now.
 	tag, err := tx.Exec(ctx, `DELETE FROM river_job WHERE id IN (
-			SELECT id FROM river_job WHERE (state <> 'running' OR kind = 'rolling_summary') AND `+match+` LIMIT $3)`, org, user, limit)
+			SELECT id FROM river_job WHERE (state <> 'running' OR kind IN ('rolling_summary', 'extract_session')) AND `+match+`
+			LIMIT $3)`, org, user, limit)
 	if err != nil {
 		return 0, 0, pg.Interpret(err)
 	}
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'running' AND `+match, org, user).Scan(&running); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'running'
+		AND kind NOT IN ('rolling_summary', 'extract_session') AND `+match, org, user).Scan(&running); err != nil {
 		return tag.RowsAffected(), 0, pg.Interpret(err)
 	}
 	return tag.RowsAffected(), running, nil
