@@ -14,6 +14,11 @@ import (
 // Popped is a turn Pop removed from the durable log. Invalidate must run after the
 // transaction commits: it drops the session's Redis copy, so the next access restores the
 // buffer from Postgres without the turn (a rolled-back pop left both copies as they were).
+// One window remains: a reader that restores the session from Postgres, having read it
+// before the pop committed, and writes Redis after Invalidate, brings the popped turn back
+// into the buffer (not into the log) until the session's next restore. Writers of a
+// session are expected to be one client (the Agents SDK's), which pops between its own
+// calls; a pop concurrent with another client's reads of the same session can see it.
 type Popped struct {
 	Turn  Turn
 	store *Store
