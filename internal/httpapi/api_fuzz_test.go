@@ -120,9 +120,11 @@ func (e *fuzzEnv) serve(tb testing.TB, method, target string, body []byte, ct st
 func (e *fuzzEnv) check(t *testing.T, method, target string, body []byte, ct string) {
 	before := e.count(t)
 	st, resp := e.serve(t, method, target, body, ct)
-	// The fuzz server has no LLM: extraction answers its documented 503 naming the variable
-	// to set, whatever the body (a configuration answer, not a failure).
-	offByConfig := st == 503 && strings.HasPrefix(target, "/v1/memories/extract") && strings.Contains(resp, "STRATA_LLM_MODEL")
+	// The fuzz server has no LLM and no audit signing key: extraction and anchoring answer
+	// their documented 503 naming the variable to set, whatever the body (a configuration
+	// answer, not a failure).
+	offByConfig := st == 503 && (strings.HasPrefix(target, "/v1/memories/extract") && strings.Contains(resp, "STRATA_LLM_MODEL") ||
+		strings.HasPrefix(target, "/v1/audit/anchors") && strings.Contains(resp, "STRATA_AUDIT_SIGNING_KEY"))
 	if st >= 500 && !offByConfig {
 		t.Fatalf("%s %s → %d: %s\nbody: %q", method, target, st, resp, body)
 	}

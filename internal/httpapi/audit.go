@@ -2,10 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/strata"
@@ -55,7 +56,8 @@ func (s *Server) verifyAudit(ctx context.Context, r *Request, in *struct{}) (*ap
 
 func (s *Server) anchorAudit(ctx context.Context, r *Request, in *struct{}) (*api.AnchorAuditOutput, error) {
 	if s.Anchorer == nil {
-		return nil, fmt.Errorf("audit anchoring is not configured on this server (set STRATA_AUDIT_SIGNING_KEY): %w", strata.ErrUnavailable)
+		return nil, huma.NewError(http.StatusServiceUnavailable,
+			"audit anchoring is off on this server: set STRATA_AUDIT_SIGNING_KEY (a base64 Ed25519 seed, or a file path) and restart it")
 	}
 	if _, err := audit.ChainOrg(ctx, s.Pool, r.Org); err != nil {
 		return nil, err

@@ -65,6 +65,10 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 		s.metrics.StoreErrors.WithLabelValues(ue.Store).Inc()
 		return huma.ErrorWithHeaders(huma.NewError(http.StatusServiceUnavailable, ue.Store+" is unavailable; retry later"),
 			http.Header{"Retry-After": {"2"}})
+	case errors.Is(err, strata.ErrUnavailable): // the sentinel without a store named
+		s.Log.WarnContext(ctx, "unavailable", "err", err, "request_id", httpops.RequestID(ctx))
+		return huma.ErrorWithHeaders(huma.NewError(http.StatusServiceUnavailable, "a store is unavailable; retry later"),
+			http.Header{"Retry-After": {"2"}})
 	case errors.Is(err, context.DeadlineExceeded):
 		return huma.NewError(http.StatusGatewayTimeout, "the request timed out; retry later")
 	case errors.Is(err, context.Canceled):
