@@ -508,8 +508,8 @@ func (h *Handler) addInferred(w http.ResponseWriter, r *http.Request, b addBody,
 			continue
 		}
 		switch d.Result {
-		case "added":
-			events = append(events, event(h.rootOf(r, d.ResultMemoryID), "ADD", d.Text))
+		case "added": // a new memory's first version: its id is its root id
+			events = append(events, event(d.ResultMemoryID, "ADD", d.Text))
 		case "updated":
 			events = append(events, event(h.rootOf(r, d.ResultMemoryID), "UPDATE", d.Text))
 		case "retracted":
@@ -801,7 +801,7 @@ func (h *Handler) getAll(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ms, res := h.list(r, s)
-	if ms == nil && !res.ok() {
+	if !res.ok() {
 		relay(w, res)
 		return
 	}
@@ -826,16 +826,26 @@ func (h *Handler) getAll(w http.ResponseWriter, r *http.Request) {
 	reply(w, http.StatusOK, map[string]any{"count": len(ms), "next": next, "previous": prev, "results": results})
 }
 
-// getAllV1 is the v1 get_all: entity ids in the query, a plain list.
-func (h *Handler) getAllV1(w http.ResponseWriter, r *http.Request) {
+// queryScope reads the entity ids of a v1 route's query (get_all, delete_all), answering the
+// problem for one Strata has no level for.
+func queryScope(w http.ResponseWriter, r *http.Request) (scope, bool) {
 	q := r.URL.Query()
 	s := scope{UserID: q.Get("user_id"), AgentID: q.Get("agent_id"), RunID: q.Get("run_id"), AppID: q.Get("app_id")}
 	if d, f := s.check("query."); d != "" {
 		problem(w, http.StatusUnprocessableEntity, d, f)
+		return s, false
+	}
+	return s, true
+}
+
+// getAllV1 is the v1 get_all: entity ids in the query, a plain list.
+func (h *Handler) getAllV1(w http.ResponseWriter, r *http.Request) {
+	s, ok := queryScope(w, r)
+	if !ok {
 		return
 	}
 	ms, res := h.list(r, s)
-	if ms == nil && !res.ok() {
+	if !res.ok() {
 		relay(w, res)
 		return
 	}
@@ -849,7 +859,7 @@ func (h *Handler) getAllV1(w http.ResponseWriter, r *http.Request) {
 // deleteScope deletes every current memory of a scope (each its own /v1 write, audited).
 func (h *Handler) deleteScope(r *http.Request, s scope) (int, result) {
 	ms, res := h.list(r, s)
-	if ms == nil && !res.ok() {
+	if !res.ok() {
 		return 0, res
 	}
 	n := 0
@@ -863,10 +873,8 @@ func (h *Handler) deleteScope(r *http.Request, s scope) (int, result) {
 }
 
 func (h *Handler) deleteAll(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	s := scope{UserID: q.Get("user_id"), AgentID: q.Get("agent_id"), RunID: q.Get("run_id"), AppID: q.Get("app_id")}
-	if d, f := s.check("query."); d != "" {
-		problem(w, http.StatusUnprocessableEntity, d, f)
+	s, ok := queryScope(w, r)
+	if !ok {
 		return
 	}
 	if s.empty() {
@@ -910,15 +918,24 @@ type batchBody struct {
 	} `json:"memories"`
 }
 
-// batchUpdate and batchDelete apply each item as its own /v1 write, in order, stopping at
-// the first failure (the items before it stay applied; the answer names the failing one).
-func (h *Handler) batchUpdate(w http.ResponseWriter, r *http.Request) {
+// decodeBatch reads a batch body of 1 to 1,000 memories.
+func decodeBatch(w http.ResponseWriter, r *http.Request) (batchBody, bool) {
 	var b batchBody
 	if !decode(w, r, &b) {
-		return
+		return b, false
 	}
 	if len(b.Memories) == 0 || len(b.Memories) > 1000 {
 		problem(w, http.StatusUnprocessableEntity, "send 1 to 1000 memories", "body.memories")
+		return b, false
+	}
+	return b, true
+}
+
+// batchUpdate and batchDelete apply each item as its own /v1 write, in order, stopping at
+// the first failure (the items before it stay applied; the answer names the failing one).
+func (h *Handler) batchUpdate(w http.ResponseWriter, r *http.Request) {
+	b, ok := decodeBatch(w, r)
+	if !ok {
 		return
 	}
 	for i, m := range b.Memories {
@@ -932,12 +949,8 @@ func (h *Handler) batchUpdate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) batchDelete(w http.ResponseWriter, r *http.Request) {
-	var b batchBody
-	if !decode(w, r, &b) {
-		return
-	}
-	if len(b.Memories) == 0 || len(b.Memories) > 1000 {
-		problem(w, http.StatusUnprocessableEntity, "send 1 to 1000 memories", "body.memories")
+	b, ok := decodeBatch(w, r)
+	if !ok {
 		return
 	}
 	for _, m := range b.Memories {
