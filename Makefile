@@ -5,7 +5,7 @@ export STRATA_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/strata?sslmode=
 export STRATA_REDIS_URL ?= redis://127.0.0.1:6379/0
 GOTESTFLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: console-screenshots help run stores test test-redis-cluster test-short lint fmt vet build migrate bench clean docker-up docker-down compose-test soak soak-load
+.PHONY: console-screenshots help run stores test test-compose test-redis-cluster test-short lint fmt vet build migrate bench clean docker-up docker-down compose-test soak soak-load
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -35,6 +35,16 @@ test: stores ## the whole suite against real Postgres, pgvector and Redis (race 
 	$(GO) test $(GOTESTFLAGS) ./...
 	$(MAKE) --no-print-directory test-redis-cluster
 	@GO=$(GO) bash scripts/fuzz.sh 3s
+	@$(MAKE) --no-print-directory test-compose
+
+test-compose: ## the compose proof inside make test: scripts/compose-test.sh as root (sudo otherwise), bounded to 30 min; STRATA_TEST_COMPOSE=0 skips it
+	@if [ "$${STRATA_TEST_COMPOSE:-1}" = 0 ]; then \
+		echo "compose proof SKIPPED (STRATA_TEST_COMPOSE=0): run 'make compose-test' as root before you ship a compose change"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		timeout 30m bash scripts/compose-test.sh; \
+	else \
+		timeout 30m sudo -E bash scripts/compose-test.sh; \
+	fi
 
 test-redis-cluster: ## the Redis-touching suites again, against a real 3-master Redis Cluster the tests start (docs/scaling.md)
 	STRATA_TEST_REDIS=cluster $(GO) test $(GOTESTFLAGS) ./internal/working/ ./internal/keyvalue/ ./internal/turncontext/

@@ -111,9 +111,12 @@ if ! docker compose version >/dev/null 2>&1; then
     log "building Docker Compose $COMPOSE_VERSION from its Go module source (once; several minutes)"
     dir=$("$GO" mod download -json "github.com/docker/compose/v2@$COMPOSE_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
     # Its go.mod has replace/exclude directives, so `go install pkg@version` refuses it: build
-    # inside the module instead.
+    # inside the module instead. The ~200 "go: downloading" lines go to a log, not CI's output.
+    mkdir -p "$(dirname "$bin")"
     (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false "$GO" build -trimpath \
-      -ldflags "-s -w -X github.com/docker/compose/v2/internal.Version=$COMPOSE_VERSION" -o "$bin.tmp" ./cmd)
+      -ldflags "-s -w -X github.com/docker/compose/v2/internal.Version=$COMPOSE_VERSION" -o "$bin.tmp" ./cmd) \
+      >"$CACHE/compose-build.log" 2>&1 \
+      || { tail -n 30 "$CACHE/compose-build.log" >&2; die "building Docker Compose failed: see $CACHE/compose-build.log"; }
     mv "$bin.tmp" "$bin"
   fi
   mkdir -p /usr/local/lib/docker/cli-plugins
