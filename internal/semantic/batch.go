@@ -207,7 +207,7 @@ func (s *Store) nearestInScopes(ctx context.Context, tx pgx.Tx, org string, item
 				f := newFilter(org)
 				f.exactScope(items[i].Scope)
 				f.current()
-				near, err := s.nearest(ctx, tx, f, items[i].Vector, items[i].Space, 1, StrategyHNSW)
+				near, err := s.nearest(ctx, tx, f, items[i].Vector, items[i].Space, 1, StrategyHNSW, alongside{})
 				if err != nil {
 					return nil, err
 				}

@@ -172,11 +172,18 @@ type nearResult struct {
 // vecExpr is the indexed expression for a space's dimension.
 func vecExpr(dims int) string { return "embedding::vector(" + strconv.Itoa(dims) + ")" }
 
+// alongside is what travels in the vector query's round trip: statements queued before it
+// (Create's scope lock and exact-duplicate check, which must run first) and after it (the
+// full-text leg of a search). An exact fallback after an HNSW miss does not repeat them.
+type alongside struct {
+	before, after []func(*pgx.Batch)
+}
+
 // nearest returns the n nearest current vectors of space sp passing f, by cosine
-// distance, choosing exact or HNSW per strategy. also, when set, queues statements that
-// travel in the same round trip as the vector query (the full-text leg of a search).
+// distance, choosing exact or HNSW per strategy; with carries statements queued in the
+// same round trip as the vector query.
 func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, sp Space, n int, strategy Strategy,
-	also ...func(*pgx.Batch)) (nearResult, error) {
+	with alongside) (nearResult, error) {
 	res := nearResult{strategy: strategy, scopeSize: -1}
 	if err := checkVector(v, sp); err != nil {
 		return res, err
@@ -212,6 +219,9 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 		qv := qf.arg(vec) + "::vector(" + strconv.Itoa(sp.Dims) + ")"
 		lim := qf.arg(n)
 		b := &pgx.Batch{}
+		for _, add := range with.before {
+			add(b)
+		}
 		var sql string
 		switch strategy {
 		case StrategyExact:
@@ -245,10 +255,10 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 			})
 			return err
 		})
-		for _, add := range also {
+		for _, add := range with.after {
 			add(b)
 		}
-		also = nil // once: an exact fallback does not repeat them
+		with = alongside{} // once: an exact fallback does not repeat them
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, pg.Interpret(err)
 		}
@@ -343,7 +353,7 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	if !q.SkipText && strings.TrimSpace(q.Text) != "" {
 		also = append(also, func(b *pgx.Batch) { queueTextCandidates(b, f, q.Text, n, &texts) })
 	}
-	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy, also...)
+	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy, alongside{after: also})
 	if err != nil {
 		return nil, info, err
 	}
@@ -449,7 +459,7 @@ func (s *Store) VectorSearch(ctx context.Context, tx pgx.Tx, q VectorQuery) ([]u
 		f.visibleTo(q.Scope)
 	}
 	f.current()
-	r, err := s.nearest(ctx, tx, f, q.Vector, q.Space, q.N, q.Strategy)
+	r, err := s.nearest(ctx, tx, f, q.Vector, q.Space, q.N, q.Strategy, alongside{})
 	if err != nil {
 		return nil, "", err
 	}

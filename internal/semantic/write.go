@@ -82,9 +82,14 @@ type Dedup struct {
 // lockScope serialises writes to one scope of one org until the transaction ends, so the
 // duplicate checks of concurrent writes see each other.
 func lockScope(ctx context.Context, tx pgx.Tx, sc strata.Scope) error {
-	key := strings.Join([]string{"strata.semantic", sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID}, "\x1f")
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, key)
+	_, err := tx.Exec(ctx, lockScopeSQL, scopeLockKey(sc))
 	return pg.Interpret(err)
+}
+
+const lockScopeSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+
+func scopeLockKey(sc strata.Scope) string {
+	return strings.Join([]string{"strata.semantic", sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID}, "\x1f")
 }
 
 func checkVector(v []float32, sp Space) error {
@@ -111,34 +116,39 @@ func (s *Store) Create(ctx context.Context, tx pgx.Tx, n NewMemory) (Memory, *De
 		n.Metadata = map[string]any{}
 	}
 	sc := n.Scope
-	if err := lockScope(ctx, tx, sc); err != nil {
-		return Memory{}, nil, err
-	}
 	now := s.now().UTC()
 	hash := TextHash(n.Text)
 
+	// One round trip (with the transaction's BEGIN when this is its first statement): the
+	// scope lock, then — under it, as the statements run in order — the exact-duplicate
+	// check and the nearest current memory of the scope. The nearest answer is unused when
+	// an exact duplicate exists; asking anyway saves a round trip on every new memory.
 	var dupID uuid.UUID
 	var dedup *Dedup
-	err := tx.QueryRow(ctx, `SELECT id FROM memories WHERE org_id = $1 AND user_id = $2 AND agent_id = $3
-		AND session_id = $4 AND text_hash = $5 AND valid_to IS NULL`,
-		sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID, hash).Scan(&dupID)
-	switch {
-	case err == nil:
-		dedup = &Dedup{Reason: "exact", Similarity: 1}
-	case errors.Is(err, pgx.ErrNoRows):
-		f := newFilter(sc.OrgID)
-		f.exactScope(sc)
-		f.current()
-		near, err := s.nearest(ctx, tx, f, n.Vector, n.Space, 1, StrategyAuto)
-		if err != nil {
-			return Memory{}, nil, err
-		}
-		if len(near.hits) == 1 && 1-near.hits[0].dist >= s.o.DedupThreshold {
-			dupID = near.hits[0].id
-			dedup = &Dedup{Reason: "near", Similarity: 1 - near.hits[0].dist}
-		}
-	default:
-		return Memory{}, nil, pg.Interpret(err)
+	lockAndExact := func(b *pgx.Batch) {
+		b.Queue(lockScopeSQL, scopeLockKey(sc))
+		b.Queue(`SELECT id FROM memories WHERE org_id = $1 AND user_id = $2 AND agent_id = $3
+			AND session_id = $4 AND text_hash = $5 AND valid_to IS NULL`,
+			sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID, hash).QueryRow(func(r pgx.Row) error {
+			switch err := r.Scan(&dupID); {
+			case err == nil:
+				dedup = &Dedup{Reason: "exact", Similarity: 1}
+			case !errors.Is(err, pgx.ErrNoRows):
+				return err
+			}
+			return nil
+		})
+	}
+	f := newFilter(sc.OrgID)
+	f.exactScope(sc)
+	f.current()
+	near, err := s.nearest(ctx, tx, f, n.Vector, n.Space, 1, StrategyAuto, alongside{before: []func(*pgx.Batch){lockAndExact}})
+	if err != nil {
+		return Memory{}, nil, err
+	}
+	if dedup == nil && len(near.hits) == 1 && 1-near.hits[0].dist >= s.o.DedupThreshold {
+		dupID = near.hits[0].id
+		dedup = &Dedup{Reason: "near", Similarity: 1 - near.hits[0].dist}
 	}
 	if dedup != nil {
 		m, err := scanMemory(tx.QueryRow(ctx, dedupHitSQL, dedupHitArgs(n, dupID, now)...))
