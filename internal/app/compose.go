@@ -169,7 +169,8 @@ func (p *parts) server() *httpapi.Server {
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
-			GroupCommit: cfg.GroupCommit, EventsHeartbeat: cfg.EventsHeartbeat, NoEvents: !cfg.Events},
+			GroupCommit: cfg.GroupCommit, EventsHeartbeat: cfg.EventsHeartbeat, NoEvents: !cfg.Events,
+			SyncReadCommits: cfg.SyncReadCommits},
 	})
 }
 

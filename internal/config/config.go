@@ -71,6 +71,11 @@ type Config struct {
 	RiverLogLevel string `env:"STRATA_RIVER_LOG_LEVEL" envDefault:"warn"`
 	// GroupCommit writes concurrent event appends of one org in one transaction.
 	GroupCommit bool `env:"STRATA_GROUP_COMMIT" envDefault:"true"`
+	// SyncReadCommits makes the commits of reads (memory search, similar jobs, /v1/context)
+	// wait for the WAL flush like writes do. Off by default: a read's commit holds only its
+	// own bookkeeping (audit row, served-memories log), durable within wal_writer_delay
+	// (pg.Session.NoFlushCommit; docs/semantic.md).
+	SyncReadCommits bool `env:"STRATA_SYNC_READ_COMMITS" envDefault:"false"`
 	// AccessFlush is how often the memory access counts that searches and context add up
 	// are written (one statement per org); 0 counts them in each request's transaction.
 	AccessFlush time.Duration `env:"STRATA_ACCESS_FLUSH" envDefault:"1s"`

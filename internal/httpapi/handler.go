@@ -88,6 +88,11 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 			return nil, huma.Error403Forbidden("this API key's role (" + string(p.Role) + ") may not call " + op.OperationID)
 		}
 		s.routeRead(ctx, op.OperationID) // a read replica, if the operation may use one (replicas.go)
+		if noFlushReads[op.OperationID] && !s.Options.SyncReadCommits {
+			if sess := pg.SessionFrom(ctx); sess != nil {
+				sess.NoFlushCommit()
+			}
+		}
 		run := func() (*O, error) {
 			r, err := newRequest(ctx, p)
 			if err != nil {

@@ -30,6 +30,14 @@ var replicaReads = map[string]bool{
 	api.OpListLanggraphCheckpoints.OperationID: true, api.OpSearchLanggraphCheckpoints.OperationID: true,
 }
 
+// noFlushReads are the POST operations that only read: their commit carries nothing but the
+// read's bookkeeping (audit row, served-memories log, access counts, an idempotency record),
+// so it does not wait for the WAL flush unless STRATA_SYNC_READ_COMMITS is set
+// (pg.Session.NoFlushCommit). GET reads never commit at all.
+var noFlushReads = map[string]bool{
+	api.OpSearchMemories.OperationID: true, api.OpSimilarJobs.OperationID: true, api.OpGetContext.OperationID: true,
+}
+
 // ConsistencyHeader set to "strong" sends a request's reads to the primary.
 const ConsistencyHeader = "X-Strata-Consistency"
 

@@ -117,6 +117,9 @@ type Options struct {
 	RateLimit       float64 // requests per second per key on this replica (0: off)
 	RateBurst       int
 	GroupCommit     bool // write concurrent event appends of one org in one transaction
+	// SyncReadCommits makes reads' commits (their audit rows and served logs) wait for the
+	// WAL flush; off, they commit without it (noFlushReads, pg.Session.NoFlushCommit).
+	SyncReadCommits bool
 	// NoEvents turns off the emission of outbox events by requests (benchmarks only: the
 	// write path's cost of events is measured against it).
 	NoEvents bool

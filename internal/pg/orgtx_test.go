@@ -203,3 +203,25 @@ func TestPgPipelinedSessionSavepointsAndEdges(t *testing.T) {
 	require.Equal(t, 2, count(t, owner, "acme"))
 	require.Equal(t, int32(0), pool.Stat().AcquiredConns())
 }
+
+// NoFlushCommit runs the commit-time statements and COMMIT with synchronous_commit off for
+// that transaction only: the next transaction on the same connection is back to on.
+func TestPgSessionNoFlushCommit(t *testing.T) {
+	t.Parallel()
+	pool, owner := pipeTable(t)
+	ctx := context.Background()
+	for i, noFlush := range []bool{true, false, true} {
+		s := pg.NewSession(pool, "acme")
+		if noFlush {
+			s.NoFlushCommit()
+		}
+		s.AtCommit(`INSERT INTO pipe_rows (org_id, id, v) VALUES (current_setting('app.org_id'), $1, current_setting('synchronous_commit'))`, i)
+		require.NoError(t, s.Commit(ctx))
+		var v string
+		require.NoError(t, owner.QueryRow(ctx, `SELECT v FROM pipe_rows WHERE org_id = 'acme' AND id = $1`, i).Scan(&v))
+		require.Equal(t, map[bool]string{true: "off", false: "on"}[noFlush], v, "transaction %d", i)
+	}
+	var v string
+	require.NoError(t, pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v))
+	require.Equal(t, "on", v, "the setting was local to each transaction")
+}

@@ -26,6 +26,9 @@ type Session struct {
 	hooks   []func()
 	trailer []trailing
 	done    bool
+	// noFlush: the operation only read, so its commit carries the read's bookkeeping alone
+	// and does not wait for the WAL flush (NoFlushCommit).
+	noFlush bool
 }
 
 // NewSession returns a session for org; nothing happens until Tx is called.
@@ -128,11 +131,33 @@ func (s *Session) AtCommit(sql string, args ...any) {
 	s.trailer = append(s.trailer, trailing{sql: sql, args: args})
 }
 
+// NoFlushCommit marks the session's operation as a read whose commit writes only the read's
+// own bookkeeping — its audit row, the log of the memories it served, its access counts, an
+// Idempotency-Key record — and so need not wait for the WAL flush: Commit then runs it
+// with synchronous_commit off for this transaction alone (a set_config in the COMMIT's
+// round trip, no extra one). Atomicity and isolation are unchanged; the bookkeeping is
+// durable once the WAL writer flushes (wal_writer_delay, 200 ms by default), or at once
+// when any later synchronous commit on the server flushes the WAL past it; only a crash of
+// Postgres itself inside that window can lose it. A read that answers the caller's own
+// question never needs more, and the caller saves a disk flush (docs/semantic.md, "Reads
+// commit without a flush"). Operations that write anything else must not call it.
+func (s *Session) NoFlushCommit() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noFlush = true
+}
+
+// noFlushSQL turns off the WAL-flush wait for the current transaction only.
+const noFlushSQL = "SELECT set_config('synchronous_commit', 'off', true)"
+
 // Commit sends the AtCommit statements and COMMIT in one round trip (beginning the
 // transaction in the same one if nothing ran yet), then runs the AfterCommit hooks.
 func (s *Session) Commit(ctx context.Context) error {
 	s.mu.Lock()
 	tx, hooks, trailer, onReplica := s.tx, s.hooks, s.trailer, s.replica != nil
+	if s.noFlush && len(trailer) > 0 {
+		trailer = append([]trailing{{sql: noFlushSQL}}, trailer...)
+	}
 	s.done, s.hooks, s.trailer = true, nil, nil
 	s.mu.Unlock()
 	if onReplica && tx != nil {
