@@ -97,3 +97,48 @@ func BenchmarkMem0CallPath(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMem0Peer is issue 26 item 6: the mem0ai package's open-source Memory (its
+// pgvector store with an HNSW index, in an empty database on the same Postgres server)
+// against Strata's memory write and search, through one client-side harness, interleaved
+// in rounds (clients/compat-mem0/scripts/peer-bench.mjs). Both sides embed with the same
+// fake OpenAI-compatible server (llmtest.Embeddings, the real wire format), so each pays the
+// same embedding cost; mem0 writes with infer: false (no LLM), as Strata's POST
+// /v1/memories does. speed is Strata's ops/s ÷ mem0's (> 1: Strata ahead).
+//
+//	go test -run '^$' -bench BenchmarkMem0Peer -benchtime 1x ./internal/mem0/
+//
+// BENCH_N (operations per side per round, default 200) and BENCH_ROUNDS (default 3) are
+// passed through.
+func BenchmarkMem0Peer(b *testing.B) {
+	dir := testenv.NodeProject(b, "clients/compat-mem0")
+	emb := llmtest.NewEmbeddings(b, 384)
+	s := apptest.Start(b, apptest.Env("STRATA_EMBEDDER", "openai"), apptest.Env("OPENAI_BASE_URL", emb.BaseURL()),
+		apptest.Env("OPENAI_API_KEY", "sk-bench"), apptest.Env("STRATA_EMBEDDING_MODEL", "bench-embed"),
+		apptest.Env("STRATA_EMBEDDING_DIMS", "384"), apptest.Env("STRATA_RATE_LIMIT", "0"))
+	key := s.NewKey("peer-bench", "agent")
+	b.ResetTimer()
+	for range b.N {
+		peerDB := testenv.EmptyDatabaseURL(b)
+		cmd := exec.Command("node", "scripts/peer-bench.mjs")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "STRATA_URL="+s.URL, "STRATA_API_KEY="+key, "MEM0_PG_URL="+peerDB,
+			"EMBED_URL="+emb.BaseURL(), "MEM0_TELEMETRY=false")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		require.NoError(b, err, "%s", out)
+		var r map[string]struct{ Ops, P50, P99 float64 }
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		require.NoError(b, json.Unmarshal([]byte(lines[len(lines)-1]), &r), "%s", out)
+		for _, op := range []string{"add", "search"} {
+			m, st := r["mem0-"+op], r["strata-"+op]
+			b.ReportMetric(st.Ops/m.Ops, op+"-speed")
+			b.ReportMetric(st.Ops, op+"-strata-ops/s")
+			b.ReportMetric(m.Ops, op+"-mem0-ops/s")
+			b.ReportMetric(st.P50, op+"-strata-p50-ms")
+			b.ReportMetric(m.P50, op+"-mem0-p50-ms")
+			b.ReportMetric(st.P99, op+"-strata-p99-ms")
+			b.ReportMetric(m.P99, op+"-mem0-p99-ms")
+		}
+	}
+}

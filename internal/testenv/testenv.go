@@ -120,6 +120,31 @@ func DatabaseURL(t testing.TB) string {
 	if lastErr != nil {
 		t.Fatalf("testenv: creating test database: %v", lastErr)
 	}
+	dropAtCleanup(t, name)
+	return withDB(BaseDatabaseURL(), name)
+}
+
+// EmptyDatabaseURL creates a fresh database with no Strata schema (for a peer that brings
+// its own tables, such as the mem0 benchmark's pgvector store) on the same server, dropped
+// when the test ends. The URL connects as the superuser the tests use.
+func EmptyDatabaseURL(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, BaseDatabaseURL())
+	if err != nil {
+		t.Fatalf("testenv: Postgres is not reachable at %s (run `make stores`): %v", pg.RedactURL(BaseDatabaseURL()), err)
+	}
+	defer admin.Close(context.Background())
+	name := "strata_peer_" + RandomID(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testenv: creating an empty database: %v", err)
+	}
+	dropAtCleanup(t, name)
+	return withDB(BaseDatabaseURL(), name)
+}
+
+func dropAtCleanup(t testing.TB, name string) {
 	t.Cleanup(func() {
 		c, err := pgx.Connect(context.Background(), BaseDatabaseURL())
 		if err != nil {
@@ -128,7 +153,6 @@ func DatabaseURL(t testing.TB) string {
 		defer c.Close(context.Background())
 		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
-	return withDB(BaseDatabaseURL(), name)
 }
 
 // Pool returns a pool on a fresh test database with the server's settings (role
