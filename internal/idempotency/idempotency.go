@@ -62,13 +62,17 @@ func Fingerprint(method, path, rawQuery string, body []byte) []byte {
 // caller should execute the request; a stored Response to replay; ErrMismatch; or
 // ErrInProgress when a concurrent holder did not finish within wait.
 func Claim(ctx context.Context, tx pgx.Tx, org, key string, fp []byte, method, path, userID string, ttl, wait time.Duration) (*Response, error) {
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", wait.Milliseconds())); err != nil {
-		return nil, pg.Interpret(err)
+	// One round trip: the wait bound, the claim, and the connection's own bound back (a
+	// wait equal to the pool's lock_timeout needs neither).
+	b := &pgx.Batch{}
+	bounded := wait != pg.LockTimeout
+	if bounded {
+		b.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", wait.Milliseconds()))
 	}
 	// Insert, or take over an expired record. A live record with the key makes this
 	// statement wait for its transaction, then return no row.
 	var claimed bool
-	err := tx.QueryRow(ctx, `INSERT INTO idempotency_keys
+	b.Queue(`INSERT INTO idempotency_keys
 			(org_id, key, request_hash, method, path, user_id, response_status, expires_at)
 		VALUES ($1, $2, $3, $4, $5, nullif($6, ''), 0, now() + make_interval(secs => $7))
 		ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
@@ -76,9 +80,15 @@ func Claim(ctx context.Context, tx pgx.Tx, org, key string, fp []byte, method, p
 			response_status = 0, response_headers = '{}', response_body = '',
 			created_at = now(), expires_at = excluded.expires_at
 		WHERE idempotency_keys.expires_at < now()
-		RETURNING true`, org, key, fp, method, path, userID, ttl.Seconds()).Scan(&claimed)
+		RETURNING true`, org, key, fp, method, path, userID, ttl.Seconds()).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&claimed)
+	})
+	if bounded {
+		b.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", pg.LockTimeout.Milliseconds()))
+	}
+	err := tx.SendBatch(ctx, b).Close()
 	if err == nil {
-		return nil, resetLockTimeout(ctx, tx)
+		return nil, nil
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pg.CodeLockNotAvailable {
@@ -102,11 +112,6 @@ func Claim(ctx context.Context, tx pgx.Tx, org, key string, fp []byte, method, p
 		return nil, fmt.Errorf("decoding stored headers: %w", err)
 	}
 	return r, nil
-}
-
-func resetLockTimeout(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '10s'")
-	return pg.Interpret(err)
 }
 
 // replayedHeaders are the response headers a replay repeats.

@@ -19,6 +19,10 @@ import (
 // AppRole is the role request connections assume; migrations create it.
 const AppRole = "strata_app"
 
+// LockTimeout is every pooled connection's lock_timeout: a statement waiting longer for a
+// row or table lock fails (55P03) instead of holding its request.
+const LockTimeout = 10 * time.Second
+
 // PoolOptions tunes the pool; zero values take defaults.
 type PoolOptions struct {
 	MaxConns         int32
@@ -51,7 +55,7 @@ func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, err
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(o.StatementTimeout.Milliseconds())
-	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "10000"
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(LockTimeout.Milliseconds())
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
 	cfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(o.ApplicationName, "strata")
 	cfg.HealthCheckPeriod = 5 * time.Second
