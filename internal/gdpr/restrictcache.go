@@ -145,6 +145,26 @@ func (c *RestrictionCache) Among(org string, users []string, load Load) (map[str
 	return out, nil
 }
 
+// NoneIn reports whether org has no restricted subject at all, from the cache (loading the
+// org's set through load when it is not cached). It answers false, and the caller asks
+// Postgres, while the cache is off or when the org has more subjects than are cached.
+func (c *RestrictionCache) NoneIn(org string, load Load) (bool, error) {
+	now := time.Now()
+	set, ok, gen, on := c.lookup(org, now)
+	if !on {
+		return false, nil
+	}
+	if !ok {
+		ids, err := load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 LIMIT $2`, org, maxCachedRestrictions+1)
+		if err != nil || len(ids) > maxCachedRestrictions {
+			return false, err
+		}
+		set = toSet(ids)
+		c.put(org, set, gen, now)
+	}
+	return len(set) == 0, nil
+}
+
 func toSet(ids []string) map[string]bool {
 	m := make(map[string]bool, len(ids))
 	for _, id := range ids {
