@@ -492,6 +492,13 @@ func (s *Store) view(ctx context.Context, db pg.DBTX, org, job string) ([]segmen
 	return segs, heads[0], nil
 }
 
+// HeadSeqSQL is an SQL expression for the last seq of job's log (NULL when it has none),
+// with org and job the statement's own parameter references (such as "$1"): a write
+// elsewhere that records the log's head evaluates it in its own statement.
+func HeadSeqSQL(org, job string) string {
+	return `(SELECT last_seq FROM episodic_jobs WHERE org_id = ` + org + ` AND job_id = ` + job + `)`
+}
+
 // Head returns the job's log head (last seq, fork origin). ErrNotFound when the job has no
 // log yet.
 func (s *Store) Head(ctx context.Context, db pg.DBTX, org, job string) (Head, error) {

@@ -193,3 +193,29 @@ func TestLangGraphFinishedJobRefusesPuts(t *testing.T) {
 	require.Equal(t, "true", r2.Header.Get("Idempotent-Replayed"))
 	require.JSONEq(t, string(r1.Body), string(r2.Body))
 }
+
+// A LangGraph checkpoint records the job's log head at the put (read in the put's own
+// statement, not before it).
+func TestLangGraphCheckpointRecordsLogHead(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	k := s.NewKey("acme", "agent")
+	put := func(id, parent string) {
+		r := s.Do("POST", "/v1/jobs/thread-h/langgraph/checkpoints", k, map[string]any{
+			"checkpoint_id": id, "parent_checkpoint_id": parent, "checkpoint": lgCheckpoint(id, map[string]any{"a": 1}),
+			"metadata": map[string]any{"source": "loop", "step": 0}})
+		require.Equal(t, 201, r.Status, string(r.Body))
+	}
+	head := func() any {
+		r := s.Do("GET", "/v1/jobs/thread-h/resume", k, nil)
+		require.Equal(t, 200, r.Status, string(r.Body))
+		return r.Map(t)["checkpoint"].(map[string]any)["event_seq"]
+	}
+	put("c1", "")
+	require.EqualValues(t, 0, head())
+	for _, op := range []string{"crop", "grade"} {
+		require.Equal(t, 201, s.Do("POST", "/v1/jobs/thread-h/events", k, map[string]any{"op": op, "params": map[string]any{}}).Status)
+	}
+	put("c2", "c1")
+	require.EqualValues(t, 2, head())
+}

@@ -133,10 +133,7 @@ func (l *Log) Resume(ctx context.Context, db pg.DBTX, org, job string, n int) (R
 // LangGraphPut stores a LangGraph checkpoint recording the log's head; a thread that
 // creates its job gets the job's (empty) log.
 func (l *Log) LangGraphPut(ctx context.Context, db pg.DBTX, org, job string, put jobs.LangGraphPut) (jobs.LangGraphPutResult, error) {
-	var err error
-	if put.EventSeq, err = l.head(ctx, db, org, job, put.Check()); err != nil {
-		return jobs.LangGraphPutResult{}, err
-	}
+	put.EventSeqSQL = episodic.HeadSeqSQL("$1", "$2") // read in the put's own round trip
 	res, err := l.Jobs.LangGraphPut(ctx, db, org, job, put)
 	if err == nil && res.JobCreated {
 		err = l.Events.EnsureJob(ctx, db, org, job)

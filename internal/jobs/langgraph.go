@@ -76,6 +76,10 @@ type LangGraphPut struct {
 	AgentID            string
 	SessionID          string
 	EventSeq           int64 // the job's episodic head, recorded with the job checkpoint
+	// EventSeqSQL, when set, is evaluated instead of EventSeq in the put's own statement: an
+	// expression of $1 (org) and $2 (job) that may be NULL (then EventSeq). The composing
+	// layer passes the episodic tier's head this way, which saves reading it first.
+	EventSeqSQL string
 }
 
 // LangGraphPutResult answers a put.
@@ -272,6 +276,10 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 	subject := func(n int) string {
 		return `coalesce($` + strconv.Itoa(n) + `::text, (SELECT user_id FROM jobs WHERE org_id = $1 AND job_id = $2))`
 	}
+	eventSeq := "$13::bigint"
+	if in.EventSeqSQL != "" {
+		eventSeq = "coalesce(" + in.EventSeqSQL + ", $13::bigint)"
+	}
 	b := &pgx.Batch{}
 	b.Queue(lockOrCreateThread, org, jobID, nullable(in.UserID), nullable(in.AgentID), nullable(in.SessionID), now)
 	if len(in.Blobs) > 0 {
@@ -296,7 +304,7 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 		), cp AS (
 			INSERT INTO job_checkpoints (org_id, job_id, version, goal, current_step, next_action, state, event_seq,
 				agent_id, user_id, created_at)
-			SELECT $1, $2, up.job_version, j.goal, $10, $11, $12::jsonb, $13, $14, j.subject, $9
+			SELECT $1, $2, up.job_version, j.goal, $10, $11, $12::jsonb, `+eventSeq+`, $14, j.subject, $9
 			FROM up, j WHERE up.inserted AND up.job_version IS NOT NULL
 			RETURNING version
 		)
