@@ -62,6 +62,12 @@ else
 		tee -a "$tmp/latest.txt" >&2; then
 		failed+=("context 100k")
 	fi
+	# The stores users would pick instead, through their own clients (issue 26: LangGraph's
+	# PostgresSaver, mem0ai's open-source Memory), same Postgres server, same run.
+	bench "go test -run '^\$' -bench BenchmarkLangGraphSaver -benchtime 1x ./internal/langgraphtest/" \
+		-run '^$' -bench 'BenchmarkLangGraphSaver' -benchtime 1x -timeout 20m -v ./internal/langgraphtest/
+	bench "go test -run '^\$' -bench BenchmarkMem0Peer -benchtime 1x ./internal/mem0/" \
+		-run '^$' -bench 'BenchmarkMem0Peer' -benchtime 1x -timeout 20m ./internal/mem0/
 	cp "$cmds" "$tmp/latest.commands"
 fi
 

@@ -170,6 +170,25 @@ var Rules = []Rule{
 	{Area: "Semantic", Measure: "memory insert with HNSW index, 1 writer",
 		Strata: Side{smT + "insert/ours/c=1", "rows/s", Rate, "semantic.Store.Create (dedup + insert)"},
 		Floor:  Side{smT + "insert/bare/c=1", "rows/s", Rate, "bare indexed INSERT"}},
+	// The peers users would run instead, driven by their own Node clients (issue 26).
+	peerRule("LangGraph", "checkpointer put+get pairs, 1 thread", "BenchmarkLangGraphSaver", "c1-strata-pairs/s", "c1-pg-pairs/s",
+		"c1-strata-p99-ms", "StrataSaver", "PostgresSaver, same Postgres server"),
+	peerRule("LangGraph", "checkpointer put+get pairs, 8 threads", "BenchmarkLangGraphSaver", "c8-strata-pairs/s", "c8-pg-pairs/s",
+		"c8-strata-p99-ms", "StrataSaver", "PostgresSaver, same Postgres server"),
+	peerRule("Semantic", "memory add, one at a time, vs mem0", "BenchmarkMem0Peer", "add-strata-ops/s", "add-mem0-ops/s",
+		"add-strata-p99-ms", "POST /v1/memories", "mem0ai/oss Memory.add (pgvector, infer: false)"),
+	peerRule("Semantic", "memory search, one at a time, vs mem0", "BenchmarkMem0Peer", "search-strata-ops/s", "search-mem0-ops/s",
+		"search-strata-p99-ms", "POST /v1/memories/search", "mem0ai/oss Memory.search (pgvector)"),
+}
+
+// peerRule is a row against a peer product on the same machine: Strata must be at least as
+// fast (speed ≥ 1.0).
+func peerRule(area, measure, bench, strata, peer, p99, strataLabel, peerLabel string) Rule {
+	return Rule{Area: area, Measure: measure,
+		Strata: Side{bench, strata, Rate, strataLabel},
+		Floor:  Side{bench, peer, Rate, peerLabel},
+		Also:   []Side{{bench, p99, Time, "p99"}},
+		Target: MinSpeed(1.0)}
 }
 
 // Evaluate computes every rule over the inputs. Each row takes its figures from the first
