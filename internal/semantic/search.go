@@ -160,6 +160,29 @@ type SearchInfo struct {
 type hit struct {
 	id   uuid.UUID
 	dist float64
+	mem  *Memory // the row itself, when the leg was asked for rows (alongside.rows)
+}
+
+// scanHit scans a leg's row: the id and its distance or rank, or with rows the memory's
+// columns (memCols) and then the distance or rank.
+func scanHit(r pgx.CollectableRow, rows bool) (hit, error) {
+	var h hit
+	if !rows {
+		err := r.Scan(&h.id, &h.dist)
+		return h, err
+	}
+	m, err := scanMemory(r, &h.dist)
+	h.id, h.mem = m.ID, &m
+	return h, err
+}
+
+// legCols is what a leg selects: the id, or with rows every memory column (the outer query
+// of a materialised leg reads them by these names).
+func legCols(rows bool) string {
+	if rows {
+		return strings.Replace(memCols, "coalesce(last_verified_by, '')", "coalesce(last_verified_by, '') AS last_verified_by", 1)
+	}
+	return "id"
 }
 
 type nearResult struct {
@@ -177,6 +200,9 @@ func vecExpr(dims int) string { return "embedding::vector(" + strconv.Itoa(dims)
 // full-text leg of a search). An exact fallback after an HNSW miss does not repeat them.
 type alongside struct {
 	before, after []func(*pgx.Batch)
+	// rows makes the vector leg return the candidates' rows (hit.mem), so a search needs
+	// no round trip of its own to read them.
+	rows bool
 }
 
 // nearest returns the n nearest current vectors of space sp passing f, by cosine
@@ -214,6 +240,7 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 	}
 	vec := pgvector.NewVector(v)
 	expr := vecExpr(sp.Dims)
+	rows := with.rows
 	run := func(strategy Strategy) ([]hit, error) {
 		qf := f.clone()
 		qv := qf.arg(vec) + "::vector(" + strconv.Itoa(sp.Dims) + ")"
@@ -227,7 +254,7 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 		case StrategyExact:
 			// "+ 0" keeps the planner off the HNSW index: an exact top-n sort over the
 			// rows the filter (and its b-tree) selects.
-			sql = `SELECT id, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` + qf.sql() +
+			sql = `SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` + qf.sql() +
 				` ORDER BY (` + expr + ` <=> ` + qv + `) + 0, id LIMIT ` + lim
 		default:
 			ef := max(s.o.EfSearch, n)
@@ -237,8 +264,8 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 			}
 			// relaxed_order may return rows slightly out of order: re-sort the
 			// materialised candidates (pgvector's documented pattern).
-			sql = `WITH nn AS MATERIALIZED (SELECT id, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
-				qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT id, d FROM nn ORDER BY d, id`
+			sql = `WITH nn AS MATERIALIZED (SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
+				qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT * FROM nn ORDER BY d, id`
 			// The scan settings and the query travel in one batch: one round trip.
 			b.Queue(`SELECT set_config('hnsw.ef_search', $1, true),
 				set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
@@ -246,13 +273,9 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples))
 		}
 		var hits []hit
-		b.Queue(sql, qf.args...).Query(func(rows pgx.Rows) error {
+		b.Queue(sql, qf.args...).Query(func(rs pgx.Rows) error {
 			var err error
-			hits, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
-				var h hit
-				err := r.Scan(&h.id, &h.dist)
-				return h, err
-			})
+			hits, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (hit, error) { return scanHit(r, rows) })
 			return err
 		})
 		for _, add := range with.after {
@@ -282,20 +305,16 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 
 // queueTextCandidates queues the full-text leg — memories matching any query word, by
 // ts_rank_cd — into b; *out holds them once b's results are read.
-func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, out *[]hit) {
+func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, rows bool, out *[]hit) {
 	qf := f.clone()
 	tq := qf.arg(text)
 	lim := qf.arg(n)
-	b.Queue(`SELECT id, ts_rank_cd(tsv, q) AS r
+	b.Queue(`SELECT `+legCols(rows)+`, ts_rank_cd(tsv, q) AS r
 		FROM memories, (SELECT replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery AS q) tq
 		WHERE `+qf.sql()+` AND q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...).Query(
-		func(rows pgx.Rows) error {
+		func(rs pgx.Rows) error {
 			var err error
-			*out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
-				var h hit
-				err := r.Scan(&h.id, &h.dist)
-				return h, err
-			})
+			*out, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (hit, error) { return scanHit(r, rows) })
 			return err
 		})
 }
@@ -351,9 +370,10 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	var texts []hit
 	var also []func(*pgx.Batch)
 	if !q.SkipText && strings.TrimSpace(q.Text) != "" {
-		also = append(also, func(b *pgx.Batch) { queueTextCandidates(b, f, q.Text, n, &texts) })
+		also = append(also, func(b *pgx.Batch) { queueTextCandidates(b, f, q.Text, n, true, &texts) })
 	}
-	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy, alongside{after: also})
+	// Both legs return their candidates' rows: no round trip of its own to read them.
+	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy, alongside{after: also, rows: true})
 	if err != nil {
 		return nil, info, err
 	}
@@ -385,16 +405,15 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	if len(ids) == 0 {
 		return []Result{}, info, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT `+memCols+` FROM memories WHERE org_id = $1 AND id = ANY($2)`, q.Scope.OrgID, ids)
-	if err != nil {
-		return nil, info, pg.Interpret(err)
+	byID := make(map[uuid.UUID]*Memory, len(ids))
+	for _, legs := range [][]hit{near.hits, texts} {
+		for _, h := range legs {
+			byID[h.id] = h.mem
+		}
 	}
-	mems, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Memory, error) { return scanMemory(r) })
-	if err != nil {
-		return nil, info, pg.Interpret(err)
-	}
-	out := make([]Result, 0, len(mems))
-	for _, m := range mems {
+	out := make([]Result, 0, len(ids))
+	for _, id := range ids {
+		m := *byID[id]
 		b := bd[m.ID]
 		s.rank(b, m, now)
 		out = append(out, Result{Memory: m, Score: *b,

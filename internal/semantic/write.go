@@ -22,14 +22,16 @@ const memCols = `id, root_id, version, kind, text, user_id, agent_id, session_id
 	embedder, model, dims, valid_from, valid_to, superseded_by, access_count, last_accessed_at,
 	dedup_count, last_verified_at, coalesce(last_verified_by, ''), updated_at`
 
-func scanMemory(r pgx.Row) (Memory, error) {
+// scanMemory scans a row of memCols; extra are the destinations of columns selected after
+// them (a search leg's distance or rank).
+func scanMemory(r pgx.Row, extra ...any) (Memory, error) {
 	var m Memory
 	var imp float32
 	var meta []byte
-	err := r.Scan(&m.ID, &m.RootID, &m.Version, &m.Kind, &m.Text, &m.UserID, &m.AgentID, &m.SessionID, &meta,
+	err := r.Scan(append([]any{&m.ID, &m.RootID, &m.Version, &m.Kind, &m.Text, &m.UserID, &m.AgentID, &m.SessionID, &meta,
 		&imp, &m.Pinned, &m.Trust, &m.Provenance.KeyID, &m.Provenance.AgentID, &m.Provenance.JobID, &m.Provenance.EventSeq,
 		&m.Embedding.Embedder, &m.Embedding.Model, &m.Embedding.Dims, &m.ValidFrom, &m.ValidTo, &m.SupersededBy,
-		&m.AccessCount, &m.LastAccessed, &m.DedupCount, &m.LastVerified, &m.VerifiedBy, &m.UpdatedAt)
+		&m.AccessCount, &m.LastAccessed, &m.DedupCount, &m.LastVerified, &m.VerifiedBy, &m.UpdatedAt}, extra...)...)
 	if err != nil {
 		return m, err
 	}
