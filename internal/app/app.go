@@ -91,7 +91,7 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := pg.EnsureDatabase(mctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	n, err := migrations.Apply(mctx, cfg.DatabaseURL, log)
+	n, err := migrations.ApplyWith(mctx, cfg.DatabaseURL, log, migrations.Options{Partitions: cfg.Partitions})
 	if err != nil {
 		return fmt.Errorf("migrating %s: %w", pg.RedactURL(cfg.DatabaseURL), err)
 	}
