@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/partition"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/testenv"
 )
@@ -27,7 +28,8 @@ import (
 // job) by COPY, then: appends through the store (one event per transaction, 8 writers on
 // their own jobs, 10 s) and 1,000 each of the hot reads (100 events after a random seq,
 // the last 20, applied? by fingerprint) on random jobs at c=1. Each layout runs in its own
-// database, dropped before the next is loaded. The last lines compare the two.
+// database, dropped before the next is loaded; the unpartitioned one is then moved to 16
+// partitions by the online mover (server partition), timed. The last lines compare.
 // Run: STRATA_BENCH_PARTITIONED=1 go test ./internal/episodic/ -run '^$' -bench EventScalePartitioned -benchtime 1x -timeout 60m -v
 func BenchmarkEventScalePartitioned(b *testing.B) {
 	if os.Getenv("STRATA_BENCH_PARTITIONED") != "1" {
@@ -42,6 +44,7 @@ func BenchmarkEventScalePartitioned(b *testing.B) {
 	total = orgs * jobsPerOrg * perJob
 	type result struct {
 		copyRate, appendRate float64
+		move, swap           time.Duration
 		m                    map[string][2]float64 // p50, p99 ms
 	}
 	results := map[int]*result{}
@@ -175,6 +178,17 @@ func BenchmarkEventScalePartitioned(b *testing.B) {
 				})
 			})
 			b.StopTimer()
+			if parts == 0 {
+				// Then move this database online to 16 partitions (server partition).
+				t0 := time.Now()
+				reps, err := partition.Move(ctx, dsn, partition.Options{Partitions: 16, Tables: []string{"episodic_events"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				res.move, res.swap = time.Since(t0), reps[0].SwapWait
+				b.Logf("server partition moved %d events in %s (%.0f rows/s); the swap held the table %s",
+					reps[0].Copied, res.move.Round(time.Second), float64(reps[0].Copied)/res.move.Seconds(), res.swap.Round(time.Millisecond))
+			}
 			b.ReportMetric(res.copyRate, "copy_rows/s")
 			b.ReportMetric(res.appendRate, "append_c8_rows/s")
 			for name, v := range res.m {
