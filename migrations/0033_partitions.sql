@@ -294,6 +294,13 @@ BEGIN
   UPDATE strata_partition_moves SET state = 'done', updated_at = now() WHERE table_name = base;
 END $$;
 
+-- Only the owner (the migration, the mover) runs these.
+REVOKE ALL ON FUNCTION strata_partition_count(), strata_partition_tmpname(text),
+  strata_partition_columns(regclass, boolean), strata_partition_key(regclass),
+  strata_partition_shadow(regclass, text, int), strata_partition_mirror_on(regclass, text),
+  strata_partition_copy_batch(regclass, text, int), strata_partition_swap(regclass, text, boolean)
+  FROM PUBLIC, strata_app;
+
 -- The conversion itself: each empty table now, the others left to `server partition`.
 DO $$
 DECLARE

@@ -151,7 +151,11 @@ func moveTable(ctx context.Context, conn *pgx.Conn, t string, o Options) (TableR
 	// Copy in keyed batches; each commits its rows and its last key together.
 	var est int64
 	_ = conn.QueryRow(ctx, `SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $1::regclass`, t).Scan(&est)
-	bar := progress.New(nonNil(o.Progress), max(est, rep.Copied), "copying "+t, progress.Options{Hidden: o.Progress == nil, ShowCount: true, PredictTime: true})
+	total := max(est, rep.Copied)
+	if total <= 0 {
+		total = -1 // never analysed: unknown
+	}
+	bar := progress.New(nonNil(o.Progress), total, "copying "+t, progress.Options{Hidden: o.Progress == nil, ShowCount: true, PredictTime: true})
 	bar.Set(rep.Copied)
 	for {
 		var n int64
