@@ -38,6 +38,10 @@ const usage = `usage: server [serve|migrate|healthcheck|help]
   reembed      move semantic memory to the embedder the environment names (resumable;
                servers keep serving the old model until the atomic switch);
                "reembed cleanup" then drops the old vectors
+  partition    move episodic_events, memories and audit_log to STRATA_PARTITIONS hash
+               partitions by org_id while the service keeps serving (resumable; run
+               it as a superuser or a BYPASSRLS owner; --keep-old keeps the old tables
+               as <table>_unpartitioned_old, --batch N sets the rows per copy batch)
 
 Configuration is read from the environment: STRATA_DATABASE_URL, STRATA_REDIS_URL,
 STRATA_HTTP_ADDR, STRATA_ADMIN_KEY, STRATA_EMBEDDER, ... (see README.md).
@@ -51,7 +55,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd = args[1]
 	}
 	switch cmd {
-	case "serve", "migrate", "healthcheck", "reembed":
+	case "serve", "migrate", "healthcheck", "reembed", "partition":
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -70,6 +74,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if cmd == "reembed" {
 		return reembed(ctx, cfg, log, args, stdout)
+	}
+	if cmd == "partition" {
+		if err := migrate(ctx, cfg, log); err != nil {
+			return err
+		}
+		return partitionTables(ctx, cfg, log, args[2:], stdout)
 	}
 
 	if err := migrate(ctx, cfg, log); err != nil && (cmd == "migrate" || !cfg.DisableMigrateOnStart) {
@@ -91,7 +101,7 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := pg.EnsureDatabase(mctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	n, err := migrations.Apply(mctx, cfg.DatabaseURL, log)
+	n, err := migrations.ApplyWith(mctx, cfg.DatabaseURL, log, migrations.Options{Partitions: cfg.Partitions})
 	if err != nil {
 		return fmt.Errorf("migrating %s: %w", pg.RedactURL(cfg.DatabaseURL), err)
 	}

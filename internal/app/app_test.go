@@ -36,3 +36,22 @@ func TestUnknownCommand(t *testing.T) {
 	require.Error(t, Run(context.Background(), []string{"server", "frobnicate"}, func(string) string { return "" }, &out, &errb))
 	require.Contains(t, errb.String(), "usage")
 }
+
+// TestPartitionCommand: `server partition` on a database migrated unpartitioned (with a
+// few rows) moves the three big tables and prints what it did; a rerun has nothing to do.
+func TestPartitionCommand(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.DatabaseURLPartitions(t, 0)
+	_, err := testenv.OwnerConn(t, dsn).Exec(context.Background(), `INSERT INTO audit_log (org_id, actor_key_id, actor_role, action, entity_type)
+		SELECT 'acme', 'k', 'agent', 'x', 'job' FROM generate_series(1, 50)`)
+	require.NoError(t, err)
+	env := map[string]string{"STRATA_DATABASE_URL": dsn, "STRATA_LOG_LEVEL": "error", "STRATA_PARTITIONS": "8"}
+	var out, errb bytes.Buffer
+	require.NoError(t, Run(context.Background(), []string{"server", "partition", "--batch", "20"}, func(k string) string { return env[k] }, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "audit_log: 50 rows copied into 8 partitions")
+	require.Contains(t, out.String(), "memories: 0 rows copied into 8 partitions")
+	require.NotContains(t, out.String(), "\r", "plain lines in a pipe")
+	out.Reset()
+	require.NoError(t, Run(context.Background(), []string{"server", "partition"}, func(k string) string { return env[k] }, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "audit_log: already partitioned (8 partitions)")
+}

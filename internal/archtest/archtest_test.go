@@ -19,9 +19,11 @@ const module = "github.com/strata-mem/strata/"
 // a new package has to be placed deliberately.
 var floors = map[string]int{
 	"internal/strata": 0, "internal/config": 0, "internal/service": 0,
-	"internal/pg": 10, "internal/redisconn": 10, "internal/embed": 10,
+	"internal/progress": 0, // a leaf: the CLI's bars, and `server partition`'s
+	"internal/pg":       10, "internal/redisconn": 10, "internal/embed": 10,
 	"internal/queue": 11, "migrations": 11, // both build on pg
-	"internal/working": 20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,
+	"internal/partition": 11, // the online move to the partitioned layout: runs migrations' SQL functions
+	"internal/working":   20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,
 	"internal/keyvalue": 20, "internal/summaries": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
 	"internal/outbox":      20, // the event outbox: emitted in the writer's transaction (httpapi, gdpr, extraction, watch)
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
@@ -38,12 +40,13 @@ var floors = map[string]int{
 }
 
 // outside speak HTTP to a server and import nothing of it, except sharedWithOutside.
-var outside = []string{"client", "examples/supervisor", "internal/cli", "internal/demo", "internal/loadtest", "internal/benchreport", "internal/progress",
+var outside = []string{"client", "examples/supervisor", "internal/cli", "internal/demo", "internal/loadtest", "internal/benchreport",
 	"cmd/strata", "cmd/benchreport"}
 
 // sharedWithOutside may be imported by outside packages: the CLI's offline audit verifier
 // (strata audit verify) recomputes the chain and checks anchors with the server's own code.
-var sharedWithOutside = []string{"internal/audit", "internal/strata"}
+// internal/progress draws the CLI's bars and `server partition`'s.
+var sharedWithOutside = []string{"internal/audit", "internal/strata", "internal/progress"}
 
 // support packages exist for tests and tools and may import anything.
 var support = []string{"internal/testenv", "internal/apptest", "internal/archtest", "internal/crashtest",

@@ -101,6 +101,10 @@ type Config struct {
 	ConsoleIdle           time.Duration `env:"STRATA_CONSOLE_IDLE" envDefault:"30m"`
 	ConsoleAbsolute       time.Duration `env:"STRATA_CONSOLE_ABSOLUTE" envDefault:"12h"`
 	DisableMigrateOnStart bool          `env:"STRATA_NO_MIGRATE"`
+	// Partitions is the hash-partition count of episodic_events, memories and audit_log
+	// (0: unpartitioned). Migration 0033 reads it once, when it runs; `server partition`
+	// moves a database that already holds rows (docs/scaling.md, "Partitioned tables").
+	Partitions int `env:"STRATA_PARTITIONS" envDefault:"16"`
 
 	// Semantic memory (docs/semantic.md).
 	DedupThreshold   float64       `env:"STRATA_DEDUP_THRESHOLD" envDefault:"0.92"`
@@ -287,6 +291,9 @@ func (c Config) Validate() error {
 	}
 	if c.RateLimit > 0 && c.RateBurst < 1 {
 		bad("STRATA_RATE_BURST", "must be at least 1")
+	}
+	if c.Partitions < 0 || c.Partitions > 1024 {
+		bad("STRATA_PARTITIONS", "must be 0..1024 (0 leaves the big tables unpartitioned), got %d", c.Partitions)
 	}
 	if c.DBMaxConns < 2 {
 		bad("STRATA_DB_MAX_CONNS", "must be at least 2")

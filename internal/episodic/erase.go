@@ -62,7 +62,7 @@ func RedactUserEventsBatch(ctx context.Context, tx pgx.Tx, org, user string, lim
 	tag, err := tx.Exec(ctx, `UPDATE episodic_events e SET params = '{}', result = NULL, user_id = NULL,
 			session_id = NULL, agent_id = NULL, idempotency_key = NULL,
 			fingerprint = sha256(convert_to('erased:' || e.job_id || ':' || e.seq, 'UTF8'))
-		WHERE e.ctid = ANY(ARRAY(SELECT ctid FROM episodic_events WHERE org_id = $1 AND user_id = $2 LIMIT $3))`, org, user, limit)
+		WHERE e.org_id = $1 AND e.ctid = ANY(ARRAY(SELECT ctid FROM episodic_events WHERE org_id = $1 AND user_id = $2 LIMIT $3))`, org, user, limit)
 	return tag.RowsAffected(), pg.Interpret(err)
 }
 

@@ -30,7 +30,8 @@ func TestGDPRCoverageRegistry(t *testing.T) {
 	rows, err := owner.Query(context.Background(), `SELECT c.table_name FROM information_schema.columns c
 		JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
 		WHERE c.table_schema = 'public' AND c.column_name = 'user_id' AND t.table_type = 'BASE TABLE'
-		ORDER BY 1`)
+		  AND NOT EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = ('public.' || quote_ident(c.table_name))::regclass AND k.relispartition)
+		ORDER BY 1`) // a partition's rows are its parent's: erasing the parent covers them
 	require.NoError(t, err)
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)

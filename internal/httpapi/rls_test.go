@@ -65,7 +65,9 @@ func TestRowLevelSecurityBindsOnServerConnections(t *testing.T) {
 }
 
 // TestEveryTenantTableForcesRowLevelSecurity checks the schema: every table with an org_id
-// column has forced row-level security and its primary key leads with org_id.
+// column has forced row-level security and its primary key leads with org_id. Partitions
+// (migrations/0033) are tables too: each forces it as its parent does, though requests
+// reach them only through the parent (strata_app has no rights on a partition).
 func TestEveryTenantTableForcesRowLevelSecurity(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -80,7 +82,7 @@ func TestEveryTenantTableForcesRowLevelSecurity(t *testing.T) {
 		       coalesce((SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
 		                 WHERE i.indrelid = c.oid AND i.indisprimary), '')
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
 		  AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'org_id' AND NOT a.attisdropped)`)
 	require.NoError(t, err)
 	n := 0
@@ -100,4 +102,13 @@ func TestEveryTenantTableForcesRowLevelSecurity(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.GreaterOrEqual(t, n, 2)
+
+	// The template is migrated with the default partition count: the big tables are
+	// partitioned, and the request role can use none of their partitions directly.
+	var parts, granted int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE has_table_privilege('strata_app', c.oid, 'SELECT,INSERT,UPDATE,DELETE'))
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent IN ('episodic_events'::regclass, 'memories'::regclass, 'audit_log'::regclass)`).Scan(&parts, &granted))
+	require.Equal(t, 3*16, parts)
+	require.Zero(t, granted, "strata_app must not reach a partition directly")
 }

@@ -63,6 +63,19 @@ func LoadMigrations(fsys fs.FS) ([]Migration, error) {
 //
 // Each hook runs afterwards, still under the lock (River's migrations join ours this way).
 func Migrate(ctx context.Context, dsn string, fsys fs.FS, log *slog.Logger, hooks ...func(context.Context) error) (applied int, err error) {
+	return MigrateWith(ctx, dsn, fsys, log, MigrateOptions{}, hooks...)
+}
+
+// MigrateOptions shape a migration run.
+type MigrateOptions struct {
+	// Settings are custom settings (names with a dot, such as strata.partitions) set with
+	// set_config(name, value, true) in every file's transaction, for files to read with
+	// current_setting(name, true).
+	Settings map[string]string
+}
+
+// MigrateWith is Migrate with options.
+func MigrateWith(ctx context.Context, dsn string, fsys fs.FS, log *slog.Logger, opts MigrateOptions, hooks ...func(context.Context) error) (applied int, err error) {
 	migs, err := LoadMigrations(fsys)
 	if err != nil {
 		return 0, err
@@ -99,6 +112,11 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS, log *slog.Logger, hook
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
+	names := make([]string, 0, len(opts.Settings))
+	for k := range opts.Settings {
+		names = append(names, k)
+	}
+	sort.Strings(names)
 	for _, m := range migs {
 		if sum, ok := done[m.Version]; ok {
 			if sum != m.Checksum {
@@ -107,6 +125,11 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS, log *slog.Logger, hook
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			for _, k := range names {
+				if _, err := tx.Exec(ctx, "SELECT set_config($1, $2, true)", k, opts.Settings[k]); err != nil {
+					return fmt.Errorf("setting %s: %w", k, err)
+				}
+			}
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}

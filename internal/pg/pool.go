@@ -29,6 +29,9 @@ type PoolOptions struct {
 	StatementTimeout time.Duration // per statement, server side (default 10s)
 	ConnectTimeout   time.Duration // default 5s
 	ApplicationName  string        // default "strata"
+	// Tracer, when set, sees every query the pool's connections run (tests record the
+	// statements the stores send with it).
+	Tracer pgx.QueryTracer
 }
 
 // NewPool opens a pool whose connections SET ROLE strata_app, know pgvector's types and
@@ -59,6 +62,9 @@ func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, err
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
 	cfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(o.ApplicationName, "strata")
 	cfg.HealthCheckPeriod = 5 * time.Second
+	if o.Tracer != nil {
+		cfg.ConnConfig.Tracer = o.Tracer
+	}
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if _, err := c.Exec(ctx, "SET ROLE "+AppRole); err != nil {
 			return fmt.Errorf("SET ROLE %s (run migrations first: server migrate): %w", AppRole, err)

@@ -49,13 +49,93 @@ func EnsureIndex(ctx context.Context, conn *pgx.Conn, column string, dims int, c
 	if dims <= 0 || dims > 16000 {
 		return fmt.Errorf("semantic: EnsureIndex: bad dims %d", dims)
 	}
-	conc := ""
-	if concurrently {
-		conc = "CONCURRENTLY "
+	using := ` USING hnsw ((` + column + `::vector(` + strconv.Itoa(dims) + `)) vector_cosine_ops) WHERE ` + dimsCol + ` = ` + strconv.Itoa(dims)
+	var partitioned bool
+	if err := conn.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = 'memories'::regclass`).Scan(&partitioned); err != nil {
+		return err
 	}
-	_, err := conn.Exec(ctx, `CREATE INDEX `+conc+`IF NOT EXISTS `+name+` ON memories USING hnsw ((`+column+
-		`::vector(`+strconv.Itoa(dims)+`)) vector_cosine_ops) WHERE `+dimsCol+` = `+strconv.Itoa(dims))
-	return err
+	if !concurrently || !partitioned {
+		conc := ""
+		if concurrently {
+			conc = "CONCURRENTLY "
+		}
+		_, err := conn.Exec(ctx, `CREATE INDEX `+conc+`IF NOT EXISTS `+name+` ON memories`+using)
+		return err
+	}
+	return ensurePartitionedIndex(ctx, conn, name, using)
+}
+
+// ensurePartitionedIndex builds an index on a partitioned memories without blocking
+// writes: Postgres refuses CREATE INDEX CONCURRENTLY on a partitioned table, so the
+// parent gets an (invalid) index of its own (ON ONLY), each partition builds its index
+// concurrently, and attaching the last one makes the parent's valid. Rerunning after an
+// interruption finishes the job: a partition's half-built (invalid) index is rebuilt.
+func ensurePartitionedIndex(ctx context.Context, conn *pgx.Conn, name, using string) error {
+	if _, err := conn.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+name+` ON ONLY memories`+using); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, `SELECT c.relname,
+			(SELECT ci.relname FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid
+			 JOIN pg_inherits ih ON ih.inhrelid = i.indexrelid AND ih.inhparent = $1::regclass
+			 WHERE i.indrelid = c.oid) AS attached
+		FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid
+		WHERE h.inhparent = 'memories'::regclass ORDER BY c.relname`, name)
+	if err != nil {
+		return err
+	}
+	type part struct {
+		table    string
+		attached *string
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (part, error) {
+		var p part
+		return p, r.Scan(&p.table, &p.attached)
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if p.attached != nil {
+			continue
+		}
+		// The child's name: the first free one, or one an interrupted run left unattached
+		// (a renamed parent, as SwitchSpace does, keeps its children's old names).
+		var child string
+		var valid *bool
+		for i := 0; ; i++ {
+			base := p.table + "_" + name
+			if len(base) > 58 {
+				base = base[:58]
+			}
+			child = base
+			if i > 0 {
+				child = base + "_" + strconv.Itoa(i)
+			}
+			var exists, attachedElsewhere bool
+			valid = nil
+			err := conn.QueryRow(ctx, `SELECT true, i.indisvalid, EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = i.indexrelid)
+				FROM pg_index i WHERE i.indexrelid = to_regclass($1)`, child).Scan(&exists, &valid, &attachedElsewhere)
+			if err != nil && err != pgx.ErrNoRows {
+				return err
+			}
+			if !exists || !attachedElsewhere {
+				break
+			}
+		}
+		ident := pgx.Identifier{child}.Sanitize()
+		if valid != nil && !*valid { // an interrupted concurrent build
+			if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+ident); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+ident+` ON `+pgx.Identifier{p.table}.Sanitize()+using); err != nil {
+			return fmt.Errorf("building %s on %s: %w", name, p.table, err)
+		}
+		if _, err := conn.Exec(ctx, `ALTER INDEX `+name+` ATTACH PARTITION `+ident); err != nil {
+			return fmt.Errorf("attaching %s to %s: %w", child, name, err)
+		}
+	}
+	return nil
 }
 
 func orgs(ctx context.Context, conn *pgx.Conn, extra []string) ([]string, error) {

@@ -258,9 +258,12 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 				` ORDER BY (` + expr + ` <=> ` + qv + `) + 0, id LIMIT ` + lim
 		default:
 			ef := max(s.o.EfSearch, n)
-			mode := "relaxed_order"
+			mode, sortOK := "relaxed_order", "on"
 			if strategy == StrategyHNSWPlain {
-				mode = "off"
+				// The naive query really scans the index: on a partitioned memories a
+				// partition's sharper statistics can make the planner pick the scope
+				// b-tree and an exact sort for a small scope, which would show nothing.
+				mode, sortOK = "off", "off"
 			}
 			// relaxed_order may return rows slightly out of order: re-sort the
 			// materialised candidates (pgvector's documented pattern).
@@ -269,8 +272,8 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 			// The scan settings and the query travel in one batch: one round trip.
 			b.Queue(`SELECT set_config('hnsw.ef_search', $1, true),
 				set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
-				set_config('plan_cache_mode', 'force_custom_plan', true)`,
-				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples))
+				set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_sort', $4, true)`,
+				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples), sortOK)
 		}
 		var hits []hit
 		b.Queue(sql, qf.args...).Query(func(rs pgx.Rows) error {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -73,8 +74,11 @@ func templateName() string {
 
 // ensureTemplate builds the migrated template database once per migration set, under an
 // advisory lock so parallel test processes (one per package) build it once.
-func ensureTemplate(ctx context.Context, t testing.TB, admin *pgx.Conn) string {
+func ensureTemplate(ctx context.Context, t testing.TB, admin *pgx.Conn, partitions int) string {
 	name := templateName()
+	if partitions != migrations.DefaultPartitions {
+		name += "_p" + strconv.Itoa(partitions)
+	}
 	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(7355608)"); err != nil {
 		t.Fatalf("testenv: advisory lock: %v", err)
 	}
@@ -89,7 +93,7 @@ func ensureTemplate(ctx context.Context, t testing.TB, admin *pgx.Conn) string {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("testenv: creating template: %v", err)
 	}
-	if _, err := migrations.Apply(ctx, withDB(BaseDatabaseURL(), name), nil); err != nil {
+	if _, err := migrations.ApplyWith(ctx, withDB(BaseDatabaseURL(), name), nil, migrations.Options{Partitions: partitions}); err != nil {
 		_, _ = admin.Exec(ctx, "DROP DATABASE "+name)
 		t.Fatalf("testenv: migrating template: %v", err)
 	}
@@ -101,6 +105,13 @@ func ensureTemplate(ctx context.Context, t testing.TB, admin *pgx.Conn) string {
 // server's view (role strata_app, row-level security binding).
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
+	return DatabaseURLPartitions(t, migrations.DefaultPartitions)
+}
+
+// DatabaseURLPartitions is DatabaseURL with the big tables hash-partitioned into n
+// partitions (migrations/0033; 0: unpartitioned), cloned from a template of its own.
+func DatabaseURLPartitions(t testing.TB, n int) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	admin, err := pgx.Connect(ctx, BaseDatabaseURL())
@@ -108,7 +119,7 @@ func DatabaseURL(t testing.TB) string {
 		t.Fatalf("testenv: Postgres is not reachable at %s (run `make stores`): %v", pg.RedactURL(BaseDatabaseURL()), err)
 	}
 	defer admin.Close(context.Background())
-	tmpl := ensureTemplate(ctx, t, admin)
+	tmpl := ensureTemplate(ctx, t, admin, n)
 	name := "strata_t_" + RandomID(6)
 	var lastErr error
 	for i := 0; i < 20; i++ { // a sibling may be cloning the same template this instant
