@@ -38,7 +38,7 @@ type Waker struct {
 	Pool     *pgxpool.Pool
 	Instance string           // this process's id (no spaces), in every notification it sends
 	Local    func(org string) // wakes this process's readers
-	Every    time.Duration    // the coalescing window; default 10ms
+	Every    time.Duration    // the coalescing window; default 50ms
 	Log      *slog.Logger
 
 	mu      sync.Mutex
@@ -79,7 +79,7 @@ func (w *Waker) Start(ctx context.Context) error {
 	w.mu.Unlock()
 	every := w.Every
 	if every <= 0 {
-		every = 10 * time.Millisecond
+		every = 50 * time.Millisecond
 	}
 	go func() {
 		started()

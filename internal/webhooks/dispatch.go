@@ -141,7 +141,13 @@ const dispatchBatch = 500
 // may follow. A cursor locked by another replica is left to it.
 func (d *Dispatcher) dispatchOrg(ctx context.Context, org string) (queued int, head int64, more bool, err error) {
 	err = pg.InOrgTx(ctx, d.Pool, org, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO webhook_cursors (org_id, seq) VALUES ($1, 0) ON CONFLICT DO NOTHING`, org); err != nil {
+		// The pass commits without waiting for the WAL flush (its first statement says so):
+		// if Postgres itself crashed before the flush, the whole pass — cursor, deliveries
+		// and their jobs — is lost together and the next pass fans the same events out again,
+		// once; and no attempt can reach a receiver first, since an attempt's claim commits
+		// with a flush, which flushes this pass too. It saves a disk flush per pass.
+		if _, err := tx.Exec(ctx, `WITH s AS (SELECT set_config('synchronous_commit', 'off', true))
+			INSERT INTO webhook_cursors (org_id, seq) SELECT $1, 0 FROM s ON CONFLICT DO NOTHING`, org); err != nil {
 			return err
 		}
 		var cursor int64
