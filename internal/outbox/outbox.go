@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/pg"
@@ -110,19 +111,23 @@ type Event struct {
 
 // emitSQL inserts one event with the next seq, in one statement: the org's lock first (CTE
 // l, held until the transaction ends: that is the ordering), then nextval. The lock is an
-// advisory one — no row is updated, nothing is written to the WAL but the event itself.
+// advisory one — no row is updated, nothing is written to the WAL but the event itself. The
+// event id comes from the caller (a random UUID drawn in Go), and only the dedupe index
+// arbitrates the insert (seq, from the sequence, cannot collide): issue 25's profile of the
+// emission (BenchmarkEmitCost, docs/benchmarks.md) found both measurably cheaper than
+// gen_random_uuid() and an insert that checks every unique index.
 const emitSQL = `WITH l AS (SELECT pg_advisory_xact_lock(hashtextextended('strata.outbox' || chr(31) || $1, 0)))
-	INSERT INTO outbox_events (org_id, seq, type, job_id, data, dedupe_key, created_at)
-	SELECT $1, nextval('outbox_seq'), $2, nullif($3, ''), $4::jsonb, nullif($5, ''), coalesce($6::timestamptz, now()) FROM l
-	ON CONFLICT DO NOTHING`
+	INSERT INTO outbox_events (org_id, seq, id, type, job_id, data, dedupe_key, created_at)
+	SELECT $1, nextval('outbox_seq'), $7::uuid, $2, nullif($3, ''), $4::jsonb, nullif($5, ''), coalesce($6::timestamptz, now()) FROM l
+	ON CONFLICT (org_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`
 
 // emitNotifySQL is emitSQL that also notifies Channel (payload: the org) when it commits, for
 // workers' emissions: nothing else wakes the readers for them.
 const emitNotifySQL = `WITH l AS (SELECT pg_advisory_xact_lock(hashtextextended('strata.outbox' || chr(31) || $1, 0))),
 	e AS (
-		INSERT INTO outbox_events (org_id, seq, type, job_id, data, dedupe_key, created_at)
-		SELECT $1, nextval('outbox_seq'), $2, nullif($3, ''), $4::jsonb, nullif($5, ''), coalesce($6::timestamptz, now()) FROM l
-		ON CONFLICT DO NOTHING RETURNING seq)
+		INSERT INTO outbox_events (org_id, seq, id, type, job_id, data, dedupe_key, created_at)
+		SELECT $1, nextval('outbox_seq'), $7::uuid, $2, nullif($3, ''), $4::jsonb, nullif($5, ''), coalesce($6::timestamptz, now()) FROM l
+		ON CONFLICT (org_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING RETURNING seq)
 	SELECT pg_notify('` + Channel + `', $1) FROM e`
 
 func emitArgs(org string, e New) ([]any, error) {
@@ -138,7 +143,7 @@ func emitArgs(org string, e New) ([]any, error) {
 		t := e.At.UTC()
 		at = &t
 	}
-	return []any{org, e.Type, e.JobID, string(data), e.DedupeKey, at}, nil
+	return []any{org, e.Type, e.JobID, string(data), e.DedupeKey, at, uuid.NewString()}, nil
 }
 
 // EmitSQL returns the statement and arguments that emit e for org, for a request's
