@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -138,11 +139,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	// One connection LISTENs for both caches' invalidations: key revocations and changes
 	// to restrictions of processing.
 	kl, rl := keys.Listener(), restrictions.Listener()
-	// The outbox's notifications (new events of an org) wake the webhook dispatcher and the
-	// SSE streams; both also poll, so they need no Up.
-	var onEvents atomic.Pointer[func(org string)]
+	// The outbox's notifications (new events of an org: workers' emissions, and other
+	// replicas' writes through their Waker) wake the webhook dispatcher and the SSE streams;
+	// both also poll, so they need no Up. This server's own requests wake them in-process
+	// (waker, below).
+	var onEvents, onPeerEvents atomic.Pointer[func(org string)]
+	instance := rand.Text()[:16] // this process, in its peer notifications (base32: no spaces)
 	listen := &pg.ListenLoop{
-		DSN: cfg.DatabaseURL, Channels: []string{auth.RevocationChannel, gdpr.RestrictionChannel, outbox.Channel}, Log: log,
+		DSN: cfg.DatabaseURL, Channels: []string{auth.RevocationChannel, gdpr.RestrictionChannel, outbox.Channel, outbox.PeerChannel}, Log: log,
 		What: "cache invalidation (API key revocations, GDPR restrictions) and events",
 		Listener: pg.Listener{
 			Up: func(on bool) { kl.Up(on); rl.Up(on) },
@@ -155,6 +159,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 				case outbox.Channel:
 					if f := onEvents.Load(); f != nil {
 						(*f)(payload)
+					}
+				case outbox.PeerChannel:
+					// Another replica's request: its own dispatcher was woken in its process,
+					// so only the streams here need waking.
+					if from, org := outbox.ParsePeer(payload); from != instance {
+						if f := onPeerEvents.Load(); f != nil {
+							(*f)(org)
+						}
 					}
 				}
 			},
@@ -172,6 +184,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
+	peerNotify := p.broker.Notify
+	onPeerEvents.Store(&peerNotify)
+	// A request that emitted wakes this process's dispatcher and streams once it has
+	// committed, and the waker tells the other replicas (no NOTIFY in the write's commit).
+	p.waker = &outbox.Waker{Pool: pool, Instance: instance, Log: log, Local: func(org string) {
+		if f := onEvents.Load(); f != nil {
+			(*f)(org)
+		}
+	}}
 	p.audit = ak
 	if urls := cfg.Replicas(); len(urls) > 0 {
 		rep, err := pg.NewReplicas(ctx, pool, urls, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2},
@@ -204,9 +225,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	lifecycle := p.lifecycleWorkers(workers)
 	sweeper := p.gdprWorkers(workers)
 	dispatcher, watcher := p.eventWorkers(workers)
-	notify := func(org string) { dispatcher.Wake(); p.broker.Notify(org) }
+	notify := func(org string) { dispatcher.Wake(org); p.broker.Notify(org) }
 	onEvents.Store(&notify)
-	services := []service.Service{audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), ak.anchorer, sweeper, watcher}
+	services := []service.Service{p.waker, audit.NewChainer(pool, log, time.Second, cfg.AdminOrg), ak.anchorer, sweeper, watcher}
 	if p.access != nil {
 		services = append([]service.Service{p.access}, services...)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
+	"github.com/strata-mem/strata/internal/outbox"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
@@ -64,6 +65,7 @@ type parts struct {
 	rolling      *consolidation.Rolling // rolling summaries of sessions and long jobs
 	webhooks     *webhooks.Store        // webhook subscriptions and deliveries (docs/events.md)
 	broker       *httpapi.EventBroker   // wakes SSE streams on the outbox's NOTIFY
+	waker        *outbox.Waker          // wakes the event readers once a request emitted; nil in NewServer
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -165,13 +167,22 @@ func (p *parts) server() *httpapi.Server {
 			return console.New(console.Deps{API: api, Keys: p.keys, Log: p.log, Idle: cfg.ConsoleIdle, Absolute: cfg.ConsoleAbsolute})
 		},
 		Extraction: p.extractor, ExtractionDefaultOn: *p.policy.Extraction.Enabled,
-		Webhooks: p.webhooks, WebhookQueue: p.erasures, EventBroker: p.broker,
+		Webhooks: p.webhooks, WebhookQueue: p.erasures, EventBroker: p.broker, Emitted: p.emitted(),
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,
 			GroupCommit: cfg.GroupCommit, EventsHeartbeat: cfg.EventsHeartbeat, NoEvents: !cfg.Events,
 			SyncReadCommits: cfg.SyncReadCommits},
 	})
+}
+
+// emitted is what the HTTP API tells once a request that emitted has committed: the waker
+// when the server runs its background work, else (NewServer) the SSE broker alone.
+func (p *parts) emitted() func(org string) {
+	if p.waker == nil {
+		return nil
+	}
+	return p.waker.Emitted
 }
 
 // NewServer builds the HTTP API on open pools without listening and without background

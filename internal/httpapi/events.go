@@ -22,7 +22,9 @@ import (
 )
 
 // emit queues e in the request's transaction, at COMMIT (internal/outbox): the event exists
-// exactly when the request's writes commit, and costs no round trip of its own.
+// exactly when the request's writes commit, and costs no round trip of its own. Once the
+// request has committed, Emitted (or the broker) is told the org has news; a request that
+// rolls back tells nobody.
 func (s *Server) emit(r *Request, e outbox.New) {
 	if s.Options.NoEvents {
 		return
@@ -33,11 +35,23 @@ func (s *Server) emit(r *Request, e outbox.New) {
 		return
 	}
 	r.AtCommit(sql, args...)
+	if !r.emitted {
+		r.emitted = true
+		org := r.Org
+		r.AfterCommit(func() {
+			if s.Emitted != nil {
+				s.Emitted(org)
+			} else {
+				s.EventBroker.Notify(org)
+			}
+		})
+	}
 }
 
-// EventBroker wakes the SSE streams of an org when its outbox has new events (app's LISTEN
-// loop calls Notify for each outbox NOTIFY). Streams also poll, so a lost notification only
-// delays them.
+// EventBroker wakes the SSE streams of an org when its outbox has new events (app calls
+// Notify once a request of this server that emitted has committed, and for the outbox's
+// notifications: workers' emissions, other replicas' writes). Streams also poll, so a lost
+// notification only delays them.
 type EventBroker struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
@@ -88,7 +102,7 @@ func (b *EventBroker) subscribe(org string) (chan struct{}, func()) {
 // outbox (so a stream resumes after a restart of any server): "id" is the event's seq,
 // "event" its type, "data" the event as JSON. Filters: types (comma-separated or repeated),
 // job. Resume with the Last-Event-ID header (or ?after=): events after it, none skipped, none
-// repeated (seq grows in commit order, internal/outbox). A ": heartbeat" comment keeps idle
+// repeated (an org's seqs grow in commit order, internal/outbox). A ": heartbeat" comment keeps idle
 // connections open. The stream holds no transaction between reads.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	p, _ := auth.FromContext(r.Context())

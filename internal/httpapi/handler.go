@@ -25,6 +25,8 @@ type Request struct {
 	Org    string
 	Caller auth.Principal
 	sess   *pg.Session
+	// emitted: an event is queued for the commit, and its wake-up after it (Server.emit).
+	emitted bool
 }
 
 // AfterCommit runs f once the request's transaction has committed (cache invalidation,

@@ -102,6 +102,10 @@ type Deps struct {
 	Webhooks     *webhooks.Store
 	WebhookQueue *river.Client[pgx.Tx]
 	EventBroker  *EventBroker
+	// Emitted is told the org once a request that emitted events has committed (app: the
+	// outbox.Waker, which wakes this process's dispatcher and streams and tells the other
+	// replicas); nil wakes EventBroker's streams only.
+	Emitted func(org string)
 
 	Options Options
 }

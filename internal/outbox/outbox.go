@@ -4,12 +4,19 @@
 // COMMIT with EmitSQL), so an event exists only if its write committed and is never lost
 // once it did.
 //
-// Each org's events carry a seq that only grows and commits in order: an emission updates
-// the org's row of outbox_heads (locking it until COMMIT), so of two transactions emitting
-// for one org the second waits for the first and takes the next seq. A reader that has seen
-// seq N will never later find a committed event with a smaller seq, so reading "seq > cursor"
-// skips nothing — the property SSE's Last-Event-ID and the webhook dispatcher's cursor rely
-// on. Seq may have gaps (rolled-back transactions, deduplicated emissions).
+// Each org's events carry a seq that only grows and commits in order: an emission takes a
+// transaction-scoped advisory lock keyed on the org (held until COMMIT) and only then draws
+// its seq from one sequence, so of two transactions emitting for one org the second draws
+// after the first has committed. A reader that has seen seq N will never later find a
+// committed event of that org with a smaller seq, so reading "seq > cursor" skips nothing —
+// the property SSE's Last-Event-ID and the webhook dispatcher's cursor rely on. Seq may have
+// gaps (other orgs' events, rolled-back transactions, deduplicated emissions).
+//
+// A request's emission sends no NOTIFY (a NOTIFY takes a database-wide lock at commit and
+// writes the notification queue, on every write): the server wakes its own dispatcher and
+// streams once the request has committed, and a Waker tells the other replicas, a few
+// notifications per coalescing window (Waker). Workers' emissions (Emit) notify in their
+// transaction.
 //
 // Payloads carry ids only (job, step, erasure, quarantine ids) and data subjects as audit
 // pseudonyms, never memory text or personal data.
@@ -23,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/pg"
@@ -101,44 +109,61 @@ type Event struct {
 	CreatedAt time.Time       `json:"created_at"`
 }
 
-// emitSQL inserts one event with the org's next seq and notifies Channel, in one statement.
-// The head row is updated first and held until COMMIT (that is the ordering).
-const emitSQL = `WITH h AS (
-		INSERT INTO outbox_heads AS h (org_id, last_seq) VALUES ($1, 1)
-		ON CONFLICT (org_id) DO UPDATE SET last_seq = h.last_seq + 1 RETURNING last_seq),
+// emitSQL inserts one event with the next seq, in one statement: the org's lock first (CTE
+// l, held until the transaction ends: that is the ordering), then nextval. The lock is an
+// advisory one — no row is updated, nothing is written to the WAL but the event itself. The
+// event id comes from the caller (a random UUID drawn in Go), and only the dedupe index
+// arbitrates the insert (seq, from the sequence, cannot collide): issue 25's profile of the
+// emission (BenchmarkEmitCost, docs/benchmarks.md) found both measurably cheaper than
+// gen_random_uuid() and an insert that checks every unique index.
+const emitSQL = `WITH l AS (SELECT pg_advisory_xact_lock(hashtextextended('strata.outbox' || chr(31) || $1, 0)))
+	INSERT INTO outbox_events (org_id, seq, id, type, job_id, data, dedupe_key, created_at)
+	SELECT $1, nextval('outbox_seq'), $7::uuid, $2, nullif($3, ''), $4::jsonb, nullif($5, ''), coalesce($6::timestamptz, now()) FROM l
+	ON CONFLICT (org_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`
+
+// emitNotifySQL is emitSQL that also notifies Channel (payload: the org) when it commits, for
+// workers' emissions: nothing else wakes the readers for them.
+const emitNotifySQL = `WITH l AS (SELECT pg_advisory_xact_lock(hashtextextended('strata.outbox' || chr(31) || $1, 0))),
 	e AS (
-		INSERT INTO outbox_events (org_id, seq, type, job_id, data, dedupe_key, created_at)
-		SELECT $1, h.last_seq, $2, nullif($3, ''), $4::jsonb, nullif($5, ''), coalesce($6::timestamptz, now()) FROM h
-		ON CONFLICT DO NOTHING RETURNING seq)
+		INSERT INTO outbox_events (org_id, seq, id, type, job_id, data, dedupe_key, created_at)
+		SELECT $1, nextval('outbox_seq'), $7::uuid, $2, nullif($3, ''), $4::jsonb, nullif($5, ''), coalesce($6::timestamptz, now()) FROM l
+		ON CONFLICT (org_id, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING RETURNING seq)
 	SELECT pg_notify('` + Channel + `', $1) FROM e`
 
-// EmitSQL returns the statement and arguments that emit e for org, for a request's
-// Session.AtCommit (it then rides in the COMMIT's round trip and costs the write path no
-// round trip of its own). The statement runs inside the transaction: if it fails, nothing
-// commits.
-func EmitSQL(org string, e New) (string, []any, error) {
+func emitArgs(org string, e New) ([]any, error) {
 	if e.Data == nil {
 		e.Data = map[string]any{}
 	}
 	data, err := json.Marshal(e.Data)
 	if err != nil {
-		return "", nil, fmt.Errorf("encoding event %s: %w", e.Type, err)
+		return nil, fmt.Errorf("encoding event %s: %w", e.Type, err)
 	}
 	var at *time.Time
 	if !e.At.IsZero() {
 		t := e.At.UTC()
 		at = &t
 	}
-	return emitSQL, []any{org, e.Type, e.JobID, string(data), e.DedupeKey, at}, nil
+	return []any{org, e.Type, e.JobID, string(data), e.DedupeKey, at, uuid.NewString()}, nil
 }
 
-// Emit inserts e for org in db's transaction (workers; requests use EmitSQL at commit).
+// EmitSQL returns the statement and arguments that emit e for org, for a request's
+// Session.AtCommit (it then rides in the COMMIT's round trip and costs the write path no
+// round trip of its own). The statement runs inside the transaction: if it fails, nothing
+// commits. It sends no NOTIFY: once the request has committed, the caller tells a Waker (or
+// its readers) that org has news.
+func EmitSQL(org string, e New) (string, []any, error) {
+	args, err := emitArgs(org, e)
+	return emitSQL, args, err
+}
+
+// Emit inserts e for org in db's transaction and notifies Channel at its commit (workers;
+// requests use EmitSQL at commit).
 func Emit(ctx context.Context, db pg.DBTX, org string, e New) error {
-	sql, args, err := EmitSQL(org, e)
+	args, err := emitArgs(org, e)
 	if err != nil {
 		return err
 	}
-	rows, err := db.Query(ctx, sql, args...)
+	rows, err := db.Query(ctx, emitNotifySQL, args...)
 	if err != nil {
 		return pg.Interpret(fmt.Errorf("emitting %s: %w", e.Type, err))
 	}
@@ -193,14 +218,14 @@ func scanEvent(r pgx.CollectableRow) (Event, error) {
 	return e, err
 }
 
-// Head is the org's last emitted seq (0 if none).
+// Head is the seq of org's newest committed event (0 if none).
 func Head(ctx context.Context, db pg.DBTX, org string) (int64, error) {
 	var n int64
-	err := db.QueryRow(ctx, `SELECT coalesce((SELECT last_seq FROM outbox_heads WHERE org_id = $1), 0)`, org).Scan(&n)
+	err := db.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM outbox_events WHERE org_id = $1`, org).Scan(&n)
 	return n, pg.Interpret(err)
 }
 
-// OrgHead is an org with events and its last seq.
+// OrgHead is an org with events and its newest seq.
 type OrgHead struct {
 	OrgID   string
 	LastSeq int64
@@ -238,8 +263,8 @@ func Emitted(ctx context.Context, db pg.DBTX, org string, keys []string) (map[st
 	return out, pg.Interpret(err)
 }
 
-// Prune deletes org's events created before before (retention; the head keeps counting, so
-// seqs are never reused). It returns how many it deleted.
+// Prune deletes org's events created before before (retention; seqs come from a sequence,
+// so they are never reused). It returns how many it deleted.
 func Prune(ctx context.Context, db pg.DBTX, org string, before time.Time) (int64, error) {
 	tag, err := db.Exec(ctx, `DELETE FROM outbox_events WHERE org_id = $1 AND created_at < $2`, org, before)
 	return tag.RowsAffected(), pg.Interpret(err)
