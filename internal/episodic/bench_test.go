@@ -177,7 +177,6 @@ func BenchmarkEventScale10M(b *testing.B) {
 		b.Skip("set STRATA_BENCH_10M=1 to load 10M events")
 	}
 	const orgs, jobsPerOrg, perJob, burst = 10, 1000, 1000, 10
-	total := orgs * jobsPerOrg * perJob
 	pool, dsn := testenv.Pool(b)
 	ctx := context.Background()
 	owner := testenv.OwnerConn(b, dsn)
@@ -185,41 +184,7 @@ func BenchmarkEventScale10M(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	// The job heads.
-	t0 := time.Now()
-	if _, err := owner.Exec(ctx, `INSERT INTO episodic_jobs (org_id, job_id, last_seq)
-		SELECT 'org-' || o, 'job-' || j, $1 FROM generate_series(0, $2 - 1) o, generate_series(0, $3 - 1) j`,
-		perJob, orgs, jobsPerOrg); err != nil {
-		b.Fatal(err)
-	}
-	// The events: round r writes seqs r*burst+1 .. (r+1)*burst of every job.
-	i := 0
-	row := make([]any, 8)
-	src := pgx.CopyFromFunc(func() ([]any, error) {
-		if i >= total {
-			return nil, nil
-		}
-		round := i / (orgs * jobsPerOrg * burst)
-		k := i % (orgs * jobsPerOrg * burst)
-		jobIdx, off := k/burst, k%burst
-		o, j := jobIdx/jobsPerOrg, jobIdx%jobsPerOrg
-		seq := int64(round*burst + off + 1)
-		p := fmt.Sprintf(`{"frame":%d,"x":%d,"label":"crop"}`, seq, j)
-		fp := sha256.Sum256([]byte(p))
-		row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7] =
-			fmt.Sprintf("org-%d", o), fmt.Sprintf("job-%d", j), seq, "video.crop", p, fp[:], "agent", `{"ok":true}`
-		i++
-		return row, nil
-	})
-	n, err := owner.CopyFrom(ctx, pgx.Identifier{"episodic_events"},
-		[]string{"org_id", "job_id", "seq", "op", "params", "fingerprint", "agent_id", "result"}, src)
-	if err != nil {
-		b.Fatal(err)
-	}
-	load := time.Since(t0)
-	if _, err := owner.Exec(ctx, `VACUUM ANALYZE episodic_events`); err != nil {
-		b.Fatal(err)
-	}
+	n, load := loadScaleEvents(b, owner, orgs, jobsPerOrg, perJob, burst)
 	var size string
 	_ = owner.QueryRow(ctx, `SELECT pg_size_pretty(pg_total_relation_size('episodic_events'))`).Scan(&size)
 	b.Logf("loaded %d events in %s (%.0f rows/s); episodic_events with indexes: %s", n, load.Round(time.Second), float64(n)/load.Seconds(), size)
@@ -249,31 +214,9 @@ func BenchmarkEventScale10M(b *testing.B) {
 			return err
 		})
 	})
-	measure("read100", 1000, func() error {
-		org, job := pick()
-		return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
-			evs, err := st.List(ctx, tx, org, job, episodic.ListQuery{AfterSeq: int64(rng.IntN(perJob - 100)), Limit: 100})
-			if err == nil && len(evs) != 100 {
-				err = fmt.Errorf("read %d events", len(evs))
-			}
-			return err
-		})
-	})
-	measure("last20", 1000, func() error {
-		org, job := pick()
-		return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
-			_, err := st.Last(ctx, tx, org, job, 20)
-			return err
-		})
-	})
-	measure("applied", 1000, func() error {
-		org, job := pick()
-		fp := sha256.Sum256([]byte(fmt.Sprintf(`{"frame":%d,"x":%s,"label":"crop"}`, 1+rng.IntN(perJob), job[4:])))
-		return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
-			_, err := st.Applied(ctx, tx, org, job, fp[:])
-			return err
-		})
-	})
+	for _, r := range scaleReads(ctx, pool, st, rng, pick, perJob) {
+		measure(r.name, 1000, r.run)
+	}
 	b.StopTimer()
 	rows, err := owner.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
 		SELECT * FROM episodic_events e WHERE e.org_id = 'org-3' AND e.job_id = 'job-77' AND e.seq > 500 AND e.seq <= 9223372036854775807
@@ -284,5 +227,86 @@ func BenchmarkEventScale10M(b *testing.B) {
 	plan, _ := pgx.CollectRows(rows, pgx.RowTo[string])
 	for _, l := range plan {
 		b.Log(l)
+	}
+}
+
+// loadScaleEvents fills a database for the scale benchmarks as the owner: the heads of
+// orgs × jobsPerOrg jobs, then perJob events each by COPY (round r writes seqs
+// r*burst+1 .. (r+1)*burst of every job), then VACUUM ANALYZE. It returns the events
+// loaded and the time the heads and the COPY took.
+func loadScaleEvents(b *testing.B, owner *pgx.Conn, orgs, jobsPerOrg, perJob, burst int) (int64, time.Duration) {
+	ctx := context.Background()
+	total := orgs * jobsPerOrg * perJob
+	t0 := time.Now()
+	if _, err := owner.Exec(ctx, `INSERT INTO episodic_jobs (org_id, job_id, last_seq)
+		SELECT 'org-' || o, 'job-' || j, $1 FROM generate_series(0, $2 - 1) o, generate_series(0, $3 - 1) j`,
+		perJob, orgs, jobsPerOrg); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	row := make([]any, 8)
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		if i >= total {
+			return nil, nil
+		}
+		round := i / (orgs * jobsPerOrg * burst)
+		k := i % (orgs * jobsPerOrg * burst)
+		jobIdx, off := k/burst, k%burst
+		o, j := jobIdx/jobsPerOrg, jobIdx%jobsPerOrg
+		seq := int64(round*burst + off + 1)
+		p := fmt.Sprintf(`{"frame":%d,"x":%d,"label":"crop"}`, seq, j)
+		fp := sha256.Sum256([]byte(p))
+		row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7] =
+			fmt.Sprintf("org-%d", o), fmt.Sprintf("job-%d", j), seq, "video.crop", p, fp[:], "agent", `{"ok":true}`
+		i++
+		return row, nil
+	})
+	n, err := owner.CopyFrom(ctx, pgx.Identifier{"episodic_events"},
+		[]string{"org_id", "job_id", "seq", "op", "params", "fingerprint", "agent_id", "result"}, src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	load := time.Since(t0)
+	if _, err := owner.Exec(ctx, `VACUUM ANALYZE episodic_events`); err != nil {
+		b.Fatal(err)
+	}
+	return n, load
+}
+
+// scaleRead is one of the hot reads the scale benchmarks time.
+type scaleRead struct {
+	name string
+	run  func() error
+}
+
+// scaleReads are the hot reads on random jobs (pick) of a database loaded by
+// loadScaleEvents: 100 events after a random seq, the last 20, applied? by fingerprint.
+func scaleReads(ctx context.Context, pool *pgxpool.Pool, st *episodic.Store, rng *rand.Rand, pick func() (string, string), perJob int) []scaleRead {
+	return []scaleRead{
+		{"read100", func() error {
+			org, job := pick()
+			return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+				evs, err := st.List(ctx, tx, org, job, episodic.ListQuery{AfterSeq: int64(rng.IntN(perJob - 100)), Limit: 100})
+				if err == nil && len(evs) != 100 {
+					err = fmt.Errorf("read %d events", len(evs))
+				}
+				return err
+			})
+		}},
+		{"last20", func() error {
+			org, job := pick()
+			return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+				_, err := st.Last(ctx, tx, org, job, 20)
+				return err
+			})
+		}},
+		{"applied", func() error {
+			org, job := pick()
+			fp := sha256.Sum256([]byte(fmt.Sprintf(`{"frame":%d,"x":%s,"label":"crop"}`, 1+rng.IntN(perJob), job[4:])))
+			return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+				_, err := st.Applied(ctx, tx, org, job, fp[:])
+				return err
+			})
+		}},
 	}
 }

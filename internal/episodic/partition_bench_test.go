@@ -2,7 +2,6 @@ package episodic_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -60,40 +59,8 @@ func BenchmarkEventScalePartitioned(b *testing.B) {
 			defer pool.Close()
 			ctx := context.Background()
 			owner := testenv.OwnerConn(b, dsn)
-			if _, err := owner.Exec(ctx, `INSERT INTO episodic_jobs (org_id, job_id, last_seq)
-				SELECT 'org-' || o, 'job-' || j, $1 FROM generate_series(0, $2 - 1) o, generate_series(0, $3 - 1) j`,
-				perJob, orgs, jobsPerOrg); err != nil {
-				b.Fatal(err)
-			}
-			i := 0
-			row := make([]any, 8)
-			src := pgx.CopyFromFunc(func() ([]any, error) {
-				if i >= total {
-					return nil, nil
-				}
-				round := i / (orgs * jobsPerOrg * burst)
-				k := i % (orgs * jobsPerOrg * burst)
-				jobIdx, off := k/burst, k%burst
-				o, j := jobIdx/jobsPerOrg, jobIdx%jobsPerOrg
-				seq := int64(round*burst + off + 1)
-				p := fmt.Sprintf(`{"frame":%d,"x":%d,"label":"crop"}`, seq, j)
-				fp := sha256.Sum256([]byte(p))
-				row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7] =
-					fmt.Sprintf("org-%d", o), fmt.Sprintf("job-%d", j), seq, "video.crop", p, fp[:], "agent", `{"ok":true}`
-				i++
-				return row, nil
-			})
-			t0 := time.Now()
-			n, err := owner.CopyFrom(ctx, pgx.Identifier{"episodic_events"},
-				[]string{"org_id", "job_id", "seq", "op", "params", "fingerprint", "agent_id", "result"}, src)
-			if err != nil {
-				b.Fatal(err)
-			}
-			load := time.Since(t0)
+			n, load := loadScaleEvents(b, owner, orgs, jobsPerOrg, perJob, burst)
 			res.copyRate = float64(n) / load.Seconds()
-			if _, err := owner.Exec(ctx, `VACUUM ANALYZE episodic_events`); err != nil {
-				b.Fatal(err)
-			}
 			var size string
 			_ = owner.QueryRow(ctx, `SELECT pg_size_pretty(coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('episodic_events')),
 				pg_total_relation_size('episodic_events')))`).Scan(&size)
@@ -152,31 +119,9 @@ func BenchmarkEventScalePartitioned(b *testing.B) {
 				}
 				res.m[name] = [2]float64{pct(lat, 0.5), pct(lat, 0.99)}
 			}
-			measure("read100", func() error {
-				org, job := pick()
-				return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
-					evs, err := st.List(ctx, tx, org, job, episodic.ListQuery{AfterSeq: int64(rng.IntN(perJob - 100)), Limit: 100})
-					if err == nil && len(evs) != 100 {
-						err = fmt.Errorf("read %d events", len(evs))
-					}
-					return err
-				})
-			})
-			measure("last20", func() error {
-				org, job := pick()
-				return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
-					_, err := st.Last(ctx, tx, org, job, 20)
-					return err
-				})
-			})
-			measure("applied", func() error {
-				org, job := pick()
-				fp := sha256.Sum256([]byte(fmt.Sprintf(`{"frame":%d,"x":%s,"label":"crop"}`, 1+rng.IntN(perJob), job[4:])))
-				return pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
-					_, err := st.Applied(ctx, tx, org, job, fp[:])
-					return err
-				})
-			})
+			for _, r := range scaleReads(ctx, pool, st, rng, pick, perJob) {
+				measure(r.name, r.run)
+			}
 			b.StopTimer()
 			if parts == 0 {
 				// Then move this database online to 16 partitions (server partition).
