@@ -79,14 +79,7 @@ func BenchmarkMem0CallPath(b *testing.B) {
 	key := s.NewKey("mem0-bench", "agent")
 	b.ResetTimer()
 	for range b.N {
-		cmd := exec.Command("node", "scripts/bench.mjs")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "STRATA_URL="+s.URL, "STRATA_API_KEY="+key, "MEM0_TELEMETRY=false")
-		out, err := cmd.Output()
-		require.NoError(b, err, "%s", out)
-		var r map[string]struct{ Ops, P50, P99 float64 }
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		require.NoError(b, json.Unmarshal([]byte(lines[len(lines)-1]), &r), "%s", out)
+		r := runNodeBench(b, dir, "scripts/bench.mjs", "STRATA_URL="+s.URL, "STRATA_API_KEY="+key, "MEM0_TELEMETRY=false")
 		for _, op := range []string{"add", "search"} {
 			m, v := r["mem0-"+op], r["v1-"+op]
 			b.ReportMetric(m.Ops/v.Ops, op+"-speed")
@@ -120,16 +113,8 @@ func BenchmarkMem0Peer(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		peerDB := testenv.EmptyDatabaseURL(b)
-		cmd := exec.Command("node", "scripts/peer-bench.mjs")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "STRATA_URL="+s.URL, "STRATA_API_KEY="+key, "MEM0_PG_URL="+peerDB,
+		r := runNodeBench(b, dir, "scripts/peer-bench.mjs", "STRATA_URL="+s.URL, "STRATA_API_KEY="+key, "MEM0_PG_URL="+peerDB,
 			"EMBED_URL="+emb.BaseURL(), "MEM0_TELEMETRY=false")
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		require.NoError(b, err, "%s", out)
-		var r map[string]struct{ Ops, P50, P99 float64 }
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		require.NoError(b, json.Unmarshal([]byte(lines[len(lines)-1]), &r), "%s", out)
 		for _, op := range []string{"add", "search"} {
 			m, st := r["mem0-"+op], r["strata-"+op]
 			b.ReportMetric(st.Ops/m.Ops, op+"-speed")
@@ -141,4 +126,22 @@ func BenchmarkMem0Peer(b *testing.B) {
 			b.ReportMetric(m.P99, op+"-mem0-p99-ms")
 		}
 	}
+}
+
+// opStats is one side's figures as the Node benchmark scripts print them.
+type opStats struct{ Ops, P50, P99 float64 }
+
+// runNodeBench runs a benchmark script of clients/compat-mem0 (its stderr shown) and
+// decodes the JSON line it ends with: per side, ops/s, p50 and p99 in ms.
+func runNodeBench(b *testing.B, dir, script string, env ...string) map[string]opStats {
+	cmd := exec.Command("node", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	require.NoError(b, err, "%s", out)
+	var r map[string]opStats
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.NoError(b, json.Unmarshal([]byte(lines[len(lines)-1]), &r), "%s", out)
+	return r
 }
