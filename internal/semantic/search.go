@@ -176,11 +176,11 @@ func scanHit(r pgx.CollectableRow, rows bool) (hit, error) {
 	return h, err
 }
 
-// legCols is what a leg selects: the id, or with rows every memory column (the outer query
-// of a materialised leg reads them by these names).
+// legCols is what a leg selects: the id, or with rows every memory column (memCols names
+// each, so the outer query of a materialised leg can read them).
 func legCols(rows bool) string {
 	if rows {
-		return strings.Replace(memCols, "coalesce(last_verified_by, '')", "coalesce(last_verified_by, '') AS last_verified_by", 1)
+		return memCols
 	}
 	return "id"
 }

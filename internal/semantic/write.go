@@ -20,7 +20,7 @@ import (
 const memCols = `id, root_id, version, kind, text, user_id, agent_id, session_id, metadata,
 	importance, pinned, trust, created_by_key, source_agent_id, source_job_id, source_event_seq,
 	embedder, model, dims, valid_from, valid_to, superseded_by, access_count, last_accessed_at,
-	dedup_count, last_verified_at, coalesce(last_verified_by, ''), updated_at`
+	dedup_count, last_verified_at, coalesce(last_verified_by, '') AS last_verified_by, updated_at`
 
 // scanMemory scans a row of memCols; extra are the destinations of columns selected after
 // them (a search leg's distance or rank).
