@@ -117,24 +117,13 @@ type Load func(sql string, args ...any) ([]string, error)
 // keeps it when it is small enough), or only users when it is off. A nil cache always
 // asks Postgres.
 func (c *RestrictionCache) Among(org string, users []string, load Load) (map[string]bool, error) {
-	const among = `SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 AND user_id = ANY($2)`
-	now := time.Now()
-	set, ok, gen, on := c.lookup(org, now)
-	if !ok {
-		if !on {
-			ids, err := load(among, org, users)
-			return toSet(ids), err
-		}
-		ids, err := load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 LIMIT $2`, org, maxCachedRestrictions+1)
-		if err != nil {
-			return nil, err
-		}
-		if len(ids) > maxCachedRestrictions {
-			ids, err := load(among, org, users)
-			return toSet(ids), err
-		}
-		set = toSet(ids)
-		c.put(org, set, gen, now)
+	set, cached, err := c.orgSet(org, load)
+	if err != nil {
+		return nil, err
+	}
+	if !cached {
+		ids, err := load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 AND user_id = ANY($2)`, org, users)
+		return toSet(ids), err
 	}
 	out := map[string]bool{}
 	for _, u := range users {
@@ -149,20 +138,29 @@ func (c *RestrictionCache) Among(org string, users []string, load Load) (map[str
 // org's set through load when it is not cached). It answers false, and the caller asks
 // Postgres, while the cache is off or when the org has more subjects than are cached.
 func (c *RestrictionCache) NoneIn(org string, load Load) (bool, error) {
+	set, cached, err := c.orgSet(org, load)
+	return cached && len(set) == 0, err
+}
+
+// orgSet is org's set of restricted subjects from the cache, loaded through load (and kept)
+// when it is not there. cached is false, and nothing is loaded, while the cache is off;
+// false too when the org has more subjects than are cached.
+func (c *RestrictionCache) orgSet(org string, load Load) (set map[string]bool, cached bool, err error) {
 	now := time.Now()
 	set, ok, gen, on := c.lookup(org, now)
+	if ok {
+		return set, true, nil
+	}
 	if !on {
-		return false, nil
+		return nil, false, nil
 	}
-	if !ok {
-		ids, err := load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 LIMIT $2`, org, maxCachedRestrictions+1)
-		if err != nil || len(ids) > maxCachedRestrictions {
-			return false, err
-		}
-		set = toSet(ids)
-		c.put(org, set, gen, now)
+	ids, err := load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1 LIMIT $2`, org, maxCachedRestrictions+1)
+	if err != nil || len(ids) > maxCachedRestrictions {
+		return nil, false, err
 	}
-	return len(set) == 0, nil
+	set = toSet(ids)
+	c.put(org, set, gen, now)
+	return set, true, nil
 }
 
 func toSet(ids []string) map[string]bool {
