@@ -167,6 +167,14 @@ var Rules = []Rule{
 		Floor:  Side{smT + "scoped/zipf/naive_filtered_hnsw", "qps", Rate, "naive filtered HNSW (wrong for small scopes)"},
 		Also:   []Side{{smT + "scoped/zipf/ours_auto", "recall@10", Rate, "recall@10"}},
 		Target: MinAlso("recall@10 ≥ 0.95", 0, 0.95, 0)},
+	{Area: "Semantic", Measure: "scoped search, 1,000 users (zipf), heavy scopes with an HNSW index of their own",
+		Strata: Side{smT + "scoped/zipf/ours_scope_indexes", "qps", Rate, "auto strategy after one scope-index pass (scopes > 1,000 rows)"},
+		Floor:  Side{smT + "scoped/zipf/naive_filtered_hnsw", "qps", Rate, "naive filtered HNSW (wrong for small scopes)"},
+		Also: []Side{{smT + "scoped/zipf/ours_scope_indexes", "recall@10", Rate, "recall@10"},
+			{smT + "scoped/zipf/ours_scope_indexes", "p95_ms", Time, "p95"}},
+		Target: &Check{Desc: "recall@10 ≥ 0.98 at p95 < 5 ms and ≥ 0.7× floor", OK: func(r *Row) bool {
+			return len(r.Also) == 2 && Median(r.Also[0]) >= 0.98 && Median(r.Also[1]) < 5 && Median(r.Speed) >= 0.7
+		}}},
 	{Area: "Semantic", Measure: "memory insert with HNSW index, 1 writer",
 		Strata: Side{smT + "insert/ours/c=1", "rows/s", Rate, "semantic.Store.Create (dedup + insert)"},
 		Floor:  Side{smT + "insert/bare/c=1", "rows/s", Rate, "bare indexed INSERT"}},

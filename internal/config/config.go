@@ -111,6 +111,12 @@ type Config struct {
 	VerifyAge        time.Duration `env:"STRATA_VERIFY_AGE" envDefault:"2160h"`
 	HNSWEfSearch     int           `env:"STRATA_HNSW_EF_SEARCH" envDefault:"100"`
 	SearchExactBelow int           `env:"STRATA_SEARCH_EXACT_BELOW" envDefault:"5000"`
+	// A user scope searched with more than ScopeIndexAbove memories gets an HNSW index of
+	// its own, built by a pass every ScopeIndexInterval (0: never), at most ScopeIndexMax
+	// in the database (docs/semantic.md, "Heavy scopes").
+	ScopeIndexAbove    int           `env:"STRATA_SCOPE_INDEX_ABOVE" envDefault:"1000"`
+	ScopeIndexInterval time.Duration `env:"STRATA_SCOPE_INDEX_INTERVAL" envDefault:"1m"`
+	ScopeIndexMax      int           `env:"STRATA_SCOPE_INDEX_MAX" envDefault:"64"`
 
 	// Consolidation and eviction workers (docs/workers.md). STRATA_LLM_MODEL (above), with
 	// OPENAI_BASE_URL and OPENAI_API_KEY, makes job summaries LLM-written.

@@ -49,6 +49,10 @@ type Engine struct {
 	Pause   time.Duration // between batches
 	Lease   time.Duration // how long a worker's claim lasts without progress (default 30s)
 	Now     func() time.Time
+	// DropScopeIndexes drops the subject's semantic scope indexes (their definitions name
+	// the user; semantic/scopeindex.go) once its memories are erased, and returns how many;
+	// nil when the server builds none. It needs the tables' owner, which the request pool is not.
+	DropScopeIndexes func(ctx context.Context, org, user string) (int, error)
 }
 
 func (e *Engine) now() time.Time {
@@ -355,9 +359,20 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 		}); err != nil {
 			return err
 		}
+		var indexes int
+		if e.DropScopeIndexes != nil {
+			var err error
+			if indexes, err = e.DropScopeIndexes(ctx, org, user); err != nil {
+				return fmt.Errorf("dropping the subject's scope indexes: %w", err)
+			}
+		}
 		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			k, err := semantic.EraseUserRetrievals(ctx, tx, org, user, n)
-			return map[string]int64{"semantic.retrievals": k}, k < int64(n), err
+			counts := map[string]int64{"semantic.retrievals": k}
+			if indexes > 0 {
+				counts["semantic.scope_indexes"], indexes = int64(indexes), 0
+			}
+			return counts, k < int64(n), err
 		})
 	case "extraction":
 		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/testenv"
 	"github.com/strata-mem/strata/internal/working"
 )
@@ -108,6 +109,21 @@ func TestGDPRErasureResumesAfterKill(t *testing.T) {
 			require.NoError(t, err, q)
 		}
 	}
+	// Both users are heavy enough for scope indexes of their own (semantic/scopeindex.go),
+	// whose definitions name them: the erasure drops the subject's, and only it.
+	scopes := []semantic.HotScope{{OrgID: org, UserID: user, Dims: 384}, {OrgID: org, UserID: other, Dims: 384}}
+	rep, err := semantic.EnsureScopeIndexes(ctx, owner, semantic.ScopeIndexOptions{BuildAbove: memories / 2}, scopes)
+	require.NoError(t, err)
+	require.Len(t, rep.Built, 2)
+	e.DropScopeIndexes = func(ctx context.Context, org, user string) (int, error) {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close(ctx)
+		names, err := semantic.DropScopeIndexes(ctx, c, org, user)
+		return len(names), err
+	}
 	var id string
 	require.NoError(t, pg.InOrgTx(ctx, e.Pool, org, func(tx pgx.Tx) error {
 		er, err := gdpr.CreateErasure(ctx, tx, nil, gdpr.NewErasure{OrgID: org, UserID: user, Subject: e.Pseudo.Subject(org, user),
@@ -132,7 +148,7 @@ func TestGDPRErasureResumesAfterKill(t *testing.T) {
 	require.Less(t, deletedBefore, int64(events), "the kill came too late to test resumption")
 
 	// Worker B while A's lease lives: refused.
-	err := e.Run(ctx, org, id, "worker-b")
+	err = e.Run(ctx, org, id, "worker-b")
 	var held *gdpr.LeaseHeldError
 	require.ErrorAs(t, err, &held)
 
@@ -149,6 +165,11 @@ func TestGDPRErasureResumesAfterKill(t *testing.T) {
 	require.Equal(t, 2, er.Attempts)
 	require.Equal(t, int64(events), er.Counts["episodic"]["events_deleted"], "every event erased exactly once across the two workers")
 	require.Equal(t, int64(memories), er.Counts["semantic"]["memories"])
+	require.Equal(t, int64(1), er.Counts["semantic"]["scope_indexes"])
+	var left []string
+	require.NoError(t, owner.QueryRow(ctx, `SELECT coalesce(array_agg(relname::text), '{}') FROM pg_class WHERE relname = ANY($1)`,
+		[]string{scopes[0].IndexName(), scopes[1].IndexName()}).Scan(&left))
+	require.Equal(t, []string{scopes[1].IndexName()}, left, "the subject's scope index is gone, the other user's stays")
 	require.Equal(t, int64(1), er.Counts["jobs"]["jobs"])
 	require.NotNil(t, er.Verification)
 	require.True(t, er.Verification.Clean, "%v", er.Verification.Remaining)

@@ -10,11 +10,16 @@ import (
 const maxCounts = 50_000
 
 // scopeCounts remembers the bounded scope counts that choose between the exact sort and
-// the HNSW scan, so that a search of a scope counted far below the threshold (at most half
-// of ExactBelow) in the last Options.CountTTL skips the count's round trip and its scan. Only the
-// choice of strategy rests on it, and the exact sort is right at any size: a scope that
-// grew past the threshold within that time is sorted exactly once or twice more, never
-// answered wrongly. Per replica, in memory; keys carry the org and every filter argument.
+// the HNSW scan, so that a search of a scope counted in the last Options.CountTTL skips the
+// count's round trip and its scan — when the count was far from the threshold: at most half
+// of ExactBelow, or past it. Only the choice of strategy rests on it. The exact sort is right
+// at any size, so a small scope that grew within that time is sorted exactly once or twice
+// more, never answered wrongly. A big scope that shrank within that time is scanned by HNSW a
+// few more times, as it was a moment before, with the exact fallback when the scan comes
+// back short. Counting a big scope is the expensive case: the bounded count reads
+// ExactBelow+1 index entries (and, without a fresh visibility map, their heap rows), several
+// milliseconds, every search. Per replica, in memory; keys carry the org and every filter
+// argument.
 type scopeCounts struct {
 	mu sync.Mutex
 	m  map[string]scopeCount
@@ -34,16 +39,16 @@ func scopeKey(f *filter) string {
 	return f.sql() + "\x00" + string(args)
 }
 
-// small returns a remembered count of key when it is younger than ttl and at most half
-// of exactBelow.
-func (c *scopeCounts) small(key string, exactBelow int, ttl time.Duration) (int, bool) {
+// remembered returns a count of key when it is younger than ttl and far from exactBelow:
+// at most half of it, or past it.
+func (c *scopeCounts) remembered(key string, exactBelow int, ttl time.Duration) (int, bool) {
 	if key == "" || ttl <= 0 {
 		return 0, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
-	if !ok || time.Since(e.at) > ttl || e.n > exactBelow/2 {
+	if !ok || time.Since(e.at) > ttl || (e.n > exactBelow/2 && e.n <= exactBelow) {
 		return 0, false
 	}
 	return e.n, true

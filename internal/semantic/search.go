@@ -35,10 +35,14 @@ const (
 type filter struct {
 	conds []string
 	args  []any
+	// org, user and the flags say which scope index (scopeindex.go) the filter's rows fall
+	// under: one user level (visibleTo, exactScope) and current memories.
+	org, user         string
+	scoped, isCurrent bool
 }
 
 func newFilter(org string) *filter {
-	f := &filter{}
+	f := &filter{org: org}
 	f.add("org_id = ?", org)
 	return f
 }
@@ -67,12 +71,20 @@ func (f *filter) arg(v any) string {
 func (f *filter) sql() string { return strings.Join(f.conds, " AND ") }
 
 func (f *filter) clone() *filter {
-	return &filter{conds: append([]string(nil), f.conds...), args: append([]any(nil), f.args...)}
+	c := *f
+	c.conds, c.args = append([]string(nil), f.conds...), append([]any(nil), f.args...)
+	return &c
+}
+
+// hotScope is the scope index f's rows fall under for vectors of dims, if any.
+func (f *filter) hotScope(dims int) (HotScope, bool) {
+	return HotScope{OrgID: f.org, UserID: f.user, Dims: dims}, f.scoped && f.isCurrent && f.org != ""
 }
 
 // exactScope: exactly this scope (dedup).
 func (f *filter) exactScope(sc strata.Scope) {
 	f.add("user_id = ? AND agent_id = ? AND session_id = ?", sc.UserID, sc.AgentID, sc.SessionID)
+	f.user, f.scoped = sc.UserID, true
 }
 
 // visibleTo composes scopes: a memory is visible to a query when every level the memory
@@ -88,10 +100,14 @@ func (f *filter) visibleTo(sc strata.Scope) {
 	}
 	f.add("user_id = ANY(?) AND agent_id = ANY(?) AND session_id = ANY(?)",
 		levels(sc.UserID), levels(sc.AgentID), levels(sc.SessionID))
+	f.user, f.scoped = sc.UserID, true
 }
 
 // current: not superseded.
-func (f *filter) current() { f.conds = append(f.conds, "valid_to IS NULL") }
+func (f *filter) current() {
+	f.conds = append(f.conds, "valid_to IS NULL")
+	f.isCurrent = true
+}
 
 // asOf: the versions that were current at t.
 func (f *filter) asOf(t time.Time) {
@@ -151,7 +167,7 @@ type Result struct {
 // SearchInfo says how a search ran.
 type SearchInfo struct {
 	Strategy         Strategy `json:"strategy" doc:"exact or hnsw (iterative scan)."`
-	ScopeSize        int      `json:"scope_size" doc:"Visible memories counted to choose the strategy (counting stops past the exact threshold; a scope counted far below it in the last 5 s is not counted again)."`
+	ScopeSize        int      `json:"scope_size" doc:"Visible memories counted to choose the strategy (counting stops past the exact threshold; a scope counted far from it (at most half of it, or past it) in the last 5 s is not counted again). -1 when nothing was counted: a forced strategy, or a scope with an HNSW index of its own (see Heavy scopes in docs/semantic.md)."`
 	VectorCandidates int      `json:"vector_candidates"`
 	TextCandidates   int      `json:"text_candidates"`
 	Fallback         bool     `json:"fallback,omitempty" doc:"HNSW returned too few rows and the exact search answered."`
@@ -219,23 +235,32 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 	f.conds = append(f.conds, "dims = "+strconv.Itoa(sp.Dims))
 	f.add("model = ? AND embedder = ?", sp.Model, sp.Embedder)
 	if strategy == StrategyAuto {
-		// Count the scope (bounded): the b-tree on (org, user, agent, session) answers it
-		// — unless a count of the last few seconds found it far below the threshold.
-		key := scopeKey(f)
-		cnt, ok := s.counts.small(key, s.o.ExactBelow, s.o.CountTTL)
-		if !ok {
-			cf := f.clone()
-			err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+cf.sql()+
-				` LIMIT `+cf.arg(s.o.ExactBelow+1)+`) x`, cf.args...).Scan(&cnt)
-			if err != nil {
-				return res, pg.Interpret(err)
+		hs, hot := f.hotScope(sp.Dims)
+		if hot && s.hot.isIndexed(hs) {
+			// The scope has an HNSW index of its own (scopeindex.go): it answers, uncounted.
+			res.strategy = StrategyHNSW
+		} else {
+			// Count the scope (bounded): the b-tree on (org, user, agent, session) answers
+			// it — unless a count of the last few seconds found it far from the threshold.
+			key := scopeKey(f)
+			cnt, ok := s.counts.remembered(key, s.o.ExactBelow, s.o.CountTTL)
+			if !ok {
+				cf := f.clone()
+				err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+cf.sql()+
+					` LIMIT `+cf.arg(s.o.ExactBelow+1)+`) x`, cf.args...).Scan(&cnt)
+				if err != nil {
+					return res, pg.Interpret(err)
+				}
+				s.counts.put(key, cnt)
 			}
-			s.counts.put(key, cnt)
-		}
-		res.scopeSize = cnt
-		res.strategy = StrategyHNSW
-		if cnt <= s.o.ExactBelow {
-			res.strategy = StrategyExact
+			res.scopeSize = cnt
+			res.strategy = StrategyHNSW
+			if cnt <= s.o.ExactBelow {
+				res.strategy = StrategyExact
+			}
+			if hot && cnt > s.o.ScopeIndexAbove {
+				s.hot.note(hs) // a candidate for an index of its own
+			}
 		}
 	}
 	vec := pgvector.NewVector(v)
@@ -269,10 +294,13 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 			// materialised candidates (pgvector's documented pattern).
 			sql = `WITH nn AS MATERIALIZED (SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
 				qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT * FROM nn ORDER BY d, id`
-			// The scan settings and the query travel in one batch: one round trip.
+			// The scan settings and the query travel in one batch: one round trip. JIT is
+			// off: enable_sort = off prices any sort at 10^10, past jit_above_cost, and
+			// compiling the plain query took 140 ms of its 146 (BenchmarkSemantic100k).
 			b.Queue(`SELECT set_config('hnsw.ef_search', $1, true),
 				set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
-				set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_sort', $4, true)`,
+				set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_sort', $4, true),
+				set_config('jit', 'off', true)`,
 				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples), sortOK)
 		}
 		var hits []hit

@@ -117,7 +117,7 @@ func TestSearchStrategies(t *testing.T) {
 
 // TestSearchRemembersSmallScopeCounts: a scope counted far below ExactBelow is not counted
 // again for a few seconds — and the exact sort still sees every memory written since; a
-// scope nearer the threshold is counted every time.
+// scope nearer the threshold is counted every time; a scope past it is remembered too.
 func TestSearchRemembersSmallScopeCounts(t *testing.T) {
 	t.Parallel()
 	pool, _ := testenv.Pool(t)
@@ -151,6 +151,31 @@ func TestSearchRemembersSmallScopeCounts(t *testing.T) {
 	res, info = searchAs(t, pool, far, "acme", "u2", "logo", 10, semantic.StrategyAuto)
 	require.Empty(t, res)
 	require.Zero(t, info.ScopeSize)
+
+	// A scope counted past the threshold (4 > ExactBelow 2; the count stops at 3) is not
+	// counted again either: it stays on HNSW for a few seconds even after it shrank, and
+	// HNSW still finds what is there.
+	big := semantic.NewStore(semantic.Options{ExactBelow: 2, CountTTL: time.Minute}, nil)
+	_, info = search(big, "logo")
+	require.Equal(t, 3, info.ScopeSize)
+	require.Equal(t, semantic.StrategyHNSW, info.Strategy)
+	all, _ := search(off, "logo")
+	require.Len(t, all, 4)
+	require.NoError(t, pg.InOrgTx(context.Background(), pool, "acme", func(tx pgx.Tx) error {
+		for _, r := range all[:3] {
+			if _, err := big.Delete(context.Background(), tx, "acme", r.Memory.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	res, info = search(big, "logo")
+	require.Equal(t, 3, info.ScopeSize, "remembered")
+	require.Equal(t, semantic.StrategyHNSW, info.Strategy)
+	require.Len(t, res, 1)
+	require.Equal(t, all[3].Memory.ID, res[0].Memory.ID)
+	_, info = search(off, "logo")
+	require.Equal(t, 1, info.ScopeSize)
 }
 
 // searchAs runs store's search for user of org, with text as the query and its lexical

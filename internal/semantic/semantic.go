@@ -128,8 +128,12 @@ type Options struct {
 	// answered by an exact distance sort over the scope (b-tree on the scope) instead of
 	// HNSW [5000].
 	ExactBelow int
-	// CountTTL: a scope counted at most ExactBelow/2 is not counted again for this long
-	// (the exact sort is right at any size; see counts.go) [5s]; negative: always count.
+	// ScopeIndexAbove: a user scope searched with more current memories than this is a
+	// candidate for an HNSW index of its own (scopeindex.go), and once it has one its
+	// searches use it instead of counting and sorting exactly [1000].
+	ScopeIndexAbove int
+	// CountTTL: a scope counted at most ExactBelow/2, or past ExactBelow, is not counted
+	// again for this long (see counts.go) [5s]; negative: always count.
 	CountTTL time.Duration
 	// EfSearch is hnsw.ef_search for HNSW scans (raised to the candidate count) [100].
 	EfSearch int
@@ -151,6 +155,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ExactBelow <= 0 {
 		o.ExactBelow = 5000
+	}
+	if o.ScopeIndexAbove <= 0 {
+		o.ScopeIndexAbove = min(1000, o.ExactBelow)
 	}
 	if o.CountTTL == 0 {
 		o.CountTTL = 5 * time.Second
@@ -181,6 +188,7 @@ type Store struct {
 	o      Options
 	now    func() time.Time
 	counts scopeCounts
+	hot    hotScopes
 }
 
 // NewStore returns a store; now may be nil (time.Now).

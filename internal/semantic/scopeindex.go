@@ -1,0 +1,406 @@
+package semantic
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/service"
+)
+
+// Scope indexes (docs/semantic.md, "Heavy scopes"): a user whose visible memories outgrow
+// the exact sort (more than Options.ExactBelow) is searched by HNSW, and the org-wide
+// index is a poor fit for a scope of 5–20 % of the org: the scan walks the whole graph and
+// filters most of what it finds (20+ ms at 100k memories). Such a scope gets an HNSW index
+// of its own, a partial index whose predicate is the scope:
+//
+//	WHERE org_id = 'o' AND user_id IN ('', 'u') AND dims = d AND valid_to IS NULL
+//
+// (the user's memories and the org-level ones, every memory the user's searches can see).
+// The planner picks it by itself for any current-memories query that implies the predicate
+// — the user's searches (user_id = ANY('{"",u}') with their agent and session levels as
+// extra filters) and the dedup probe of the user's writes (user_id = 'u') — because HNSW
+// scans run with custom plans, where the parameters are constants the predicate can be
+// proved from. Nothing in the query changes; a search of a scope without its index uses
+// the org-wide one as before.
+//
+// Which scopes: nearest notes each (org, user, dims) it counts past Options.ScopeIndexAbove
+// (1,000); a maintenance pass (EnsureScopeIndexes, run by the server every
+// STRATA_SCOPE_INDEX_INTERVAL on a connection of the login role, which owns the tables)
+// builds an index for a noted scope that still holds more than that, at most Max in the
+// database, CONCURRENTLY on the org's partition (writes go on), and drops an index whose
+// scope fell below half of it (an erasure, eviction) or whose build was interrupted. The
+// catalog is the registry: each index is named memories_scope_<hash> and carries its scope
+// as a JSON comment. Once a replica knows a scope has its index (the pass's result), that
+// scope's searches skip the count and the exact sort and go to HNSW, which the scope's own
+// index answers with the recall of a whole-graph search (1.0 at 100k in the benchmark).
+
+// ScopeIndexPrefix begins every scope index's name.
+const ScopeIndexPrefix = "memories_scope_"
+
+// HotScope is a scope that may deserve an index of its own.
+type HotScope struct {
+	OrgID  string `json:"org_id"`
+	UserID string `json:"user_id"`
+	Dims   int    `json:"dims"`
+}
+
+// IndexName is the scope's index name: a hash, so that no id appears in it.
+func (h HotScope) IndexName() string {
+	sum := sha256.Sum256([]byte(h.OrgID + "\x00" + h.UserID + "\x00" + strconv.Itoa(h.Dims)))
+	return ScopeIndexPrefix + hex.EncodeToString(sum[:10])
+}
+
+// predicate is the index's WHERE clause, with the ids as literals.
+func (h HotScope) predicate() string {
+	users := `user_id = ` + literal(h.UserID)
+	if h.UserID != "" {
+		users = `user_id IN ('', ` + literal(h.UserID) + `)`
+	}
+	return `org_id = ` + literal(h.OrgID) + ` AND ` + users + ` AND dims = ` + strconv.Itoa(h.Dims) + ` AND valid_to IS NULL`
+}
+
+// literal quotes s as an SQL string literal (standard_conforming_strings, on since
+// Postgres 9.1 and required by Strata's migrations).
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// maxHotPending bounds the scopes noted between two passes.
+const maxHotPending = 1024
+
+// hotScopes is what nearest noted since the last pass, and the scopes known to have an
+// index (so that their searches do not note them again).
+type hotScopes struct {
+	mu      sync.Mutex
+	pending map[HotScope]struct{}
+	indexed map[HotScope]struct{}
+}
+
+func (h *hotScopes) note(sc HotScope) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.indexed[sc]; ok {
+		return
+	}
+	if h.pending == nil {
+		h.pending = map[HotScope]struct{}{}
+	}
+	if len(h.pending) < maxHotPending {
+		h.pending[sc] = struct{}{}
+	}
+}
+
+func (h *hotScopes) isIndexed(sc HotScope) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.indexed[sc]
+	return ok
+}
+
+// HotScopes returns the scopes searched by HNSW since the last call (and forgets them).
+func (s *Store) HotScopes() []HotScope {
+	s.hot.mu.Lock()
+	defer s.hot.mu.Unlock()
+	out := make([]HotScope, 0, len(s.hot.pending))
+	for sc := range s.hot.pending {
+		out = append(out, sc)
+	}
+	s.hot.pending = nil
+	sort.Slice(out, func(i, j int) bool { return out[i].IndexName() < out[j].IndexName() })
+	return out
+}
+
+// SetIndexed records the scopes that have an index (a pass's result).
+func (s *Store) SetIndexed(scopes []HotScope) {
+	m := make(map[HotScope]struct{}, len(scopes))
+	for _, sc := range scopes {
+		m[sc] = struct{}{}
+	}
+	s.hot.mu.Lock()
+	s.hot.indexed = m
+	s.hot.mu.Unlock()
+}
+
+// ScopeIndexOptions tune a maintenance pass.
+type ScopeIndexOptions struct {
+	// BuildAbove: a noted scope gets an index when it holds more current memories than
+	// this (the store's ExactBelow: below it, the exact sort answers).
+	BuildAbove int
+	// DropBelow: an index whose scope holds fewer current memories is dropped [BuildAbove/2].
+	DropBelow int
+	// Max bounds the scope indexes in the database [64].
+	Max int
+}
+
+// ScopeIndexReport is what a pass did.
+type ScopeIndexReport struct {
+	Indexed []HotScope    // every scope with a valid index after the pass
+	Built   []HotScope    // built by this pass
+	Dropped []string      // index names dropped by this pass
+	Took    time.Duration // the pass, builds included
+}
+
+// EnsureScopeIndexes is one maintenance pass over the scope indexes: it drops those whose
+// scope shrank below DropBelow, whose build was interrupted (invalid) or whose comment is
+// unreadable, then builds one for each candidate above BuildAbove while fewer than Max
+// exist. conn must be the tables' owner and outside a transaction (concurrent builds);
+// set maintenance_work_mem on it for faster builds. Rerunning after a crash finishes the
+// job. Replicas serialise on an advisory lock: a pass that finds it taken returns
+// ErrScopeIndexBusy and builds nothing (keep the candidates for the next pass).
+func EnsureScopeIndexes(ctx context.Context, conn *pgx.Conn, o ScopeIndexOptions, candidates []HotScope) (ScopeIndexReport, error) {
+	t0 := time.Now()
+	var rep ScopeIndexReport
+	if o.BuildAbove <= 0 {
+		return rep, errors.New("semantic: EnsureScopeIndexes: BuildAbove must be positive")
+	}
+	if o.DropBelow <= 0 {
+		o.DropBelow = o.BuildAbove / 2
+	}
+	if o.Max <= 0 {
+		o.Max = 64
+	}
+	var locked bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('strata.scope_indexes', 0))`).Scan(&locked); err != nil {
+		return rep, err
+	}
+	if !locked {
+		return rep, ErrScopeIndexBusy
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended('strata.scope_indexes', 0))`)
+	}()
+
+	// A partitioned index of that name (relkind I) is a copy `server partition` made of
+	// one when it moved memories: it has no comment and is dropped (not concurrently,
+	// which Postgres refuses for a partitioned index), to be built again on the partition.
+	rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid, coalesce(obj_description(c.oid, 'pg_class'), ''), c.relkind = 'I'
+		FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+		WHERE c.relkind IN ('i', 'I') AND c.relname LIKE $1 || '%' ORDER BY c.relname`, ScopeIndexPrefix)
+	if err != nil {
+		return rep, err
+	}
+	type existing struct {
+		name        string
+		valid       bool
+		comment     string
+		partitioned bool
+	}
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (existing, error) {
+		var e existing
+		return e, r.Scan(&e.name, &e.valid, &e.comment, &e.partitioned)
+	})
+	if err != nil {
+		return rep, err
+	}
+	have := map[HotScope]bool{}
+	for _, e := range found {
+		var sc HotScope
+		keep := !e.partitioned && e.valid && json.Unmarshal([]byte(e.comment), &sc) == nil && sc.OrgID != "" && sc.IndexName() == e.name
+		if keep {
+			n, err := countScope(ctx, conn, sc, o.DropBelow)
+			if err != nil {
+				return rep, err
+			}
+			keep = n >= o.DropBelow
+		}
+		if !keep {
+			conc := "CONCURRENTLY "
+			if e.partitioned {
+				conc = ""
+			}
+			if _, err := conn.Exec(ctx, `DROP INDEX `+conc+`IF EXISTS `+pgx.Identifier{e.name}.Sanitize()); err != nil {
+				return rep, fmt.Errorf("dropping scope index %s: %w", e.name, err)
+			}
+			rep.Dropped = append(rep.Dropped, e.name)
+			continue
+		}
+		have[sc] = true
+		rep.Indexed = append(rep.Indexed, sc)
+	}
+	for _, sc := range candidates {
+		if have[sc] || sc.OrgID == "" || sc.Dims <= 0 || sc.Dims > 16000 {
+			continue
+		}
+		if len(rep.Indexed) >= o.Max {
+			break
+		}
+		n, err := countScope(ctx, conn, sc, o.BuildAbove+1)
+		if err != nil {
+			return rep, err
+		}
+		if n <= o.BuildAbove {
+			continue
+		}
+		if err := buildScopeIndex(ctx, conn, sc); err != nil {
+			return rep, err
+		}
+		have[sc] = true
+		rep.Indexed = append(rep.Indexed, sc)
+		rep.Built = append(rep.Built, sc)
+	}
+	rep.Took = time.Since(t0)
+	return rep, nil
+}
+
+// ErrScopeIndexBusy: another replica's pass holds the lock.
+var ErrScopeIndexBusy = errors.New("semantic: another scope-index pass is running")
+
+// countScope counts sc's current memories, up to limit, in the org's transaction (the
+// tables force row-level security even for their owner).
+func countScope(ctx context.Context, conn *pgx.Conn, sc HotScope, limit int) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := pg.SetOrg(ctx, tx, sc.OrgID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+sc.predicate()+` LIMIT $1) x`, limit).Scan(&n)
+	})
+	return n, err
+}
+
+// buildScopeIndex builds sc's index concurrently on the table that holds the org's rows
+// (its partition when memories is partitioned: a partitioned table takes no concurrent
+// build, and the org's rows are all in one partition), then records the scope in its
+// comment. An index without that comment (a build killed before it) is dropped by the next
+// pass and built again.
+func buildScopeIndex(ctx context.Context, conn *pgx.Conn, sc HotScope) error {
+	var table string
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := pg.SetOrg(ctx, tx, sc.OrgID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT tableoid::regclass::text FROM memories WHERE org_id = $1 LIMIT 1`, sc.OrgID).Scan(&table)
+	})
+	if err != nil {
+		return fmt.Errorf("finding the partition of a scope index: %w", err)
+	}
+	name := pgx.Identifier{sc.IndexName()}.Sanitize()
+	if _, err := conn.Exec(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+name+` ON `+table+
+		` USING hnsw ((embedding::vector(`+strconv.Itoa(sc.Dims)+`)) vector_cosine_ops) WHERE `+sc.predicate()); err != nil {
+		return fmt.Errorf("building scope index %s: %w", sc.IndexName(), err)
+	}
+	comment, err := json.Marshal(sc)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, `COMMENT ON INDEX `+name+` IS `+literal(string(comment))); err != nil {
+		return fmt.Errorf("recording scope index %s: %w", sc.IndexName(), err)
+	}
+	return nil
+}
+
+// DropScopeIndexes drops the scope indexes of org's user (an erasure: the index's
+// definition names the user). conn as for EnsureScopeIndexes.
+func DropScopeIndexes(ctx context.Context, conn *pgx.Conn, org, user string) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT c.relname, coalesce(obj_description(c.oid, 'pg_class'), '')
+		FROM pg_class c WHERE c.relkind = 'i' AND c.relname LIKE $1 || '%'`, ScopeIndexPrefix)
+	if err != nil {
+		return nil, err
+	}
+	type ix struct{ name, comment string }
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ix, error) {
+		var x ix
+		return x, r.Scan(&x.name, &x.comment)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var dropped []string
+	for _, x := range all {
+		var sc HotScope
+		if json.Unmarshal([]byte(x.comment), &sc) != nil || sc.OrgID != org || sc.UserID != user {
+			continue
+		}
+		if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pgx.Identifier{x.name}.Sanitize()); err != nil {
+			return dropped, err
+		}
+		dropped = append(dropped, x.name)
+	}
+	return dropped, nil
+}
+
+// ScopeIndexer runs EnsureScopeIndexes every Interval over the scopes Store's searches
+// noted, on a connection of its own to DSN (the login role, which owns the tables: the
+// request pool's connections act as strata_app and cannot build indexes).
+type ScopeIndexer struct {
+	Store    *Store
+	DSN      string
+	Interval time.Duration
+	Max      int
+	Log      *slog.Logger
+	service.StartStop
+}
+
+// RunOnce is one pass; the candidates of a pass that could not run are kept for the next.
+func (x *ScopeIndexer) RunOnce(ctx context.Context) (ScopeIndexReport, error) {
+	candidates := x.Store.HotScopes()
+	requeue := func() {
+		for _, sc := range candidates {
+			x.Store.hot.note(sc)
+		}
+	}
+	conn, err := pgx.Connect(ctx, x.DSN)
+	if err != nil {
+		requeue()
+		return ScopeIndexReport{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// A scope's build reads every row of it; 256 MB builds 20k × 384 in memory.
+	if _, err := conn.Exec(ctx, `SET maintenance_work_mem = '256MB'`); err != nil {
+		requeue()
+		return ScopeIndexReport{}, err
+	}
+	rep, err := EnsureScopeIndexes(ctx, conn, ScopeIndexOptions{BuildAbove: x.Store.o.ScopeIndexAbove, Max: x.Max}, candidates)
+	if err != nil {
+		requeue()
+		return rep, err
+	}
+	x.Store.SetIndexed(rep.Indexed)
+	return rep, nil
+}
+
+// Start runs RunOnce every Interval (and once at start, which learns the indexes that
+// exist) until Stop; Interval ≤ 0 turns scope indexes off.
+func (x *ScopeIndexer) Start(ctx context.Context) error {
+	ctx, shouldStart, started, stopped := x.StartInit(ctx)
+	if !shouldStart {
+		return nil
+	}
+	go func() {
+		started()
+		defer stopped()
+		if x.Interval <= 0 {
+			<-ctx.Done()
+			return
+		}
+		pass := func(ctx context.Context) {
+			rep, err := x.RunOnce(ctx)
+			switch {
+			case errors.Is(err, ErrScopeIndexBusy) || ctx.Err() != nil:
+			case err != nil:
+				x.Log.Warn("scope index pass failed; searches of heavy scopes use the org-wide HNSW index meanwhile (will retry)", "err", err)
+			case len(rep.Built) > 0 || len(rep.Dropped) > 0:
+				// Index names are hashes: no user id is logged.
+				names := make([]string, len(rep.Built))
+				for i, sc := range rep.Built {
+					names[i] = sc.IndexName()
+				}
+				x.Log.Info("scope indexes changed", "built", names, "dropped", rep.Dropped, "indexed", len(rep.Indexed), "took", rep.Took.Round(time.Millisecond))
+			}
+		}
+		pass(ctx)
+		service.Every(ctx, x.Interval, pass)
+	}()
+	return nil
+}
