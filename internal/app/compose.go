@@ -88,7 +88,8 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	p.kv = keyvalue.New(pool, rdb, keyvalue.Options{Prefix: cfg.RedisPrefix, MaxValueBytes: cfg.KVMaxValueBytes,
 		MaxJSONDepth: cfg.MaxJSONDepth, PendingTTL: cfg.RequestTimeout + 5*time.Second, Log: log, NameHash: pseudo.Hash})
 	p.memories = semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge,
-		EfSearch: cfg.HNSWEfSearch, ExactBelow: cfg.SearchExactBelow, ScopeIndexAbove: cfg.ScopeIndexAbove}, nil)
+		EfSearch: cfg.HNSWEfSearch, ExactBelow: cfg.SearchExactBelow, ScopeIndexAbove: cfg.ScopeIndexAbove,
+		ScopeEfSearch: cfg.ScopeEfSearch}, nil)
 	if cfg.AccessFlush > 0 {
 		p.access = semantic.NewAccessLog(pool, log, cfg.AccessFlush, p.metrics)
 	}

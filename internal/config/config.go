@@ -117,6 +117,7 @@ type Config struct {
 	ScopeIndexAbove    int           `env:"STRATA_SCOPE_INDEX_ABOVE" envDefault:"1000"`
 	ScopeIndexInterval time.Duration `env:"STRATA_SCOPE_INDEX_INTERVAL" envDefault:"1m"`
 	ScopeIndexMax      int           `env:"STRATA_SCOPE_INDEX_MAX" envDefault:"64"`
+	ScopeEfSearch      int           `env:"STRATA_SCOPE_EF_SEARCH" envDefault:"40"`
 
 	// Consolidation and eviction workers (docs/workers.md). STRATA_LLM_MODEL (above), with
 	// OPENAI_BASE_URL and OPENAI_API_KEY, makes job summaries LLM-written.

@@ -181,32 +181,13 @@ func EnsureScopeIndexes(ctx context.Context, conn *pgx.Conn, o ScopeIndexOptions
 		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended('strata.scope_indexes', 0))`)
 	}()
 
-	// A partitioned index of that name (relkind I) is a copy `server partition` made of
-	// one when it moved memories: it has no comment and is dropped (not concurrently,
-	// which Postgres refuses for a partitioned index), to be built again on the partition.
-	rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid, coalesce(obj_description(c.oid, 'pg_class'), ''), c.relkind = 'I'
-		FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
-		WHERE c.relkind IN ('i', 'I') AND c.relname LIKE $1 || '%' ORDER BY c.relname`, ScopeIndexPrefix)
-	if err != nil {
-		return rep, err
-	}
-	type existing struct {
-		name        string
-		valid       bool
-		comment     string
-		partitioned bool
-	}
-	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (existing, error) {
-		var e existing
-		return e, r.Scan(&e.name, &e.valid, &e.comment, &e.partitioned)
-	})
+	found, err := listScopeIndexes(ctx, conn)
 	if err != nil {
 		return rep, err
 	}
 	have := map[HotScope]bool{}
 	for _, e := range found {
-		var sc HotScope
-		keep := !e.partitioned && e.valid && json.Unmarshal([]byte(e.comment), &sc) == nil && sc.OrgID != "" && sc.IndexName() == e.name
+		sc, keep := e.scope, e.ok
 		if keep {
 			n, err := countScope(ctx, conn, sc, o.DropBelow)
 			if err != nil {
@@ -251,6 +232,40 @@ func EnsureScopeIndexes(ctx context.Context, conn *pgx.Conn, o ScopeIndexOptions
 	}
 	rep.Took = time.Since(t0)
 	return rep, nil
+}
+
+// scopeIndex is an index named like a scope index: scope is what its comment names (when
+// its name is that scope's hash), ok when it also serves (valid, not partitioned).
+type scopeIndex struct {
+	name        string
+	partitioned bool
+	scope       HotScope
+	ok          bool
+}
+
+// listScopeIndexes lists the indexes named like scope indexes. A partitioned one (relkind
+// I) is a copy `server partition` made of one when it moved memories; it has no comment.
+func listScopeIndexes(ctx context.Context, conn *pgx.Conn) ([]scopeIndex, error) {
+	rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid, coalesce(obj_description(c.oid, 'pg_class'), ''), c.relkind = 'I'
+		FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+		WHERE c.relkind IN ('i', 'I') AND c.relname LIKE $1 || '%' ORDER BY c.relname`, ScopeIndexPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (scopeIndex, error) {
+		var x scopeIndex
+		var valid bool
+		var comment string
+		if err := r.Scan(&x.name, &valid, &comment, &x.partitioned); err != nil {
+			return x, err
+		}
+		named := json.Unmarshal([]byte(comment), &x.scope) == nil && x.scope.OrgID != "" && x.scope.IndexName() == x.name
+		if !named {
+			x.scope = HotScope{}
+		}
+		x.ok = named && valid && !x.partitioned
+		return x, nil
+	})
 }
 
 // ErrScopeIndexBusy: another replica's pass holds the lock.
@@ -303,23 +318,13 @@ func buildScopeIndex(ctx context.Context, conn *pgx.Conn, sc HotScope) error {
 // DropScopeIndexes drops the scope indexes of org's user (an erasure: the index's
 // definition names the user). conn as for EnsureScopeIndexes.
 func DropScopeIndexes(ctx context.Context, conn *pgx.Conn, org, user string) ([]string, error) {
-	rows, err := conn.Query(ctx, `SELECT c.relname, coalesce(obj_description(c.oid, 'pg_class'), '')
-		FROM pg_class c WHERE c.relkind = 'i' AND c.relname LIKE $1 || '%'`, ScopeIndexPrefix)
-	if err != nil {
-		return nil, err
-	}
-	type ix struct{ name, comment string }
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ix, error) {
-		var x ix
-		return x, r.Scan(&x.name, &x.comment)
-	})
+	all, err := listScopeIndexes(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
 	var dropped []string
 	for _, x := range all {
-		var sc HotScope
-		if json.Unmarshal([]byte(x.comment), &sc) != nil || sc.OrgID != org || sc.UserID != user {
+		if x.scope.OrgID != org || x.scope.UserID != user || x.scope.OrgID == "" {
 			continue
 		}
 		if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pgx.Identifier{x.name}.Sanitize()); err != nil {

@@ -234,11 +234,12 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 	f = f.clone()
 	f.conds = append(f.conds, "dims = "+strconv.Itoa(sp.Dims))
 	f.add("model = ? AND embedder = ?", sp.Model, sp.Embedder)
+	ownIndex := false
 	if strategy == StrategyAuto {
 		hs, hot := f.hotScope(sp.Dims)
 		if hot && s.hot.isIndexed(hs) {
 			// The scope has an HNSW index of its own (scopeindex.go): it answers, uncounted.
-			res.strategy = StrategyHNSW
+			res.strategy, ownIndex = StrategyHNSW, true
 		} else {
 			// Count the scope (bounded): the b-tree on (org, user, agent, session) answers
 			// it — unless a count of the last few seconds found it far from the threshold.
@@ -283,6 +284,9 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 				` ORDER BY (` + expr + ` <=> ` + qv + `) + 0, id LIMIT ` + lim
 		default:
 			ef := max(s.o.EfSearch, n)
+			if ownIndex {
+				ef = max(s.o.ScopeEfSearch, n)
+			}
 			mode, sortOK := "relaxed_order", "on"
 			if strategy == StrategyHNSWPlain {
 				// The naive query really scans the index: on a partitioned memories a

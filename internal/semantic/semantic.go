@@ -132,6 +132,10 @@ type Options struct {
 	// candidate for an HNSW index of its own (scopeindex.go), and once it has one its
 	// searches use it instead of counting and sorting exactly [1000].
 	ScopeIndexAbove int
+	// ScopeEfSearch is hnsw.ef_search for a scope answered by its own index (raised to the
+	// candidate count): its graph holds the scope alone, so a smaller ef reaches the recall
+	// the org-wide graph needs 100 for (0.994 at 40 in BenchmarkSemantic100k) [40].
+	ScopeEfSearch int
 	// CountTTL: a scope counted at most ExactBelow/2, or past ExactBelow, is not counted
 	// again for this long (see counts.go) [5s]; negative: always count.
 	CountTTL time.Duration
@@ -155,6 +159,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ExactBelow <= 0 {
 		o.ExactBelow = 5000
+	}
+	if o.ScopeEfSearch <= 0 {
+		o.ScopeEfSearch = 40
 	}
 	if o.ScopeIndexAbove <= 0 {
 		o.ScopeIndexAbove = min(1000, o.ExactBelow)
