@@ -243,12 +243,14 @@ type scopeIndex struct {
 	ok          bool
 }
 
-// listScopeIndexes lists the indexes named like scope indexes. A partitioned one (relkind
-// I) is a copy `server partition` made of one when it moved memories; it has no comment.
+// listScopeIndexes lists the indexes named like scope indexes: the prefix and 20 hex digits,
+// so that no other index (memories_scope, the scope b-tree, among them) is ever dropped. A
+// partitioned one (relkind I) is a copy `server partition` made of one when it moved
+// memories; it has no comment.
 func listScopeIndexes(ctx context.Context, conn *pgx.Conn) ([]scopeIndex, error) {
 	rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid, coalesce(obj_description(c.oid, 'pg_class'), ''), c.relkind = 'I'
 		FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
-		WHERE c.relkind IN ('i', 'I') AND c.relname LIKE $1 || '%' ORDER BY c.relname`, ScopeIndexPrefix)
+		WHERE c.relkind IN ('i', 'I') AND c.relname ~ ('^' || $1 || '[0-9a-f]{20}$') ORDER BY c.relname`, ScopeIndexPrefix)
 	if err != nil {
 		return nil, err
 	}

@@ -189,11 +189,23 @@ func TestScopeIndexes(t *testing.T) {
 				// `server partition` copies an unpartitioned table's indexes onto the
 				// partitioned one, a scope index too, without its comment: the pass drops
 				// that copy (not concurrently: Postgres refuses it for a partitioned index).
-				_, err = owner.Exec(ctx, `CREATE INDEX memories_scope_copy ON memories (org_id) WHERE org_id = 'acme'`)
+				copied := semantic.HotScope{OrgID: "acme", UserID: "copied", Dims: 16}.IndexName()
+				_, err = owner.Exec(ctx, `CREATE INDEX `+copied+` ON memories (org_id) WHERE org_id = 'acme'`)
 				require.NoError(t, err)
 				rep, err = semantic.EnsureScopeIndexes(ctx, owner, opts, nil)
 				require.NoError(t, err)
-				require.Equal(t, []string{"memories_scope_copy"}, rep.Dropped)
+				require.Equal(t, []string{copied}, rep.Dropped)
+			}
+			// Only names of the scope-index shape are its business: the scope b-tree
+			// (memories_scope) and any other index that merely starts alike stay.
+			_, err = owner.Exec(ctx, `CREATE INDEX memories_scope_other ON memories (org_id)`)
+			require.NoError(t, err)
+			rep, err = semantic.EnsureScopeIndexes(ctx, owner, opts, nil)
+			require.NoError(t, err)
+			require.Empty(t, rep.Dropped)
+			for _, name := range []string{"memories_scope", "memories_scope_other"} {
+				require.NoError(t, owner.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname = $1`, name).Scan(&n))
+				require.Equal(t, 1, n, name)
 			}
 		})
 	}
