@@ -26,7 +26,6 @@ import (
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/redisconn"
-	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/service"
 	"github.com/strata-mem/strata/internal/webhooks"
 	"github.com/strata-mem/strata/migrations"
@@ -232,8 +231,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if p.access != nil {
 		services = append([]service.Service{p.access}, services...)
 	}
-	services = append(services, &semantic.ScopeIndexer{Store: p.memories, DSN: cfg.DatabaseURL,
-		Interval: cfg.ScopeIndexInterval, Max: cfg.ScopeIndexMax, Log: log})
+	services = append(services, p.scopeIndexer)
 	if err := service.StartAll(context.WithoutCancel(ctx), services...); err != nil {
 		return fmt.Errorf("starting background services: %w", err)
 	}

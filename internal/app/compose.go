@@ -53,6 +53,7 @@ type parts struct {
 	memories     *semantic.Store
 	emb          embed.Embedder
 	access       *semantic.AccessLog // nil when STRATA_ACCESS_FLUSH=0
+	scopeIndexer *semantic.ScopeIndexer
 	evictor      *eviction.Evictor
 	jobMetrics   *jobMetrics // background jobs' run and queue-wait times (workers_lifecycle.go)
 	consolidator *consolidation.Consolidator
@@ -90,6 +91,10 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	p.memories = semantic.NewStore(semantic.Options{DedupThreshold: cfg.DedupThreshold, StaleAfter: cfg.VerifyAge,
 		EfSearch: cfg.HNSWEfSearch, ExactBelow: cfg.SearchExactBelow, ScopeIndexAbove: cfg.ScopeIndexAbove,
 		ScopeEfSearch: cfg.ScopeEfSearch}, nil)
+	// Heavy scopes' own HNSW indexes: built by its pass, dropped by erasures. Its connection
+	// is the login role's, which owns the tables (the pool acts as strata_app).
+	p.scopeIndexer = &semantic.ScopeIndexer{Store: p.memories, DSN: cfg.DatabaseURL,
+		Interval: cfg.ScopeIndexInterval, Max: cfg.ScopeIndexMax, Log: log}
 	if cfg.AccessFlush > 0 {
 		p.access = semantic.NewAccessLog(pool, log, cfg.AccessFlush, p.metrics)
 	}

@@ -1,13 +1,9 @@
 package app
 
 import (
-	"context"
-
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/strata-mem/strata/internal/gdpr"
-	"github.com/strata-mem/strata/internal/semantic"
 )
 
 // gdprWorkers registers the erasure worker (GDPR Art. 17, internal/gdpr) on workers and
@@ -21,15 +17,7 @@ func (p *parts) gdprWorkers(workers *river.Workers) *gdpr.Sweeper {
 		Pseudo: p.pseudo, Log: log.With("component", "gdpr"),
 		Batch: cfg.ErasureBatch, Pause: cfg.ErasurePause, Lease: cfg.ErasureLease,
 	}
-	engine.DropScopeIndexes = func(ctx context.Context, org, user string) (int, error) {
-		conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
-		if err != nil {
-			return 0, err
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		names, err := semantic.DropScopeIndexes(ctx, conn, org, user)
-		return len(names), err
-	}
+	engine.DropScopeIndexes = p.scopeIndexer.DropUser
 	river.AddWorker(workers, &gdpr.ErasureWorker{Engine: engine})
 	return &gdpr.Sweeper{Pool: pool, Inserter: p.erasures, Lease: cfg.ErasureLease, ExtraOrg: cfg.AdminOrg, Log: log.With("component", "gdpr")}
 }

@@ -115,15 +115,7 @@ func TestGDPRErasureResumesAfterKill(t *testing.T) {
 	rep, err := semantic.EnsureScopeIndexes(ctx, owner, semantic.ScopeIndexOptions{BuildAbove: memories / 2}, scopes)
 	require.NoError(t, err)
 	require.Len(t, rep.Built, 2)
-	e.DropScopeIndexes = func(ctx context.Context, org, user string) (int, error) {
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close(ctx)
-		names, err := semantic.DropScopeIndexes(ctx, c, org, user)
-		return len(names), err
-	}
+	e.DropScopeIndexes = (&semantic.ScopeIndexer{DSN: dsn}).DropUser // as the server wires it
 	var id string
 	require.NoError(t, pg.InOrgTx(ctx, e.Pool, org, func(tx pgx.Tx) error {
 		er, err := gdpr.CreateErasure(ctx, tx, nil, gdpr.NewErasure{OrgID: org, UserID: user, Subject: e.Pseudo.Subject(org, user),

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,31 +206,6 @@ func BenchmarkSemantic100k(b *testing.B) {
 			}
 			autoStore.SetIndexed(rep.Indexed)
 			b.Logf("scope indexes: %d built in %s", len(rep.Built), rep.Took.Round(time.Millisecond))
-			if os.Getenv("STRATA_BENCH_EXPLAIN") != "" && len(rep.Built) > 0 {
-				// The heaviest scope's vector leg as nearest sends it, explained.
-				u := rep.Built[0].UserID
-				inTx(func(tx pgx.Tx) error {
-					mode, sortOK := "relaxed_order", "on"
-					if os.Getenv("STRATA_BENCH_EXPLAIN") == "naive" {
-						mode, sortOK = "off", "off"
-					}
-					if _, err := tx.Exec(ctx, `SELECT set_config('hnsw.ef_search', '100', true), set_config('hnsw.iterative_scan', $1, true),
-						set_config('hnsw.max_scan_tuples', '20000', true), set_config('plan_cache_mode', 'force_custom_plan', true),
-						set_config('enable_sort', $2, true)`, mode, sortOK); err != nil {
-						return err
-					}
-					rs, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS) WITH nn AS MATERIALIZED (SELECT id, embedding::vector(384) <=> $1::vector(384) AS d
-						FROM memories WHERE org_id = $2 AND user_id = ANY($3) AND agent_id = ANY($4) AND session_id = ANY($4) AND valid_to IS NULL AND dims = 384
-						AND model = $5 AND embedder = $6 ORDER BY embedding::vector(384) <=> $1::vector(384) LIMIT 10) SELECT * FROM nn ORDER BY d, id`,
-						pgvector.NewVector(queries[0]), "acme", []string{"", u}, []string{""}, space384.Model, space384.Embedder)
-					if err != nil {
-						return err
-					}
-					lines, err := pgx.CollectRows(rs, pgx.RowTo[string])
-					b.Logf("plan for a scope of %s:\n%s", u, strings.Join(lines, "\n"))
-					return err
-				})
-			}
 		}
 		b.Run("scoped/zipf/"+v.name, func(b *testing.B) {
 			store := autoStore

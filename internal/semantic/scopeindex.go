@@ -1,6 +1,7 @@
 package semantic
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,9 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,19 +63,6 @@ func (h HotScope) IndexName() string {
 	return ScopeIndexPrefix + hex.EncodeToString(sum[:10])
 }
 
-// predicate is the index's WHERE clause, with the ids as literals.
-func (h HotScope) predicate() string {
-	users := `user_id = ` + literal(h.UserID)
-	if h.UserID != "" {
-		users = `user_id IN ('', ` + literal(h.UserID) + `)`
-	}
-	return `org_id = ` + literal(h.OrgID) + ` AND ` + users + ` AND dims = ` + strconv.Itoa(h.Dims) + ` AND valid_to IS NULL`
-}
-
-// literal quotes s as an SQL string literal (standard_conforming_strings, on since
-// Postgres 9.1 and required by Strata's migrations).
-func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
 // maxHotPending bounds the scopes noted between two passes.
 const maxHotPending = 1024
 
@@ -117,7 +104,9 @@ func (s *Store) HotScopes() []HotScope {
 		out = append(out, sc)
 	}
 	s.hot.pending = nil
-	sort.Slice(out, func(i, j int) bool { return out[i].IndexName() < out[j].IndexName() })
+	slices.SortFunc(out, func(a, b HotScope) int {
+		return cmp.Or(cmp.Compare(a.OrgID, b.OrgID), cmp.Compare(a.UserID, b.UserID), cmp.Compare(a.Dims, b.Dims))
+	})
 	return out
 }
 
@@ -281,7 +270,9 @@ func countScope(ctx context.Context, conn *pgx.Conn, sc HotScope, limit int) (in
 		if err := pg.SetOrg(ctx, tx, sc.OrgID); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+sc.predicate()+` LIMIT $1) x`, limit).Scan(&n)
+		return tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories
+			WHERE org_id = $1 AND user_id IN ('', $2) AND dims = $3 AND valid_to IS NULL LIMIT $4) x`,
+			sc.OrgID, sc.UserID, sc.Dims, limit).Scan(&n)
 	})
 	return n, err
 }
@@ -292,26 +283,32 @@ func countScope(ctx context.Context, conn *pgx.Conn, sc HotScope, limit int) (in
 // comment. An index without that comment (a build killed before it) is dropped by the next
 // pass and built again.
 func buildScopeIndex(ctx context.Context, conn *pgx.Conn, sc HotScope) error {
-	var table string
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := pg.SetOrg(ctx, tx, sc.OrgID); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `SELECT tableoid::regclass::text FROM memories WHERE org_id = $1 LIMIT 1`, sc.OrgID).Scan(&table)
-	})
-	if err != nil {
-		return fmt.Errorf("finding the partition of a scope index: %w", err)
-	}
-	name := pgx.Identifier{sc.IndexName()}.Sanitize()
-	if _, err := conn.Exec(ctx, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+name+` ON `+table+
-		` USING hnsw ((embedding::vector(`+strconv.Itoa(sc.Dims)+`)) vector_cosine_ops) WHERE `+sc.predicate()); err != nil {
-		return fmt.Errorf("building scope index %s: %w", sc.IndexName(), err)
-	}
 	comment, err := json.Marshal(sc)
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, `COMMENT ON INDEX `+name+` IS `+literal(string(comment))); err != nil {
+	// Postgres writes the statements (format's %I and %L quote the names and the ids): the
+	// predicate holds the scope as literals, so that the planner can prove it from a query's
+	// constants. user_id IN ('', u): the user's memories and the org-level ones.
+	var build, record string
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := pg.SetOrg(ctx, tx, sc.OrgID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT
+			format('CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON %s USING hnsw ((embedding::vector(%s)) vector_cosine_ops)
+				WHERE org_id = %L AND user_id IN (%L, %L) AND dims = %s AND valid_to IS NULL',
+				$1::text, tableoid::regclass, $4::int, $2::text, '', $3::text, $4::int),
+			format('COMMENT ON INDEX %I IS %L', $1::text, $5::text)
+			FROM memories WHERE org_id = $2 LIMIT 1`, sc.IndexName(), sc.OrgID, sc.UserID, sc.Dims, string(comment)).Scan(&build, &record)
+	})
+	if err != nil {
+		return fmt.Errorf("finding the partition of a scope index: %w", err)
+	}
+	if _, err := conn.Exec(ctx, build); err != nil {
+		return fmt.Errorf("building scope index %s: %w", sc.IndexName(), err)
+	}
+	if _, err := conn.Exec(ctx, record); err != nil {
 		return fmt.Errorf("recording scope index %s: %w", sc.IndexName(), err)
 	}
 	return nil
@@ -357,17 +354,12 @@ func (x *ScopeIndexer) RunOnce(ctx context.Context) (ScopeIndexReport, error) {
 			x.Store.hot.note(sc)
 		}
 	}
-	conn, err := pgx.Connect(ctx, x.DSN)
+	conn, err := x.connect(ctx)
 	if err != nil {
 		requeue()
 		return ScopeIndexReport{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// A scope's build reads every row of it; 256 MB builds 20k × 384 in memory.
-	if _, err := conn.Exec(ctx, `SET maintenance_work_mem = '256MB'`); err != nil {
-		requeue()
-		return ScopeIndexReport{}, err
-	}
 	rep, err := EnsureScopeIndexes(ctx, conn, ScopeIndexOptions{BuildAbove: x.Store.o.ScopeIndexAbove, Max: x.Max}, candidates)
 	if err != nil {
 		requeue()
@@ -375,6 +367,32 @@ func (x *ScopeIndexer) RunOnce(ctx context.Context) (ScopeIndexReport, error) {
 	}
 	x.Store.SetIndexed(rep.Indexed)
 	return rep, nil
+}
+
+// connect opens the indexer's own connection. A scope's build reads every row of it:
+// 256 MB of maintenance_work_mem builds 20k × 384 in memory.
+func (x *ScopeIndexer) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, x.DSN)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `SET maintenance_work_mem = '256MB'`); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
+}
+
+// DropUser is DropScopeIndexes on the indexer's connection (the erasure's hook) and says
+// how many it dropped.
+func (x *ScopeIndexer) DropUser(ctx context.Context, org, user string) (int, error) {
+	conn, err := x.connect(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	names, err := DropScopeIndexes(ctx, conn, org, user)
+	return len(names), err
 }
 
 // Start runs RunOnce every Interval (and once at start, which learns the indexes that
