@@ -104,8 +104,9 @@ func (p *parts) subscribeJobMetrics(c *queue.Client) func() {
 				case river.EventKindJobCancelled:
 					outcome = "cancelled"
 				}
-				m.run.WithLabelValues(e.Job.Kind, outcome).Observe(e.JobStats.RunDuration.Seconds())
+				// The wait first: a scrape that sees the run count sees the wait too.
 				m.wait.WithLabelValues(e.Job.Kind).Observe(e.JobStats.QueueWaitDuration.Seconds())
+				m.run.WithLabelValues(e.Job.Kind, outcome).Observe(e.JobStats.RunDuration.Seconds())
 			}
 		}
 	}()
