@@ -12,6 +12,13 @@
 # The server's pool is SOAK_DB_CONNS connections (default 8: server, Postgres, Redis and the
 # load generator share the machine's cores; docs/benchmarks.md has the comparison), and the
 # main phase starts SOAK_SETTLE (default 30s) after the probe.
+#
+#   SOAK_RATE=1500 SOAK_MAX_P99=25ms make soak-load   # a fixed rate instead of 70 % of a probe
+#
+# While it runs, the server's RSS, Go heap and goroutines are sampled every 30 s
+# (docs/bench/soak-memory.tsv), a 30 s CPU profile is taken in the middle of the main phase
+# and allocation profiles at its start and end: docs/bench/soak-profile.txt has the top CPU
+# functions and the top allocation sites over the main phase (go tool pprof -base).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-$(bash scripts/ensure-go.sh)}
@@ -23,8 +30,9 @@ DB=strata_soak
 OUT=docs/bench
 mkdir -p "$OUT"
 tmp=$(mktemp -d)
-server_pid=
+server_pid= sampler_pid= profiler_pid=
 cleanup() {
+	for p in $sampler_pid $profiler_pid; do kill "$p" 2>/dev/null || true; done
 	if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
 	rm -rf "$tmp"
 }
@@ -63,11 +71,50 @@ metrics() { curl -fsS -H "Authorization: Bearer $admin" "http://127.0.0.1:$PORT/
 	metrics
 } >"$tmp/soak.txt"
 
-say "probe $PROBE (closed loop, 32 clients), then 70 % of its maximum for $DURATION"
+secs() { # a Go duration of whole minutes or seconds (10m, 90s) in seconds
+	case "$1" in *m) echo $((${1%m} * 60)) ;; *s) echo "${1%s}" ;; *) echo "$1" ;; esac
+}
+if [ -n "${SOAK_RATE:-}" ]; then
+	rate_args=(--rate "$SOAK_RATE")
+	lead=20 # setup (keys, jobs, memories) before the main phase
+	say "$SOAK_RATE req/s for $DURATION"
+else
+	rate_args=(--rate-fraction 0.7 --probe "$PROBE" --settle "${SOAK_SETTLE:-30s}")
+	lead=$(($(secs "$PROBE") + $(secs "${SOAK_SETTLE:-30s}") + 20))
+	say "probe $PROBE (closed loop, 32 clients), then 70 % of its maximum for $DURATION"
+fi
+main=$(secs "$DURATION")
+
+# The sampler: the server's memory every 30 s, and its profiles over the main phase.
+pprof() { curl -fsS -H "Authorization: Bearer $admin" "http://127.0.0.1:$PORT/debug/pprof/$1" -o "$2"; }
+sample() {
+	local t0=$SECONDS
+	printf 'elapsed_s\trss_mb\theap_inuse_mb\tgoroutines\n'
+	while kill -0 "$server_pid" 2>/dev/null; do
+		local m
+		m=$(curl -fsS -H "Authorization: Bearer $admin" "http://127.0.0.1:$PORT/metrics" 2>/dev/null) || break
+		printf '%d\t%s\t%s\t%s\n' $((SECONDS - t0)) \
+			"$(awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$server_pid/status")" \
+			"$(echo "$m" | awk '/^go_memstats_heap_inuse_bytes / {printf "%.1f", $2 / 1048576}')" \
+			"$(echo "$m" | awk '/^go_goroutines / {print $2}')"
+		sleep 30
+	done
+}
+sample >"$tmp/memory.tsv" &
+sampler_pid=$!
+(
+	sleep "$lead" && pprof allocs "$tmp/allocs-start.pb.gz"
+	sleep $((main / 2 - 15)) && pprof "profile?seconds=30" "$tmp/cpu.pb.gz"
+	sleep $((main / 2 - 25)) && pprof allocs "$tmp/allocs-end.pb.gz"
+) &
+profiler_pid=$!
+
 rc=0
-"$tmp/strata" loadtest --url "http://127.0.0.1:$PORT" --api-key "$admin" --rate-fraction 0.7 \
-	--probe "$PROBE" --settle "${SOAK_SETTLE:-30s}" --duration "$DURATION" --concurrency 32 --max-p99 50ms --max-errors 0 -o json \
+"$tmp/strata" loadtest --url "http://127.0.0.1:$PORT" --api-key "$admin" "${rate_args[@]}" \
+	--duration "$DURATION" --concurrency 32 --max-p99 "${SOAK_MAX_P99:-50ms}" --max-errors 0 -o json \
 	>"$tmp/soak.json" || rc=$?
+wait "$profiler_pid" || say "a profile was not taken (the run was shorter than the sampler's schedule)"
+kill "$sampler_pid" 2>/dev/null || true
 {
 	echo "loadtest exit $rc"
 	echo "load after: $(cat /proc/loadavg)"
@@ -76,5 +123,15 @@ rc=0
 } >>"$tmp/soak.txt"
 cp "$tmp/soak.json" "$OUT/soak.json"
 cp "$tmp/soak.txt" "$OUT/soak.txt"
-say "wrote $OUT/soak.json and $OUT/soak.txt (loadtest exit $rc)"
+cp "$tmp/memory.tsv" "$OUT/soak-memory.tsv"
+if [ -f "$tmp/allocs-end.pb.gz" ] && [ -f "$tmp/cpu.pb.gz" ]; then
+	{
+		echo "CPU, 30 s in the middle of the main phase (go tool pprof -top):"
+		"$GO" tool pprof -top -nodecount=40 "$tmp/server" "$tmp/cpu.pb.gz" 2>/dev/null
+		echo
+		echo "Allocations over the main phase, by objects (go tool pprof -sample_index=alloc_objects -top -base start end):"
+		"$GO" tool pprof -sample_index=alloc_objects -top -nodecount=40 -base "$tmp/allocs-start.pb.gz" "$tmp/server" "$tmp/allocs-end.pb.gz" 2>/dev/null
+	} >"$OUT/soak-profile.txt"
+fi
+say "wrote $OUT/soak.json, $OUT/soak.txt, $OUT/soak-memory.tsv and $OUT/soak-profile.txt (loadtest exit $rc)"
 exit "$rc"
