@@ -319,3 +319,27 @@ func TestStepAttemptsRetentionForkIsolation(t *testing.T) {
 		return err
 	}))
 }
+
+// Resume's batch runs on generic plans (pg.GenericPlansSQL: key reads, planned once per
+// connection instead of per execution on the partitioned tables), the caller's queued reads
+// with it, and leaves the transaction on the session's plan choice.
+func TestResumePlansGenericOnlyInItsBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.job("acme", "j", jobs.JobSpec{})
+	ctx := context.Background()
+	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
+		var inBatch, after string
+		r, err := e.store.Resume(ctx, tx, "acme", "j", func(b *pgx.Batch) {
+			b.Queue(`SELECT current_setting('plan_cache_mode')`).QueryRow(func(row pgx.Row) error { return row.Scan(&inBatch) })
+		})
+		if err != nil {
+			return err
+		}
+		require.Equal(t, "j", r.Job.JobID)
+		require.Equal(t, "force_generic_plan", inBatch)
+		require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&after))
+		require.Equal(t, "auto", after)
+		return nil
+	}))
+}

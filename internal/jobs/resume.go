@@ -85,6 +85,8 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also 
 	}
 	if b, ok := db.(batcher); ok {
 		batch := &pgx.Batch{}
+		// Key reads, the caller's too (the newest events): generic plans (pg.GenericPlansSQL).
+		batch.Queue(pg.GenericPlansSQL)
 		batch.Queue(qJob, org, jobID).QueryRow(func(row pgx.Row) error { r.Job, jobErr = scanJob(row); return nil })
 		batch.Queue(qCP, org, jobID).QueryRow(func(row pgx.Row) error { cp, cpErr = scanCheckpoint(row, jobID); return nil })
 		batch.Queue(qSteps, org, jobID, MaxResumeSteps+1).Query(readSteps)
@@ -93,6 +95,7 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also 
 		for _, f := range also {
 			f(batch)
 		}
+		batch.Queue(pg.DefaultPlansSQL)
 		if err := b.SendBatch(ctx, batch).Close(); err != nil {
 			return Resume{}, pg.Interpret(err)
 		}

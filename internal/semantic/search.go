@@ -272,6 +272,10 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 		qv := qf.arg(vec) + "::vector(" + strconv.Itoa(sp.Dims) + ")"
 		lim := qf.arg(n)
 		b := &pgx.Batch{}
+		// The scope lock, the duplicate check and the exact leg read by key or through the
+		// scope's b-tree: generic plans (pg.GenericPlansSQL); the HNSW and full-text legs
+		// ask for custom ones.
+		b.Queue(pg.GenericPlansSQL)
 		for _, add := range with.before {
 			add(b)
 		}
@@ -316,6 +320,7 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 		for _, add := range with.after {
 			add(b)
 		}
+		b.Queue(pg.DefaultPlansSQL)
 		with = alongside{} // once: an exact fallback does not repeat them
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, pg.Interpret(err)
@@ -344,6 +349,9 @@ func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, rows bool,
 	qf := f.clone()
 	tq := qf.arg(text)
 	lim := qf.arg(n)
+	// A custom plan (pg.CustomPlansSQL): the words and the scope decide between the scope's
+	// b-tree and the GIN index.
+	b.Queue(pg.CustomPlansSQL)
 	b.Queue(`SELECT `+legCols(rows)+`, ts_rank_cd(tsv, q) AS r
 		FROM memories, (SELECT replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery AS q) tq
 		WHERE `+qf.sql()+` AND q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...).Query(
@@ -352,6 +360,7 @@ func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, rows bool,
 			*out, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (hit, error) { return scanHit(r, rows) })
 			return err
 		})
+	b.Queue(pg.DefaultPlansSQL)
 }
 
 // Search runs the hybrid search: vector and full-text candidates under the same filters,

@@ -194,3 +194,42 @@ func searchAs(t *testing.T, pool *pgxpool.Pool, store *semantic.Store, org, user
 	}))
 	return res, info
 }
+
+// A search sets generic plans for its key reads and the exact leg and custom plans for the
+// full-text and HNSW legs (pg.GenericPlansSQL), and leaves the transaction on the session's
+// plan choice: what the caller runs after it is planned as before. The results are the same
+// whichever way the statements were planned.
+func TestSearchLeavesThePlanChoiceAsItFoundIt(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Pool(t)
+	for i := range 12 {
+		createMemory(t, pool, "acme", "u1", fmt.Sprintf("logo caption note %d", i))
+	}
+	ctx := context.Background()
+	store := semantic.NewStore(semantic.Options{}, nil)
+	var first []semantic.Result
+	for _, strategy := range []semantic.Strategy{semantic.StrategyExact, semantic.StrategyHNSW, semantic.StrategyAuto} {
+		for round := range 8 { // past the 5 executions after which Postgres may pick a generic plan
+			require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+				res, _, err := store.Search(ctx, tx, semantic.Query{Scope: strata.Scope{OrgID: "acme", UserID: "u1"},
+					Text: "logo", Vector: embed.NewLexical(384).One("logo"), Space: space384, TopK: 5, Strategy: strategy})
+				if err != nil {
+					return err
+				}
+				var mode string
+				if err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil {
+					return err
+				}
+				require.Equal(t, "auto", mode, "%s, round %d", strategy, round)
+				require.Len(t, res, 5)
+				if first == nil {
+					first = res
+				}
+				for i := range res {
+					require.Equal(t, first[i].Memory.ID, res[i].Memory.ID, "%s, round %d, rank %d", strategy, round, i+1)
+				}
+				return nil
+			}))
+		}
+	}
+}
