@@ -18,9 +18,10 @@ package pg
 // leg) queues GenericPlansSQL before them and DefaultPlansSQL after them; set_config's and
 // SET LOCAL's effect ends with the transaction at the latest, and in a pipeline they cost no
 // round trip. A statement whose best plan does depend on them stays on custom plans
-// (CustomPlansSQL): the full-text leg, whose generic plan ANDs the scope's b-tree with the
-// whole partition's GIN index (27 ms against 6 ms for a common word over an 1,800-row scope
-// at 100k memories, EXPLAIN ANALYZE), and the HNSW leg (semantic sets it with its scan
+// (CustomPlansSQL): the full-text leg over a large scope, whose generic plan ANDs the scope's
+// b-tree with the whole partition's GIN index (27 ms against 6 ms for a common word over an
+// 1,800-row scope at 100k memories, EXPLAIN ANALYZE; a small scope's leg is written scope
+// first and planned generically), and the HNSW leg (semantic sets it with its scan
 // settings). That is why this is not the pool's setting.
 const (
 	GenericPlansSQL = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
