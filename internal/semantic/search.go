@@ -363,24 +363,20 @@ func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, rows, smal
 	qf := f.clone()
 	tq := qf.arg(text)
 	lim := qf.arg(n)
-	query := `SELECT ` + legCols(rows) + `, ts_rank_cd(tsv, q) AS r
-		FROM memories, (SELECT replace(plainto_tsquery('simple', ` + tq + `)::text, ' & ', ' | ')::tsquery AS q) tq
-		WHERE ` + qf.sql() + ` AND q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT ` + lim
-	mode := pg.CustomPlansSQL
+	mode, with, where := pg.CustomPlansSQL, "", qf.sql()+" AND "
 	if smallScope {
-		query = `WITH memories AS MATERIALIZED (SELECT ` + memCols + `, tsv FROM memories WHERE ` + qf.sql() + `)
-		SELECT ` + legCols(rows) + `, ts_rank_cd(tsv, q) AS r
-		FROM memories, (SELECT replace(plainto_tsquery('simple', ` + tq + `)::text, ' & ', ' | ')::tsquery AS q) tq
-		WHERE q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT ` + lim
-		mode = pg.GenericPlansSQL
+		// The CTE is named after the table it reads, so the query below reads it instead.
+		mode, with, where = pg.GenericPlansSQL, `WITH memories AS MATERIALIZED (SELECT `+memCols+`, tsv FROM memories WHERE `+qf.sql()+`) `, ""
 	}
+	// The caller's batch restores the session's plan choice after it (nearest's DefaultPlansSQL).
 	b.Queue(mode)
-	b.Queue(query, qf.args...).Query(func(rs pgx.Rows) error {
+	b.Queue(with+`SELECT `+legCols(rows)+`, ts_rank_cd(tsv, q) AS r
+		FROM memories, (SELECT replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery AS q) tq
+		WHERE `+where+`q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...).Query(func(rs pgx.Rows) error {
 		var err error
 		*out, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (hit, error) { return scanHit(r, rows) })
 		return err
 	})
-	b.Queue(pg.DefaultPlansSQL)
 }
 
 // Search runs the hybrid search: vector and full-text candidates under the same filters,
