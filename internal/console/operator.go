@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -178,12 +179,15 @@ func diffJSON(a, b map[string]any) []change {
 	return out
 }
 
+// compact is v as one line of JSON, not HTML-escaped (the page's template escapes it).
 func compact(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // memoriesPage searches memories and shows each result's ranking breakdown.

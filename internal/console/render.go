@@ -118,8 +118,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	_, _ = w.Write(buf.Bytes())
 }
 
+// whenTmpl is the <time> element when renders: the template engine escapes it, like every
+// page, so no stored text reaches a page as markup (no template.HTML is built by hand).
+var whenTmpl = template.Must(template.New("when").Parse(`<time datetime="{{.ISO}}" title="{{.UTC}}">{{.UTC}}</time>`))
+
 // when renders an RFC 3339 time as a <time> element in UTC; the page's script shows it in
-// the viewer's zone and keeps UTC on hover.
+// the viewer's zone and keeps UTC on hover. Anything else is shown as escaped text.
 func when(v any) template.HTML {
 	s := str(v)
 	if s == "" {
@@ -129,9 +133,12 @@ func when(v any) template.HTML {
 	if err != nil {
 		return template.HTML(template.HTMLEscapeString(s))
 	}
-	u := t.UTC().Format("2006-01-02 15:04:05 UTC")
-	return template.HTML(`<time datetime="` + template.HTMLEscapeString(t.UTC().Format(time.RFC3339Nano)) + `" title="` +
-		u + `">` + u + `</time>`)
+	u := t.UTC()
+	var b strings.Builder
+	if err := whenTmpl.Execute(&b, struct{ ISO, UTC string }{u.Format(time.RFC3339Nano), u.Format("2006-01-02 15:04:05 UTC")}); err != nil {
+		return template.HTML(template.HTMLEscapeString(s))
+	}
+	return template.HTML(b.String())
 }
 
 func overdue(e map[string]any, now time.Time) bool {
@@ -146,11 +153,16 @@ func prettyJSON(v any) string {
 	if v == nil {
 		return "null"
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	// Not HTML-escaped here: the page's template escapes the text, so stored markup reads
+	// as the agent wrote it ("<img …"), not as "\u003cimg …".
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func str(v any) string {

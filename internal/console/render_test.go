@@ -1,6 +1,11 @@
 package console
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,4 +44,46 @@ func TestSafeNext(t *testing.T) {
 		"//evil/console/": "", "/console/..\\evil": "", "/consolex": "", "": ""} {
 		require.Equal(t, want, safeNext(in), in)
 	}
+}
+
+// TestNoHandBuiltHTML: stored text reaches a page only through html/template's contextual
+// escaping. A template.HTML conversion (or HTMLAttr, JS, CSS, URL…) bypasses it, so the only
+// one allowed is when's, which converts what the engine itself rendered.
+func TestNoHandBuiltHTML(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			ast.Inspect(d, func(n ast.Node) bool {
+				sel, isSel := n.(*ast.SelectorExpr)
+				if !isSel {
+					return true
+				}
+				if x, isIdent := sel.X.(*ast.Ident); isIdent && x.Name == "template" &&
+					slices.Contains([]string{"HTML", "HTMLAttr", "JS", "JSStr", "CSS", "URL", "Srcset"}, sel.Sel.Name) {
+					inWhen := ok && fn.Name.Name == "when" && sel.Sel.Name == "HTML"
+					require.True(t, inWhen, "%s: template.%s outside when(): render stored text through a template instead",
+						fset.Position(sel.Pos()), sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+}
+
+func TestJSONShownAsWritten(t *testing.T) {
+	t.Parallel()
+	p := `<img src=x onerror="alert(1)">`
+	require.Contains(t, prettyJSON(map[string]any{"q": p}), `"<img src=x onerror=\"alert(1)\">"`, "the template escapes it, not JSON")
+	require.Equal(t, `{"q":"<b>&"}`, compact(map[string]any{"q": "<b>&"}))
+	require.Equal(t, `<time datetime="2026-12-02T06:15:06Z" title="2026-12-02 06:15:06 UTC">2026-12-02 06:15:06 UTC</time>`,
+		string(when("2026-12-02T06:15:06Z")))
 }

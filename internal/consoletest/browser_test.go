@@ -22,6 +22,7 @@ var wantBrowser = []string{
 	"find a stalled job (its worker killed) and read the failing step's input and error",
 	"admin creates a key (shown once) and revokes it, ending its console sessions",
 	"search memories and see the ranking breakdown; user content is escaped",
+	"stored markup in every field the console shows is text, and no script runs",
 	"a form posted without its CSRF token is refused",
 	"an agent key gets no GDPR pages",
 	"an expired session is sent to sign-in",

@@ -15,6 +15,7 @@ import (
 func (s *Server) routes() {
 	r := s.router
 	r.Use(httpops.WithRequestID, httpops.Observe(s.Log, s.metrics, s.Options.RequestTimeout))
+	r.Use(httpops.SecurityHeaders) // nosniff everywhere; outside the console, a CSP that allows nothing
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		httpops.WriteProblem(w, r, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path, nil)
 	})

@@ -237,6 +237,79 @@ describe("console", () => {
     await ctx.close();
   });
 
+  test("stored markup in every field the console shows is text, and no script runs", async () => {
+    // What an agent key (or a poisoned conversation) can store, aimed at whoever reads it in
+    // the console: an element with a handler, an inline script, an attribute breakout.
+    const P = `<img src=x onerror="window.__xss='img'"><script>window.__xss='script'</script>"'><svg onload="window.__xss='svg'"></svg>`;
+    const mark = "<img src=x onerror="; // survives JSON encoding, so JSON fields show it too
+    const user = "xss-user-" + run, gone = "xss-gone-" + run, job = "xss-job-" + run, ns = "xss" + run;
+    const mem = await api("POST", "/v1/memories", keys.agent, { text: P + " memory", user_id: user, metadata: { note: P } });
+    await api("PUT", `/v1/kv/${ns}/greeting?user_id=${user}`, keys.agent, { value: P, user_id: user });
+    await api("PUT", `/v1/jobs/${job}`, keys.agent, { goal: P, user_id: user });
+    await api("POST", `/v1/jobs/${job}/events`, keys.agent, { op: "<img/src=x/onerror=window.__xss=1>", params: { note: P } });
+    const claim = await api("POST", `/v1/jobs/${job}/steps/render/start`, keys.agent, { owner: "w1", input: { tool: P.slice(0, 200), params: { q: P } } });
+    await api("POST", `/v1/jobs/${job}/steps/render/fail`, keys.agent, { fencing_token: claim.fencing_token, error: P, disposition: "retryable" });
+    await api("POST", `/v1/jobs/${job}/steps/render/start`, keys.agent, { owner: "w2", input: { params: { q: P } } });
+    await api("PUT", `/v1/jobs/${job}/checkpoint`, keys.agent, { current_step: P.slice(0, 200), next_action: P, state: { v: P } });
+    await api("PUT", `/v1/jobs/${job}/checkpoint`, keys.agent, { current_step: "two", next_action: P, state: { v: P + "2" } });
+    await api("POST", `/v1/admin/keys`, keys.admin, { role: "agent", name: P.slice(0, 200) });
+    await api("POST", "/v1/memories", keys.agent, { text: "to be erased", user_id: gone });
+    const erasure = await api("POST", "/v1/gdpr/erasures", keys.compliance, { user_id: gone, reason: P });
+
+    const { ctx, page, errors } = await signedIn(keys.admin);
+    await ctx.addInitScript(() => {
+      window.__csp = [];
+      document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective + " " + e.blockedURI));
+    });
+    const pages = [
+      [`/console/memories?query=${encodeURIComponent("img memory")}&user_id=${user}`, true],
+      [`/console/memories/${mem.id}`, true],
+      [`/console/kv?namespace=${ns}&user_id=${user}`, true],
+      [`/console/jobs`, true],
+      [`/console/jobs/${job}?from=1&to=2`, true],
+      [`/console/subjects?user_id=${user}`, false],
+      [`/console/erasures`, false],
+      [`/console/erasures/${erasure.id}`, true],
+      [`/console/audit?user_id=${user}`, false],
+      [`/console/keys`, true],
+      [`/console/quarantines`, false],
+      // Reflected: the payload in the query string of every form the console has.
+      [`/console/memories?query=${encodeURIComponent(P)}&agent_id=${encodeURIComponent(P)}`, true],
+      [`/console/subjects?user_id=${encodeURIComponent(P)}`, true],
+      [`/console/audit?action=${encodeURIComponent(P)}&since=${encodeURIComponent(P)}`, true],
+      [`/console/kv?namespace=${encodeURIComponent(P)}`, true],
+      [`/console/jobs/${encodeURIComponent(P)}`, false],
+    ];
+    for (const [path, shown] of pages) {
+      const resp = await page.goto(base + path);
+      expect(resp.headers()["content-security-policy"], path).toContain("script-src 'self'");
+      if (path.startsWith("/console/erasures/")) await page.locator("#verification").waitFor({ timeout: 60_000 });
+      expect(await page.evaluate(() => window.__xss), path).toBeUndefined();
+      expect(await page.evaluate(() => window.__csp), path).toEqual([]);
+      // Not one element or handler came from stored or submitted text.
+      expect(await page.locator('img, svg, [onerror], [onload], script:not([src])').count(), path).toBe(0);
+      expect(await page.locator("script").count(), path).toBe(1); // console.js, nothing else
+      if (shown) {
+        // Shown as text: on the page, or as a form field's value when it was submitted.
+        const text = await page.locator("main").innerText();
+        const inForm = await page.evaluate((p) => [...document.querySelectorAll("input")].some((i) => i.value === p), P);
+        expect(text.includes(mark) || inForm, path).toBe(true);
+      }
+    }
+    // The API's own answers are never a page a browser would run: nothing sniffed, nothing allowed.
+    const raw = await fetch(base + `/v1/memories/${mem.id}`, { headers: { Authorization: "Bearer " + keys.agent } });
+    expect(raw.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(raw.headers.get("content-security-policy")).toContain("default-src 'none'");
+    const jobText = await page.goto(base + `/console/jobs/${job}?from=1&to=2`).then(() => page.locator("main").innerText());
+    expect(jobText).toContain(P); // the goal, as the agent wrote it
+    expect(await page.locator(".attempt-error").first().innerText()).toContain(P); // the failed attempt's error
+    await page.goto(base + `/console/memories/${mem.id}`);
+    expect(await page.locator(".memtext").first().textContent()).toBe(P + " memory");
+    // The reflected payloads are refused (422, 404): those loads fail, nothing else does.
+    expect(errors.filter((e) => !e.includes("favicon") && !/status of (404|422)/.test(e))).toEqual([]);
+    await ctx.close();
+  });
+
   test("a form posted without its CSRF token is refused", async () => {
     const user = "csrf-" + run;
     const { ctx, page } = await signedIn(keys.compliance);
