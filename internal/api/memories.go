@@ -64,6 +64,7 @@ type PatchMemoryInput struct {
 type SearchBody struct {
 	Query string `json:"query" minLength:"1" maxLength:"4096" doc:"What to look for, in natural language."`
 	ScopeBody
+	ScopeMatch    string         `json:"scope_match,omitempty" enum:"compose,filter" doc:"compose (default): the scope sees org-level memories and those of every level it names or a combination of them (user U, agent A: org-level, U's, A's, U's with A). filter: only memories whose scope has every level named, whatever their other levels (Mem0's filters: user U finds U's memories at any agent and session, never org-level ones)."`
 	Kinds         []string       `json:"kinds,omitempty" maxItems:"20" doc:"Only these kinds."`
 	Metadata      map[string]any `json:"metadata,omitempty" doc:"Only memories whose metadata contains this object (jsonb @>)."`
 	Trust         []string       `json:"trust,omitempty" maxItems:"5" doc:"Only these trust levels."`

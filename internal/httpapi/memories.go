@@ -31,7 +31,8 @@ func memoryOK(m semantic.Memory, status int, d *semantic.Dedup) *api.MemoryOutpu
 
 // searchRequest is a search body as the semantic tier's request.
 func searchRequest(r *Request, b api.SearchBody) semantic.SearchRequest {
-	return semantic.SearchRequest{Scope: r.Scope(b.UserID, b.AgentID, b.SessionID), Text: b.Query, Kinds: b.Kinds,
+	return semantic.SearchRequest{Scope: r.Scope(b.UserID, b.AgentID, b.SessionID), ScopeFilter: b.ScopeMatch == "filter",
+		Text: b.Query, Kinds: b.Kinds,
 		Metadata: b.Metadata, Trust: b.Trust, CreatedAfter: b.CreatedAfter, CreatedBefore: b.CreatedBefore,
 		AsOf: b.AsOf, TopK: b.TopK, ExcludeStale: b.ExcludeStale, StaleAfter: b.StaleAfter,
 		Provenance: b.Provenance.Filter(), IncludeQuarantined: b.IncludeQuarantined, Admin: r.Caller.Role == strata.RoleAdmin}

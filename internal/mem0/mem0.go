@@ -560,7 +560,9 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	if topK == 0 {
 		topK = b.Limit
 	}
-	req := map[string]any{"query": b.Query}
+	// Mem0's filters: the entities named, at any other level; never org-level memories
+	// (other jobs' summaries) or the composed scopes Strata's own search sees.
+	req := map[string]any{"query": b.Query, "scope_match": "filter"}
 	if topK > 0 {
 		req["top_k"] = topK
 	}

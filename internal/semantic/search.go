@@ -103,6 +103,19 @@ func (f *filter) visibleTo(sc strata.Scope) {
 	f.user, f.scoped = sc.UserID, true
 }
 
+// within is Mem0's filter: every level the query names must be the memory's, the levels it
+// leaves out are not filtered. So user U finds U's memories at any agent and session, and
+// never org-level ones or another user's.
+func (f *filter) within(sc strata.Scope) {
+	for _, x := range []struct{ col, v string }{{"user_id", sc.UserID}, {"agent_id", sc.AgentID}, {"session_id", sc.SessionID}} {
+		if x.v != "" {
+			f.add(x.col+" = ?", x.v)
+		}
+	}
+	// A user's scope index covers user_id IN ('', U), a superset of user_id = U.
+	f.user, f.scoped = sc.UserID, sc.UserID != ""
+}
+
 // current: not superseded.
 func (f *filter) current() {
 	f.conds = append(f.conds, "valid_to IS NULL")
@@ -116,11 +129,13 @@ func (f *filter) asOf(t time.Time) {
 
 // Query is a search.
 type Query struct {
-	Scope  strata.Scope // OrgID required; the other levels compose (see visibleTo)
-	Text   string
-	Vector []float32
-	Space  Space
-	Kinds  []string
+	Scope strata.Scope // OrgID required; the other levels compose (see visibleTo)
+	// ScopeFilter matches the scope as Mem0's filters do instead (see within).
+	ScopeFilter bool
+	Text        string
+	Vector      []float32
+	Space       Space
+	Kinds       []string
 	// Metadata: results' metadata must contain this object (jsonb @>).
 	Metadata      map[string]any
 	Trust         []string
@@ -396,7 +411,11 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 		staleAfter = s.o.StaleAfter
 	}
 	f := newFilter(q.Scope.OrgID)
-	f.visibleTo(q.Scope)
+	if q.ScopeFilter {
+		f.within(q.Scope)
+	} else {
+		f.visibleTo(q.Scope)
+	}
 	if q.AsOf != nil {
 		f.asOf(*q.AsOf)
 	} else {

@@ -135,7 +135,10 @@ func setProvenance(q *Query, pf *ProvenanceFilter) error {
 
 // SearchRequest is a memory search as a caller asks for it; Query validates it.
 type SearchRequest struct {
-	Scope         strata.Scope
+	Scope strata.Scope
+	// ScopeFilter: only memories with every level Scope names (Mem0's filters), not the
+	// composed scopes (org-level and every combination of the named levels).
+	ScopeFilter   bool
 	Text          string
 	Kinds         []string
 	Metadata      map[string]any
@@ -155,7 +158,7 @@ type SearchRequest struct {
 
 // Query validates r into a store query in space (the caller adds the vector).
 func (r SearchRequest) Query(space Space) (Query, error) {
-	q := Query{Scope: r.Scope, Text: r.Text, Space: space, Kinds: r.Kinds, Metadata: r.Metadata,
+	q := Query{Scope: r.Scope, ScopeFilter: r.ScopeFilter, Text: r.Text, Space: space, Kinds: r.Kinds, Metadata: r.Metadata,
 		Trust: r.Trust, CreatedAfter: r.CreatedAfter, CreatedBefore: r.CreatedBefore, AsOf: r.AsOf,
 		TopK: r.TopK, ExcludeStale: r.ExcludeStale}
 	if err := CheckText("query", r.Text); err != nil {

@@ -104,13 +104,26 @@ describe("mem0ai MemoryClient against Strata", () => {
   });
 
   it("another org's key sees none of it", async () => {
+    if (!other) throw new Error("STRATA_OTHER_KEY must be an agent key of a second org (go test ./internal/mem0 sets it)");
     const stranger = new MemoryClient({ apiKey: other, host });
+    // The other org holds an org-level memory of its own (a job summary is one): a user
+    // filter must not answer it, nor anything of this org.
+    expect((await v1("/v1/memories", { method: "POST", body: JSON.stringify({ text: "Peanut-free catering policy" }) }, other)).status).toBe(201);
     const all = await client.getAll({ filters: { user_id: user } });
-    await expect(stranger.get(all.results[0].id)).rejects.toBeInstanceOf(MemoryNotFoundError);
+    expect(all.count).toBeGreaterThan(0);
+    const ours = new Set(all.results.map((m: any) => m.id));
+    for (const m of all.results as any[]) {
+      await expect(stranger.get(m.id)).rejects.toBeInstanceOf(MemoryNotFoundError);
+      await expect(stranger.history(m.id)).rejects.toBeInstanceOf(MemoryNotFoundError);
+      await expect(stranger.update(m.id, { text: "overwritten" })).rejects.toBeInstanceOf(MemoryNotFoundError);
+      await expect(stranger.delete(m.id)).rejects.toBeInstanceOf(MemoryNotFoundError);
+    }
     const theirs = await stranger.getAll({ filters: { user_id: user } });
     expect(theirs.count).toBe(0);
     const found = await stranger.search("peanut", { filters: { user_id: user } });
     expect(found.results).toHaveLength(0);
+    for (const r of (await stranger.search("peanut", { filters: { user_id: user }, topK: 50 })).results as any[]) expect(ours.has(r.id)).toBe(false);
+    expect((await client.getAll({ filters: { user_id: user } })).count).toBe(all.count); // nothing of ours changed
   });
 
   it("a bad key is AuthenticationError", async () => {
