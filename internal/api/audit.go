@@ -19,6 +19,7 @@ type ListAuditInput struct {
 	Subject    string    `query:"subject" pattern:"^[A-Za-z0-9._:-]{1,200}$" doc:"Data subject by its audit pseudonym (as erasures and exports name it), e.g. after the user id was erased. Ignored with user_id."`
 	Since      time.Time `query:"since" doc:"RFC 3339; inclusive."`
 	Until      time.Time `query:"until" doc:"RFC 3339; exclusive."`
+	Order      string    `query:"order" enum:"oldest,newest" doc:"oldest (default): oldest first; newest: newest first (the cursor pages on towards older records)."`
 	Page
 }
 
@@ -33,7 +34,7 @@ type VerifyAuditOutput struct {
 var OpListAudit = huma.Operation{
 	OperationID: "list-audit", Method: http.MethodGet, Path: "/v1/audit", Tags: []string{"compliance"},
 	Summary: "Read the audit log",
-	Description: "Every write and compliance action of the caller's org, oldest first. Data subjects appear only " +
+	Description: "Every write and compliance action of the caller's org, oldest first (order=newest: newest first). Data subjects appear only " +
 		"as keyed pseudonyms; filter by user_id to find a subject's records.",
 }
 

@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -282,6 +283,8 @@ type Filter struct {
 	Since, Until                                               *time.Time
 	AfterID                                                    int64
 	Limit                                                      int
+	// Newest lists newest first; AfterID is then the previous page's last (oldest) id.
+	Newest bool
 }
 
 // ParseCursor reads a page cursor of List (the previous page's last record id; "": from
@@ -297,17 +300,24 @@ func ParseCursor(c string) (int64, error) {
 	return id, nil
 }
 
-// List returns org's records matching f in id order.
+// List returns org's records matching f in id order (newest first with f.Newest).
 func List(ctx context.Context, q pg.DBTX, org string, f Filter) ([]Record, error) {
+	after, order := "id > $2", "id"
+	if f.Newest {
+		after, order = "id < $2", "id DESC"
+		if f.AfterID == 0 {
+			f.AfterID = math.MaxInt64
+		}
+	}
 	rows, err := q.Query(ctx, `SELECT id, seq, at, actor_key_id, actor_role, coalesce(agent_id, ''), action, entity_type,
 			coalesce(entity_id, ''), coalesce(request_id, ''), coalesce(subject, ''), coalesce(status, 0), details,
 			coalesce(encode(hash, 'hex'), ''), coalesce(encode(prev_hash, 'hex'), '')
 		FROM audit_log
-		WHERE org_id = $1 AND id > $2
+		WHERE org_id = $1 AND `+after+`
 		  AND ($3 = '' OR action = $3) AND ($4 = '' OR entity_type = $4) AND ($5 = '' OR entity_id = $5)
 		  AND ($6 = '' OR actor_key_id = $6) AND ($7 = '' OR agent_id = $7) AND ($8 = '' OR subject = $8 OR subject = ANY($12::text[]))
 		  AND ($9::timestamptz IS NULL OR at >= $9) AND ($10::timestamptz IS NULL OR at < $10)
-		ORDER BY id LIMIT $11`,
+		ORDER BY `+order+` LIMIT $11`,
 		org, f.AfterID, f.Action, f.EntityType, f.EntityID, f.ActorKeyID, f.AgentID, f.Subject, f.Since, f.Until, f.Limit, f.Subjects)
 	if err != nil {
 		return nil, pg.Interpret(err)

@@ -30,7 +30,29 @@ type Session struct {
 // ViaConsole marks a principal acting through the web console (audit records say so).
 const ViaConsole = "console"
 
+// ViaMCP and ViaMem0 mark requests that reached the API through the MCP server or the
+// Mem0-compatible API, with the caller's own key (WithVia).
+const (
+	ViaMCP  = "mcp"
+	ViaMem0 = "mem0"
+)
+
 type inProcessKey struct{}
+
+type viaKey struct{}
+
+// WithVia marks ctx as an in-process call made through channel via (ViaMCP, ViaMem0) with
+// the caller's own key: the API authenticates the key as usual and its audit records say
+// which channel the write came through. Like WithInProcessPrincipal, no HTTP client can set it.
+func WithVia(ctx context.Context, via string) context.Context {
+	return context.WithValue(ctx, viaKey{}, via)
+}
+
+// ViaOf is the channel WithVia marked ctx with ("" for the API itself).
+func ViaOf(ctx context.Context) string {
+	v, _ := ctx.Value(viaKey{}).(string)
+	return v
+}
 
 // WithInProcessPrincipal marks ctx as an in-process call made on p's behalf by the console
 // (which authenticated p from its session). Only code inside the server can set a context

@@ -14,8 +14,11 @@ import (
 
 // Compliance pages: a data subject, erasures, export, restriction, rectification, audit.
 
-// subjectPage finds a data subject: restriction, what is held per tier (the export's
-// summary counts; viewing them is audited as an export, which it is), erasures, forms.
+// subjectPage finds a data subject: restriction, what is held (the memories themselves, with
+// the ids rectification takes, the preferences, and counts per tier), the audit records that
+// carry the subject's pseudonym, erasures, forms. Reading what is held is an access to the
+// subject's data: the API audits it as an export (one audit record, with the pseudonym, never
+// the user id), and nothing else is written, for a known subject or an unknown one.
 func (c *Console) subjectPage(w http.ResponseWriter, r *http.Request) {
 	user := strings.TrimSpace(r.URL.Query().Get("user_id"))
 	v := &view{Title: "Data subjects", Nav: "subjects", Data: map[string]any{"user_id": user}}
@@ -36,8 +39,8 @@ func (c *Console) subjectPage(w http.ResponseWriter, r *http.Request) {
 	if p := exp.Problem(); p != nil {
 		v.Problem = p
 	} else {
-		counts, records := exportCounts(exp.Body)
-		v.Data["counts"], v.Data["records"] = counts, records
+		h := readExport(exp.Body, maxListed)
+		v.Data["held"] = h
 	}
 	er := c.get(r, "/v1/gdpr/erasures", q)
 	v.Data["erasures"] = er.Items()
@@ -48,29 +51,73 @@ func (c *Console) subjectPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "subject", v)
 }
 
-// exportCounts reads an export's summary line: records per tier and type.
-func exportCounts(body []byte) (map[string]any, int64) {
+// maxListed bounds the memories and preferences the subject page lists (the export has all).
+const maxListed = 200
+
+// held is what a subject's export holds, as the subject page shows it.
+type held struct {
+	Counts      []heldCount      // per tier and type, the subject's data (audit and GDPR bookkeeping apart)
+	Records     int64            // records of the subject's data
+	Memories    []map[string]any // current memory versions: id, text, kind, agent, session, since
+	MoreMemory  int              // current memories beyond maxListed
+	Preferences []map[string]any // key-value entries: namespace, key, level, value
+	MorePrefs   int
+	Audit       int64 // audit records carrying the subject's pseudonym
+	Bookkeeping int64 // restriction and erasure requests about the subject
+}
+
+type heldCount struct {
+	What string
+	N    int64
+}
+
+// readExport reads an export's records (one JSON object a line; the last is the summary).
+func readExport(body []byte, limit int) held {
+	var h held
+	counts := map[string]int64{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	var last []byte
 	for sc.Scan() {
-		if len(sc.Bytes()) > 0 {
-			last = append(last[:0], sc.Bytes()...)
+		var rec struct {
+			Tier string         `json:"tier"`
+			Type string         `json:"type"`
+			ID   string         `json:"id"`
+			Data map[string]any `json:"data"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Tier == "" {
+			continue
+		}
+		switch {
+		case rec.Tier == "audit":
+			h.Audit++
+			continue
+		case rec.Tier == "gdpr":
+			h.Bookkeeping++
+			continue
+		}
+		h.Records++
+		counts[rec.Tier+" · "+rec.Type]++
+		switch {
+		case rec.Tier == "semantic" && rec.Type == "memory" && rec.Data["valid_to"] == nil:
+			if len(h.Memories) >= limit {
+				h.MoreMemory++
+				continue
+			}
+			h.Memories = append(h.Memories, map[string]any{"id": rec.ID, "text": rec.Data["text"], "kind": rec.Data["kind"],
+				"agent_id": rec.Data["agent_id"], "session_id": rec.Data["session_id"], "since": rec.Data["valid_from"]})
+		case rec.Tier == "keyvalue" && rec.Type == "entry":
+			if len(h.Preferences) >= limit {
+				h.MorePrefs++
+				continue
+			}
+			h.Preferences = append(h.Preferences, map[string]any{"namespace": rec.Data["namespace"], "key": rec.Data["key"],
+				"level": rec.Data["level"], "value": rec.Data["value"]})
 		}
 	}
-	var sum struct {
-		Type    string           `json:"type"`
-		Records int64            `json:"records"`
-		Counts  map[string]int64 `json:"counts"`
+	for _, k := range sortedKeys(counts) {
+		h.Counts = append(h.Counts, heldCount{What: k, N: counts[k]})
 	}
-	if json.Unmarshal(last, &sum) != nil || sum.Type != "summary" {
-		return nil, 0
-	}
-	out := map[string]any{}
-	for k, n := range sum.Counts {
-		out[k] = n
-	}
-	return out, sum.Records
+	return h
 }
 
 func (c *Console) subjectURL(user, notice string) string {
@@ -165,6 +212,15 @@ func (c *Console) rectify(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) createErasure(w http.ResponseWriter, r *http.Request) {
 	user := strings.TrimSpace(r.PostFormValue("user_id"))
+	// The confirmation names the subject, so a form posted for one subject cannot erase another.
+	if user == "" || r.PostFormValue("confirm") != user {
+		c.render(w, r, http.StatusUnprocessableEntity, "error", &view{Title: "Erasure not confirmed", Nav: "subjects",
+			Problem: &problem{Status: http.StatusUnprocessableEntity, Title: "Confirm the erasure",
+				Detail: "Tick the confirmation for this subject; nothing was erased.",
+				Errors: []fieldError{{Location: "confirm", Message: "must confirm the erasure of " + user}}},
+			Data: map[string]any{"back": c.subjectURL(user, "")}})
+		return
+	}
 	body := map[string]any{"user_id": user, "reason": r.PostFormValue("reason")}
 	res := c.call(r, http.MethodPost, "/v1/gdpr/erasures", nil, body, r.PostFormValue("form_id"))
 	if p := res.Problem(); p != nil {
@@ -195,7 +251,8 @@ func (c *Console) erasurePage(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, p.Status, "error", v)
 		return
 	}
-	v.Data = map[string]any{"e": res.Map(), "now": c.d.Now()}
+	e := res.Map()
+	v.Data = map[string]any{"e": e, "receipt": receipt(e), "now": c.d.Now()}
 	c.render(w, r, http.StatusOK, "erasure", v)
 }
 
@@ -215,7 +272,7 @@ func (c *Console) erasureStatus(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 	in := r.URL.Query()
-	q := url.Values{"limit": {"50"}}
+	q := url.Values{"limit": {"50"}, "order": {"newest"}}
 	filters := map[string]any{}
 	for _, f := range []string{"user_id", "subject", "actor_key_id", "action", "since", "until", "cursor"} {
 		if x := strings.TrimSpace(in.Get(f)); x != "" {

@@ -57,7 +57,7 @@ var funcs = template.FuncMap{
 	"json":    prettyJSON,
 	"str":     str,
 	"num":     num,
-	"keys":    sortedKeys,
+	"keys":    sortedKeys[any],
 	"query":   query,
 	"overdue": overdue,
 	"short":   short,
@@ -69,7 +69,7 @@ var funcs = template.FuncMap{
 		return m
 	},
 	"list":    func(v any) []any { l, _ := v.([]any); return l },
-	"obj":     func(v any) map[string]any { m, _ := v.(map[string]any); return m },
+	"obj":     obj,
 	"eq2":     func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
 	"pathesc": url.PathEscape,
 }
@@ -197,7 +197,7 @@ func short(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func sortedKeys(m map[string]any) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)

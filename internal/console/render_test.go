@@ -87,3 +87,25 @@ func TestJSONShownAsWritten(t *testing.T) {
 	require.Equal(t, `<time datetime="2026-12-02T06:15:06Z" title="2026-12-02 06:15:06 UTC">2026-12-02 06:15:06 UTC</time>`,
 		string(when("2026-12-02T06:15:06Z")))
 }
+
+func TestReceiptInPlainWords(t *testing.T) {
+	t.Parallel()
+	e := map[string]any{
+		"counts": map[string]any{
+			"semantic":    map[string]any{"memories": 1.0, "versions": 2.0, "scope_indexes": 1.0},
+			"working":     map[string]any{"redis_keys": 4.0, "turns": 3.0},
+			"idempotency": map[string]any{"records": 0.0},
+			"future":      map[string]any{"things": 5.0},
+		},
+		"verification": map[string]any{"clean": false, "remaining": map[string]any{
+			"semantic.memories": 0.0, "working.redis_sessions": 1.0, "keyvalue.kv_entries": 0.0}},
+	}
+	r := receipt(e)
+	require.Equal(t, []receiptRow{
+		{Tier: "Memories", Removed: "1 memory, 2 earlier versions", Verified: "nothing left", Clean: true},
+		{Tier: "Conversations and working state", Removed: "3 conversation turns", Verified: "1 left", Clean: false},
+	}, r.Rows)
+	require.Equal(t, []string{"future.things: 5", "semantic.scope_indexes: 1", "working.redis_keys: 4"}, r.Internal)
+	delete(e, "verification")
+	require.Equal(t, "", receipt(e).Rows[0].Verified, "before verification")
+}

@@ -26,6 +26,7 @@ var wantBrowser = []string{
 	"a form posted without its CSRF token is refused",
 	"an agent key gets no GDPR pages",
 	"an expired session is sent to sign-in",
+	"a compliance officer alone: nothing held, the memories themselves, a confirmed erasure, a plain receipt",
 	"usable at 390 px: no horizontal scroll of the page, navigation reachable",
 }
 

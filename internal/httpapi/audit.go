@@ -23,7 +23,7 @@ func (s *Server) listAudit(ctx context.Context, r *Request, in *api.ListAuditInp
 	}
 	f := audit.Filter{Action: in.Action, EntityType: in.EntityType, EntityID: in.EntityID, ActorKeyID: in.ActorKeyID,
 		AgentID: in.AgentID, Subject: s.Pseudo.Subject(r.Org, in.UserID), Subjects: s.Pseudo.Subjects(r.Org, in.UserID),
-		AfterID: after, Limit: limit + 1}
+		AfterID: after, Limit: limit + 1, Newest: in.Order == "newest"}
 	if in.UserID == "" && in.Subject != "" {
 		f.Subject, f.Subjects = in.Subject, []string{in.Subject}
 	}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -97,4 +98,49 @@ func TestAuditRemovedRecordIsDetected(t *testing.T) {
 	require.False(t, rep.OK)
 	require.EqualValues(t, 2, rep.FirstBroken.Seq)
 	require.Contains(t, rep.FirstBroken.Reason, "missing")
+}
+
+// TestAuditNewestFirstAndVia: order=newest pages from the newest record towards older ones
+// with no gap or repeat; every record says which channel it came through (MCP and the Mem0
+// API are named, the API itself is not).
+func TestAuditNewestFirstAndVia(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	compliance, agent := s.NewKey("audit-order", "compliance"), s.NewKey("audit-order", "agent")
+	for i := range 5 {
+		require.Equal(t, 201, s.Do("POST", "/v1/memories", agent, map[string]any{"text": fmt.Sprintf("note %d", i)}).Status)
+	}
+	r := s.Do("POST", "/mem0/v1/memories/", agent, map[string]any{"messages": "a mem0 note", "user_id": "u1", "infer": false})
+	require.Equal(t, 200, r.Status, string(r.Body))
+	type rec struct {
+		ID      int64          `json:"id"`
+		Action  string         `json:"action"`
+		Details map[string]any `json:"details"`
+	}
+	var oldest struct{ Items []rec }
+	s.Do("GET", "/v1/audit?action=create-memory", compliance, nil).JSON(t, &oldest)
+	require.Len(t, oldest.Items, 6)
+	var got []rec
+	cursor := ""
+	for {
+		var page struct {
+			Items      []rec
+			NextCursor string `json:"next_cursor"`
+		}
+		r := s.Do("GET", "/v1/audit?action=create-memory&order=newest&limit=4"+cursor, compliance, nil)
+		require.Equal(t, 200, r.Status, string(r.Body))
+		r.JSON(t, &page)
+		got = append(got, page.Items...)
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = "&cursor=" + page.NextCursor
+	}
+	require.Len(t, got, 6)
+	for i := range got {
+		require.Equal(t, oldest.Items[len(got)-1-i].ID, got[i].ID)
+	}
+	require.Equal(t, "mem0", got[0].Details["via"], "the newest came through the Mem0 API")
+	require.Nil(t, got[1].Details["via"], "the API itself is not named")
+	require.Equal(t, 422, s.Do("GET", "/v1/audit?order=sideways", compliance, nil).Status)
 }

@@ -53,6 +53,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 			return
 		}
+		if via := auth.ViaOf(r.Context()); via != "" {
+			p.Via = via // an in-process call of the MCP server or the Mem0 API
+		}
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
 }

@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/strata-mem/strata/internal/auth"
 )
 
 // Tool maps a tool onto a REST operation.
@@ -125,7 +127,7 @@ func call(ctx context.Context, api http.Handler, t Tool, req *sdk.CallToolReques
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	r, err := http.NewRequestWithContext(ctx, t.Method, u, bytes.NewReader(body))
+	r, err := http.NewRequestWithContext(auth.WithVia(ctx, auth.ViaMCP), t.Method, u, bytes.NewReader(body))
 	if err != nil {
 		return toolError("building the request: " + err.Error()), nil
 	}

@@ -28,6 +28,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/strata-mem/strata/internal/auth"
 )
 
 // Handler is the Mem0-compatible API.
@@ -99,7 +101,7 @@ func (h *Handler) call(r *http.Request, method, path string, q url.Values, body 
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(r.Context(), method, u, rd)
+	req, err := http.NewRequestWithContext(auth.WithVia(r.Context(), auth.ViaMem0), method, u, rd)
 	if err != nil {
 		return result{status: 400, body: problemBody(400, "bad request path", "")}
 	}
