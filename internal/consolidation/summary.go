@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/pg"
 )
 
@@ -122,7 +123,7 @@ func (c *Consolidator) gather(ctx context.Context, q pg.DBTX, org, jobID string)
 		if len(steps) < 200 {
 			break
 		}
-		after = steps[len(steps)-1].StepID
+		after = jobs.StepCursor(steps[len(steps)-1])
 	}
 	var evs []episodic.Event
 	var afterSeq int64

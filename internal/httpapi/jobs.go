@@ -171,7 +171,7 @@ func (s *Server) getStep(ctx context.Context, r *Request, in *api.StepPath) (*ap
 }
 
 func (s *Server) listSteps(ctx context.Context, r *Request, in *api.ListStepsInput) (*api.ListStepsOutput, error) {
-	l, err := listPage(in.Page, func(st jobs.Step) string { return st.StepID }, func(n int) ([]jobs.Step, error) { return s.Jobs.PageSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, n) })
+	l, err := listPage(in.Page, jobs.StepCursor, func(n int) ([]jobs.Step, error) { return s.Jobs.PageSteps(ctx, r.Tx, r.Org, in.Job, in.Cursor, n) })
 	if err != nil {
 		return nil, err
 	}

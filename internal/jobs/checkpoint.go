@@ -259,9 +259,9 @@ func (s *Store) Fork(ctx context.Context, db pg.DBTX, org, jobID string, version
 	}
 	// The copied steps bring their attempts (how each was done), in the same statement.
 	if _, err := db.Exec(ctx, `WITH st AS (INSERT INTO job_steps (org_id, job_id, step_id, status, owner, fencing_token,
-			attempts, lease_seconds, lease_expires_at, input, result, started_at, heartbeat_at, finished_at)
+			attempts, lease_seconds, lease_expires_at, input, result, started_at, heartbeat_at, finished_at, first_started_at)
 		SELECT org_id, $3, step_id, status, owner, fencing_token, attempts, lease_seconds, lease_expires_at, input, result,
-			started_at, heartbeat_at, finished_at
+			started_at, heartbeat_at, finished_at, first_started_at
 		FROM job_steps WHERE org_id = $1 AND job_id = $2 AND status = 'completed' AND finished_at <= $4
 		RETURNING step_id)
 		INSERT INTO job_step_attempts (org_id, job_id, step_id, fencing_token, attempt, claim, owner, input, lease_seconds,

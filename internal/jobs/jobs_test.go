@@ -601,3 +601,51 @@ func TestTenantIsolationInStore(t *testing.T) {
 	})
 	require.ErrorIs(t, err, strata.ErrNotFound)
 }
+
+// TestStepsListInRunOrder: a job's steps list in the order they were first claimed, not by
+// name; a retry keeps its step's place; the cursor pages on in that order (issue 46).
+func TestStepsListInRunOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.job("acme", "run", jobs.JobSpec{Goal: "g"})
+	var firstZ jobs.Claim
+	for i, step := range []string{"zeta-fetch", "alpha-cut", "mid-grade", "beta-export"} {
+		c, err := e.start("acme", "run", step, "w1", 60)
+		require.NoError(t, err)
+		if i == 0 {
+			firstZ = c
+		}
+		e.clk.Advance(time.Second)
+	}
+	// zeta-fetch fails and is claimed again later: it keeps its place as the first step.
+	_, err := e.fail("acme", "run", "zeta-fetch", firstZ.FencingToken, jobs.DispositionRetryable)
+	require.NoError(t, err)
+	e.clk.Advance(time.Second)
+	_, err = e.start("acme", "run", "zeta-fetch", "w2", 60)
+	require.NoError(t, err)
+	want := []string{"zeta-fetch", "alpha-cut", "mid-grade", "beta-export"}
+	var got []string
+	after := ""
+	for {
+		var page []jobs.Step
+		require.NoError(t, e.tx("acme", func(tx pgx.Tx) (err error) {
+			page, err = e.store.PageSteps(ctx, tx, "acme", "run", after, 3)
+			return err
+		}))
+		for _, st := range page {
+			got = append(got, st.StepID)
+		}
+		if len(page) < 3 {
+			break
+		}
+		after = jobs.StepCursor(page[len(page)-1])
+	}
+	require.Equal(t, want, got)
+	var all []jobs.Step
+	require.NoError(t, e.tx("acme", func(tx pgx.Tx) (err error) {
+		all, err = e.store.ListSteps(ctx, tx, "acme", "run", "", 10)
+		return err
+	}))
+	require.True(t, all[0].FirstStartedAt.Before(all[0].StartedAt), "the retry's claim is later than the first")
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,7 +63,8 @@ type Step struct {
 	Result         json.RawMessage `json:"result,omitempty"`
 	Error          string          `json:"error,omitempty"`
 	Disposition    string          `json:"disposition,omitempty" enum:"retryable,manual_review"`
-	StartedAt      time.Time       `json:"started_at"`
+	StartedAt      time.Time       `json:"started_at" doc:"When the current attempt claimed the step."`
+	FirstStartedAt time.Time       `json:"first_started_at" doc:"When the step was first claimed, kept across retries and takeovers: lists of steps are in this order (run order), then by step id."`
 	HeartbeatAt    time.Time       `json:"heartbeat_at"`
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 	ClearedAt      *time.Time      `json:"cleared_at,omitempty"`
@@ -83,13 +86,13 @@ type Claim struct {
 
 const stepCols = `job_id, step_id, status, owner, fencing_token, attempts, lease_seconds, lease_expires_at, input,
 	result, coalesce(error, ''), coalesce(disposition, ''), started_at, heartbeat_at, finished_at, cleared_at,
-	coalesce(cleared_by, '')`
+	coalesce(cleared_by, ''), first_started_at`
 
 func (s *Store) scanStep(row pgx.Row, now time.Time) (Step, error) {
 	var st Step
 	err := row.Scan(&st.JobID, &st.StepID, &st.Status, &st.Owner, &st.FencingToken, &st.Attempts, &st.LeaseSeconds,
 		&st.LeaseExpiresAt, &st.Input, &st.Result, &st.Error, &st.Disposition, &st.StartedAt, &st.HeartbeatAt,
-		&st.FinishedAt, &st.ClearedAt, &st.ClearedBy)
+		&st.FinishedAt, &st.ClearedAt, &st.ClearedBy, &st.FirstStartedAt)
 	if err != nil {
 		return Step{}, pg.Interpret(err)
 	}
@@ -99,6 +102,7 @@ func (s *Store) scanStep(row pgx.Row, now time.Time) (Step, error) {
 
 func (st *Step) normalise(now time.Time) {
 	st.LeaseExpiresAt, st.StartedAt, st.HeartbeatAt = st.LeaseExpiresAt.UTC(), st.StartedAt.UTC(), st.HeartbeatAt.UTC()
+	st.FirstStartedAt = st.FirstStartedAt.UTC()
 	for _, p := range []**time.Time{&st.FinishedAt, &st.ClearedAt} {
 		if *p != nil {
 			t := (**p).UTC()
@@ -214,8 +218,8 @@ func (s *Store) Start(ctx context.Context, db pg.DBTX, org, jobID, stepID string
 	switch {
 	case !exists:
 		st, err = s.scanStep(db.QueryRow(ctx, stepReturning(`INSERT INTO job_steps (org_id, job_id, step_id, status, owner,
-				fencing_token, attempts, lease_seconds, lease_expires_at, input, started_at, heartbeat_at)
-			VALUES ($1, $2, $3, 'running', $4, 1, 1, $5, $6, $7::jsonb, $8, $8) RETURNING *`, openAttempt(ClaimNew)),
+				fencing_token, attempts, lease_seconds, lease_expires_at, input, started_at, heartbeat_at, first_started_at)
+			VALUES ($1, $2, $3, 'running', $4, 1, 1, $5, $6, $7::jsonb, $8, $8, $8) RETURNING *`, openAttempt(ClaimNew)),
 			org, jobID, stepID, in.Owner, secs, lease, string(input), now), now)
 	case cur.Status == StepRunning && cur.Owner == in.Owner:
 		// The holder asks again (a retry, or a restart with the same owner id): same claim.
@@ -396,11 +400,30 @@ func (s *Store) GetStep(ctx context.Context, db pg.DBTX, org, jobID, stepID stri
 		WHERE org_id = $1 AND job_id = $2 AND step_id = $3`, org, jobID, stepID), now)
 }
 
-// PageSteps is a client's page of a job's steps: after is a next_cursor of the previous page
-// (a step id; another value is a FieldError for "cursor"), and a job that does not exist is
-// ErrNotFound (ListSteps answers it an empty list).
+// StepCursor is the list cursor after st: its run order position (first claim, in
+// microseconds since the epoch, then step id).
+func StepCursor(st Step) string {
+	return strconv.FormatInt(st.FirstStartedAt.UnixMicro(), 10) + ":" + st.StepID
+}
+
+// parseStepCursor reads a StepCursor ("" is the start).
+func parseStepCursor(c string) (time.Time, string, error) {
+	if c == "" {
+		return time.Time{}, "", nil
+	}
+	us, id, ok := strings.Cut(c, ":")
+	n, err := strconv.ParseInt(us, 10, 64)
+	if !ok || err != nil || !strata.ValidID(id) {
+		return time.Time{}, "", strata.Invalid("cursor", "is not a cursor this list gave out (next_cursor)")
+	}
+	return time.UnixMicro(n).UTC(), id, nil
+}
+
+// PageSteps is a client's page of a job's steps in run order: after is a next_cursor of the
+// previous page (StepCursor; another value is a FieldError for "cursor"), and a job that
+// does not exist is ErrNotFound (ListSteps answers it an empty list).
 func (s *Store) PageSteps(ctx context.Context, db pg.DBTX, org, jobID, after string, limit int) ([]Step, error) {
-	if err := strata.CheckID("cursor", after, true); err != nil {
+	if _, _, err := parseStepCursor(after); err != nil {
 		return nil, err
 	}
 	if _, err := s.GetJob(ctx, db, org, jobID); err != nil {
@@ -409,11 +432,17 @@ func (s *Store) PageSteps(ctx context.Context, db pg.DBTX, org, jobID, after str
 	return s.ListSteps(ctx, db, org, jobID, after, limit)
 }
 
-// ListSteps lists a job's steps by step_id after the cursor.
+// ListSteps lists a job's steps in run order (first claim, then step id) after the cursor
+// (StepCursor of the previous page's last step; "" from the first).
 func (s *Store) ListSteps(ctx context.Context, db pg.DBTX, org, jobID, after string, limit int) ([]Step, error) {
 	now := s.Now()
+	at, id, err := parseStepCursor(after)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := db.Query(ctx, `SELECT `+stepCols+` FROM job_steps
-		WHERE org_id = $1 AND job_id = $2 AND step_id > $3 ORDER BY step_id LIMIT $4`, org, jobID, after, limit)
+		WHERE org_id = $1 AND job_id = $2 AND ($3 = '' OR (first_started_at, step_id) > ($4, $3))
+		ORDER BY first_started_at, step_id LIMIT $5`, org, jobID, id, at, limit)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}

@@ -105,7 +105,7 @@ def test_jobs_steps_and_iterators(client: strata.Strata, uid) -> None:
         c = client.start_step(jid, f"s{i}", owner="w1")
         client.complete_step(jid, f"s{i}", c["fencing_token"], i)
     assert client.get_step(jid, "s3")["result"] == 3
-    assert sorted(s["step_id"] for s in client.list_steps(jid, limit=2)) == ["s1", "s2", "s3", "s4", "s5"]
+    assert [s["step_id"] for s in client.list_steps(jid, limit=2)] == ["s1", "s2", "s3", "s4", "s5"]  # run order
 
     r = client.resume_job(jid)
     assert {s["step_id"] for s in r["completed_steps"]} == {"s1", "s2", "s3", "s4", "s5"}
@@ -203,6 +203,11 @@ def test_memories(client: strata.Strata, uid) -> None:
     assert client.get_memory(m["id"])["id"] == m["id"]
     res = client.search_memories("which aspect ratio for trailers", user_id=user, top_k=5, kinds=["preference"])
     assert res["items"] and res["items"][0]["memory"]["id"] == m["id"]
+    # score is the number hits are ranked by; how it came about is beside it.
+    hit = res["items"][0]
+    assert isinstance(hit["score"], float) and hit["score"] == hit["breakdown"]["score"]
+    assert {"rrf", "relevance", "recency"} <= set(hit["breakdown"])
+    assert [h["score"] for h in res["items"]] == sorted((h["score"] for h in res["items"]), reverse=True)
     up = client.update_memory(m["id"], text="The user prefers 9:16 trailers with subtitles", if_match=m["version"])
     assert up["version"] == 2
     with pytest.raises(strata.Conflict):

@@ -3,6 +3,7 @@ dispositions, job.once, and a server outage in the middle of a step."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -152,3 +153,19 @@ def test_server_down_mid_step_is_retried_with_the_same_key(proxy: FaultProxy, ui
     assert len(done) >= 2 and done[0]["status"] == 503 and done[-1]["status"] == 200
     assert len({r["key"] for r in done}) == 1
     assert c.get_step(job.job_id, "encode")["status"] == "completed"
+
+
+def test_job_tied_to_a_user_and_steps_in_run_order(client: strata.Strata, compliance: strata.Strata, uid,
+                                                    tmp_path) -> None:
+    user = uid("subject")
+    job = client.job(uid("dj"), owner="w1", goal="edit the interview", user_id=user)
+    for name in ("transcribe", "cut", "approve"):  # not alphabetical
+        job.run(name, lambda: name)
+    j = client.get_job(job.job_id)
+    assert j["user_id"] == user  # tied on creation: no separate put_job
+    assert [s["step_id"] for s in client.list_steps(job.job_id)] == ["transcribe", "cut", "approve"]
+    # The subject's export finds the job.
+    path = tmp_path / "export.ndjson"
+    compliance.export_subject(user, path)
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    assert any(rec.get("tier") == "jobs" and rec.get("type") == "job" and rec.get("id") == job.job_id for rec in lines)

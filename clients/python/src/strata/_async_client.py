@@ -45,6 +45,15 @@ def _drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
+def _hits(res: Any) -> Any:
+    """Each hit's ``score`` as the number it ranks by, its breakdown beside it (``breakdown``)."""
+    for hit in (res or {}).get("items") or []:
+        b = hit.get("score")
+        if isinstance(b, dict):
+            hit["breakdown"], hit["score"] = b, b.get("score")
+    return res
+
+
 def _retry_after(resp: httpx.Response) -> Optional[float]:
     v = resp.headers.get("retry-after")
     if v is None:
@@ -191,10 +200,14 @@ class AsyncStrata:
     # ---- durable jobs (helper) -----------------------------------------------------
 
     def job(self, job_id: str, *, owner: str, lease_seconds: int = 60, goal: str = "",
-            heartbeat_interval: Optional[float] = None) -> _DurableJob:
-        """A handle for running durable steps of job ``job_id`` as ``owner`` (see strata.durable)."""
+            heartbeat_interval: Optional[float] = None, user_id: Optional[str] = None,
+            agent_id: Optional[str] = None, session_id: Optional[str] = None) -> _DurableJob:
+        """A handle for running durable steps of job ``job_id`` as ``owner`` (see strata.durable).
+        The first claim creates the job with ``goal`` and its scope: ``user_id`` ties it to a data
+        subject (GDPR export and erasure find it), with no separate ``put_job``."""
         return _DurableJob(self, job_id, owner=owner, lease_seconds=lease_seconds, goal=goal,
-                        heartbeat_interval=heartbeat_interval)
+                           heartbeat_interval=heartbeat_interval, user_id=user_id, agent_id=agent_id,
+                           session_id=session_id)
 
     # ---- working memory: sessions --------------------------------------------------
 
@@ -450,7 +463,7 @@ class AsyncStrata:
         (``metadata``, ``as_of``, ``exclude_stale``, ``provenance``...)."""
         body = _drop_none({"query": query, "top_k": top_k, "user_id": user_id, "agent_id": agent_id,
                            "session_id": session_id, "kinds": kinds, "trust": trust, **filters})
-        return await self._call("POST", "/v1/memories/search", json=body)
+        return _hits(await self._call("POST", "/v1/memories/search", json=body))
 
     async def get_memory(self, memory_id: str) -> Memory:
         return await self._call("GET", f"/v1/memories/{_seg(memory_id)}")

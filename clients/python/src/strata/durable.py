@@ -55,10 +55,14 @@ class Job:
     """A job whose steps this process runs as ``owner`` (create with ``Strata.job``)."""
 
     def __init__(self, client: "Strata", job_id: str, *, owner: str, lease_seconds: int = 60, goal: str = "",
-                 heartbeat_interval: Optional[float] = None) -> None:
+                 heartbeat_interval: Optional[float] = None, user_id: Optional[str] = None,
+                 agent_id: Optional[str] = None, session_id: Optional[str] = None) -> None:
         self.client, self.job_id, self.owner = client, job_id, owner
         self.lease_seconds, self.goal = lease_seconds, goal
         self.heartbeat_interval = heartbeat_interval
+        # The job's scope, set when the first claim creates it: its data subject (user_id) is
+        # what GDPR export and erasure find it by.
+        self.user_id, self.agent_id, self.session_id = user_id, agent_id, session_id
 
     def step(self, name: str, *, input: Optional[Dict[str, Any]] = None,
              lease_seconds: Optional[int] = None) -> "StepRun":
@@ -92,7 +96,8 @@ class Job:
         try:
             return self.client.start_step(self.job_id, name, owner=self.owner, lease_seconds=ls, input=input)
         except NotFound:
-            self.client.put_job(self.job_id, goal=self.goal or None, owner=self.owner)
+            self.client.put_job(self.job_id, goal=self.goal or None, owner=self.owner, user_id=self.user_id,
+                                  agent_id=self.agent_id, session_id=self.session_id)
             return self.client.start_step(self.job_id, name, owner=self.owner, lease_seconds=ls, input=input)
 
 

@@ -196,7 +196,8 @@ class Memory(TypedDict, total=False):
 
 class SearchHit(TypedDict, total=False):
     memory: Memory
-    score: Dict[str, Any]
+    score: float  # what the hits are ranked by
+    breakdown: Dict[str, Any]  # how the score came about: rrf, relevance, vector/text ranks, recency...
     stale: bool
 
 
