@@ -318,7 +318,7 @@ var OpGetStep = huma.Operation{
 }
 
 var OpListSteps = huma.Operation{
-	OperationID: "list-steps", Method: http.MethodGet, Path: "/v1/jobs/{job}/steps", Tags: []string{"jobs"}, Summary: "List a job's steps (by step id)",
+	OperationID: "list-steps", Method: http.MethodGet, Path: "/v1/jobs/{job}/steps", Tags: []string{"jobs"}, Summary: "List a job's steps in run order (first claim, then step id)",
 }
 
 var OpListAttempts = huma.Operation{
