@@ -323,8 +323,8 @@ func TestEventJobStalledNoProgress(t *testing.T) {
 	const org = "ev-stall"
 	key := s.NewKey(org, "agent")
 	need(t, s.Do("PUT", "/v1/jobs/quiet-1", key, map[string]any{"goal": "render", "user_id": "raw-user-9"}), 200, 201)
+	started := time.Now() // before the step's start, the job's last progress
 	claim := need(t, s.Do("POST", "/v1/jobs/quiet-1/steps/render/start", key, map[string]any{"owner": "worker-3", "lease_seconds": 600}), 200).Map(t)
-	started := time.Now()
 
 	evs := waitStream(t, s, key, 1)
 	require.GreaterOrEqual(t, time.Since(started), time.Second, "not before STRATA_STALLED_AFTER")
