@@ -103,7 +103,11 @@ func (s *server) startLocked() {
 func (s *server) start() { s.mu.Lock(); defer s.mu.Unlock(); s.startLocked() }
 
 // killAndRestart SIGKILLs the server (no graceful shutdown, no flush) and starts it again.
-func (s *server) killAndRestart(reason string) {
+func (s *server) killAndRestart(reason string) { s.killRunRestart(reason, nil) }
+
+// killRunRestart SIGKILLs the server, runs between (if any) while no server runs, and
+// starts it again.
+func (s *server) killRunRestart(reason string, between func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
@@ -111,6 +115,9 @@ func (s *server) killAndRestart(reason string) {
 		_ = s.cmd.Wait()
 		s.kills++
 		s.byReason[reason]++
+	}
+	if between != nil {
+		between()
 	}
 	s.startLocked()
 }

@@ -320,6 +320,15 @@ func (x *Extractor) applyPaused(ctx context.Context, tx pgx.Tx, ac AfterCommit, 
 	return nil
 }
 
+// FailedKey is the dedupe key of the extraction.failed event of the attempt that read st: one
+// event per session, successful runs and failure count, so two replicas (or a redelivered job)
+// failing the same attempt emit once, while the first failure after a later success — when
+// failures is back at 0 — is an attempt of its own. The session id comes first and the two
+// counts last, so no two sessions' keys collide whatever their ids contain.
+func FailedKey(session string, st SessionExtraction) string {
+	return fmt.Sprintf("extraction.failed:%s:%d:%d", session, st.Runs, st.Failures+1)
+}
+
 // fail records a failed run: status, backoff, metric and an audit entry (counts, no content).
 func (x *Extractor) fail(ctx context.Context, org, session string, st SessionExtraction, req Request, dec Decisions, err error) {
 	backoff := time.Duration(1<<min(st.Failures, 10)) * 5 * time.Second
@@ -332,8 +341,9 @@ func (x *Extractor) fail(ctx context.Context, org, session string, st SessionExt
 	x.Log.WarnContext(ctx, "extraction failed; the turns stay queued", "org", org, "turns", len(req.Turns),
 		"llm_calls", dec.Usage.Calls, "err", msg)
 	aerr := pg.InOrgTx(context.WithoutCancel(ctx), x.Pool, org, func(tx pgx.Tx) error {
-		if eerr := outbox.Emit(ctx, tx, org, outbox.New{Type: outbox.ExtractionFailed, Data: map[string]any{"session_id": session,
-			"agent_id": req.AgentID, "failures": st.Failures + 1, "malformed": errors.Is(err, ErrMalformed)}}); eerr != nil {
+		if eerr := outbox.Emit(ctx, tx, org, outbox.New{Type: outbox.ExtractionFailed, DedupeKey: FailedKey(session, st),
+			Data: map[string]any{"session_id": session, "agent_id": req.AgentID, "failures": st.Failures + 1,
+				"malformed": errors.Is(err, ErrMalformed)}}); eerr != nil {
 			return eerr
 		}
 		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: WorkerKey, ActorRole: "system", AgentID: req.AgentID,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -174,4 +175,73 @@ func must(t *testing.T, e outbox.Event, key string) []byte {
 	require.True(t, ok, "%s has no %s: %s", e.Type, key, e.Data)
 	b, _ := jsonMarshal(v)
 	return b
+}
+
+// TestWatcherNoProgressOnceAcrossWatchers: a running job whose step holds a live lease but
+// that made no progress for StalledAfter is one job.stalled (no_progress), though two
+// watchers (two replicas) pass over it at once and again; a heartbeat is progress, and the
+// next quiet spell is a stall of its own.
+func TestWatcherNoProgressOnceAcrossWatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := testenv.Pool(t)
+	const org = "watch-quiet"
+	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	store := jobs.NewStore(time.Minute, clk.now)
+	w1 := &watch.Watcher{Pool: pool, Jobs: store, ExtraOrg: org, Now: clk.now, Log: slog.Default()}
+	w2 := &watch.Watcher{Pool: pool, Jobs: store, ExtraOrg: org, Now: clk.now, Log: slog.Default()}
+	var claim jobs.Claim
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		if _, _, err := store.PutJob(ctx, tx, org, "q1", jobs.JobSpec{Goal: "g", UserID: "u-quiet"}, nil); err != nil {
+			return err
+		}
+		var err error
+		claim, err = store.Start(ctx, tx, org, "q1", "encode", jobs.StartInput{Owner: "worker-9", LeaseSeconds: 86400})
+		return err
+	}))
+	// passes runs both watchers at once, twice. (What RunOnce returns is not compared: two
+	// watchers that both found the stall before either committed each count the emission
+	// the outbox's dedupe key then turned into nothing; the outbox is what counts.)
+	passes := func() {
+		for range 2 {
+			var wg sync.WaitGroup
+			for _, w := range []*watch.Watcher{w1, w2} {
+				wg.Go(func() {
+					_, err := w.RunOnce(ctx)
+					assert.NoError(t, err)
+				})
+			}
+			wg.Wait()
+		}
+	}
+	passes()
+	require.Empty(t, events(t, ctx, w1, org), "quiet for less than StalledAfter")
+
+	clk.add(2 * time.Minute)
+	passes()
+	evs := events(t, ctx, w1, org)
+	require.Len(t, evs, 1, "one event for the stall, whichever watcher saw it first")
+	e := evs[0]
+	require.Equal(t, outbox.JobStalled, e.Type)
+	require.Equal(t, "q1", e.JobID)
+	require.JSONEq(t, `"no_progress"`, string(must(t, e, "reason")))
+	require.JSONEq(t, `"encode"`, string(must(t, e, "step_id")))
+	require.JSONEq(t, `"running"`, string(must(t, e, "step_status")))
+	require.JSONEq(t, `"worker-9"`, string(must(t, e, "owner")))
+	require.JSONEq(t, `"2m0s"`, string(must(t, e, "stalled_for")))
+	require.NotContains(t, string(e.Data), "u-quiet")
+
+	// A heartbeat is progress: no stall; quiet again for StalledAfter, a new one.
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		_, err := store.Heartbeat(ctx, tx, org, "q1", "encode", claim.FencingToken, 0)
+		return err
+	}))
+	passes()
+	require.Len(t, events(t, ctx, w1, org), 1)
+	clk.add(2 * time.Minute)
+	passes()
+	evs = events(t, ctx, w1, org)
+	require.Len(t, evs, 2)
+	require.Equal(t, e.ID, evs[0].ID)
+	require.NotEqual(t, string(must(t, e, "progress_at")), string(must(t, evs[1], "progress_at")))
 }
