@@ -67,8 +67,9 @@ func randomSecret(t *testing.T) string {
 
 // TestLiveDeliveryVerifiedByAForeignVerifier: a real server delivers to a real receiver, and
 // a verifier written from the Standard Webhooks specification in Node (testdata/verify.js)
-// checks what arrived: the signature with the subscription's secret; after a rotation that
-// keeps the old secret, two signatures, either secret accepted; after a rotation that
+// checks what arrived (pings, and an event of a real write): the signature with the
+// subscription's secret; after a rotation that keeps the old secret, two signatures, either
+// secret accepted; after a rotation that
 // retires it, the old secrets refused; a delivery replayed outside the 5-minute tolerance
 // refused; a changed body refused.
 func TestLiveDeliveryVerifiedByAForeignVerifier(t *testing.T) {
@@ -172,6 +173,19 @@ func TestLiveDeliveryVerifiedByAForeignVerifier(t *testing.T) {
 	require.EqualError(t, err, "no matching signature")
 	_, err = foreignVerify(t, secretA, d, time.Now().Unix()+400)
 	require.EqualError(t, err, "timestamp too old") // two signatures do not widen the tolerance
+	// An event from a real write, fanned out by the dispatcher, is signed the same way.
+	agent := s.NewKey("whv", "agent")
+	r = s.Do("PUT", "/v1/jobs/whv-job", agent, map[string]any{"goal": "verify"})
+	require.Less(t, r.Status, 300, string(r.Body))
+	r = s.Do("POST", "/v1/jobs/whv-job/complete", agent, map[string]any{"status": "completed"})
+	require.Equal(t, 200, r.Status, string(r.Body))
+	d = next()
+	require.Contains(t, string(d.body), `"type":"job.completed"`)
+	require.Len(t, strings.Fields(d.headers["webhook-signature"]), 2)
+	for _, secret := range []string{secretA, secretB} {
+		_, err = foreignVerify(t, secret, d, 0)
+		require.NoError(t, err)
+	}
 
 	// A rotation that retires the previous secret at once (a leaked secret): one signature,
 	// neither older secret verifies any more, the new one does.
@@ -199,7 +213,7 @@ func TestLiveDeliveryVerifiedByAForeignVerifier(t *testing.T) {
 	require.Equal(t, 404, s.Do("POST", "/v1/admin/webhooks/nope/rotate-secret", admin, map[string]any{}).Status)
 	other := s.NewKey("whv-other", "admin")
 	require.Equal(t, 404, s.Do("POST", "/v1/admin/webhooks/"+id+"/rotate-secret", other, map[string]any{}).Status)
-	require.Equal(t, 403, s.Do("POST", "/v1/admin/webhooks/"+id+"/rotate-secret", s.NewKey("whv", "agent"), map[string]any{}).Status)
+	require.Equal(t, 403, s.Do("POST", "/v1/admin/webhooks/"+id+"/rotate-secret", agent, map[string]any{}).Status)
 	r = s.Do("GET", "/v1/admin/webhooks/"+id, admin, nil)
 	require.Equal(t, `"3"`, r.Header.Get("ETag"))
 	d = ping()
