@@ -219,4 +219,20 @@ func TestLiveDeliveryVerifiedByAForeignVerifier(t *testing.T) {
 	d = ping()
 	_, err = foreignVerify(t, secretC, d, 0)
 	require.NoError(t, err)
+
+	// A retried rotation with its Idempotency-Key rotates once; the replay does not show the
+	// secret again.
+	r = s.Do("POST", "/v1/admin/webhooks/"+id+"/rotate-secret", admin, map[string]any{"keep_previous_seconds": 0},
+		"Idempotency-Key", "whv-rotate-1")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	secretD := r.Map(t)["secret"].(string)
+	r = s.Do("POST", "/v1/admin/webhooks/"+id+"/rotate-secret", admin, map[string]any{"keep_previous_seconds": 0},
+		"Idempotency-Key", "whv-rotate-1")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.NotEqual(t, secretD, r.Map(t)["secret"])
+	require.NotContains(t, string(r.Body), secretD)
+	require.Equal(t, `"4"`, s.Do("GET", "/v1/admin/webhooks/"+id, admin, nil).Header.Get("ETag"))
+	d = ping()
+	_, err = foreignVerify(t, secretD, d, 0)
+	require.NoError(t, err)
 }
