@@ -186,8 +186,9 @@ func (s *Store) Revoke(ctx context.Context, q pg.DBTX, org, id string) (Key, err
 	if err != nil {
 		return k, pg.Interpret(err)
 	}
-	// The key's console sessions end with it (Session also refuses a revoked key's).
-	if _, err = q.Exec(ctx, `DELETE FROM console_sessions WHERE key_id = $1`, id); err != nil {
+	// The key's console sessions end with it (Session also refuses a revoked key's). Through
+	// the definer function: the root key revoking another org's key runs in its own org.
+	if _, err = q.Exec(ctx, `SELECT strata_console_sessions_end_key($1)`, id); err != nil {
 		return k, pg.Interpret(err)
 	}
 	_, err = q.Exec(ctx, `SELECT pg_notify($1, $2)`, RevocationChannel, id)

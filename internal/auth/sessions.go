@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -16,6 +18,11 @@ import (
 // stored, with the key's id, org and role — never the key's secret. A session ends at its
 // absolute expiry, after idle time without a request, at logout, or when its key is revoked
 // (Revoke deletes the key's sessions, and every lookup checks the key is still live).
+//
+// The table forces row-level security (migrations/0039): a session is written in a
+// transaction bound to its org, and what must work before the org is known (the lookup by
+// the cookie's hash, logout, a revoked key's sessions, the sweep of expired ones) goes
+// through that migration's SECURITY DEFINER functions, each keyed by what its caller holds.
 
 // Session is a console session's record.
 type Session struct {
@@ -76,14 +83,18 @@ func (s *Store) StartSession(ctx context.Context, p Principal, absolute, idle ti
 	}
 	secret := base64.RawURLEncoding.EncodeToString(b)
 	sess := Session{KeyID: p.KeyID, OrgID: p.OrgID, Role: p.Role, CreatedAt: now, LastSeen: now, ExpiresAt: now.Add(absolute)}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM console_sessions WHERE expires_at <= $1 OR last_seen_at <= $2`,
-		now, now.Add(-idle)); err != nil {
-		return "", Session{}, pg.Interpret(fmt.Errorf("sweeping console sessions: %w", err))
-	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO console_sessions (id_hash, key_id, org_id, role, created_at, last_seen_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $5, $6)`, hash(secret), p.KeyID, p.OrgID, string(p.Role), now, sess.ExpiresAt)
+	err := pg.InOrgTx(ctx, s.pool, p.OrgID, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT strata_console_sessions_sweep($1, $2)`, now, now.Add(-idle)); err != nil {
+			return fmt.Errorf("sweeping console sessions: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO console_sessions (id_hash, key_id, org_id, role, created_at, last_seen_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $5, $6)`, hash(secret), p.KeyID, p.OrgID, string(p.Role), now, sess.ExpiresAt); err != nil {
+			return fmt.Errorf("starting a console session: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return "", Session{}, pg.Interpret(fmt.Errorf("starting a console session: %w", err))
+		return "", Session{}, pg.Interpret(err)
 	}
 	return secret, sess, nil
 }
@@ -94,13 +105,8 @@ func (s *Store) StartSession(ctx context.Context, p Principal, absolute, idle ti
 func (s *Store) Session(ctx context.Context, secret string, idle time.Duration, now time.Time) (Principal, Session, error) {
 	var sess Session
 	var role string
-	err := s.pool.QueryRow(ctx, `WITH hit AS (
-			SELECT c.id_hash FROM console_sessions c LEFT JOIN api_keys k ON k.id = c.key_id
-			WHERE c.id_hash = $1 AND c.expires_at > $2 AND c.last_seen_at > $3
-			  AND (c.key_id = 'root' OR (k.id IS NOT NULL AND k.revoked_at IS NULL AND k.org_id = c.org_id)))
-		UPDATE console_sessions c SET last_seen_at = $2 FROM hit WHERE c.id_hash = hit.id_hash
-		RETURNING c.key_id, c.org_id, c.role, c.created_at, c.last_seen_at, c.expires_at`,
-		hash(secret), now, now.Add(-idle)).
+	err := s.pool.QueryRow(ctx, `SELECT key_id, org_id, role, created_at, last_seen_at, expires_at
+		FROM strata_console_session($1, $2, $3)`, hash(secret), now, now.Add(-idle)).
 		Scan(&sess.KeyID, &sess.OrgID, &role, &sess.CreatedAt, &sess.LastSeen, &sess.ExpiresAt)
 	if err != nil {
 		return Principal{}, Session{}, pg.Interpret(err)
@@ -118,6 +124,6 @@ func (s *Store) Session(ctx context.Context, secret string, idle time.Duration, 
 
 // EndSession deletes the session (logout). An unknown secret is not an error.
 func (s *Store) EndSession(ctx context.Context, secret string) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM console_sessions WHERE id_hash = $1`, hash(secret))
+	_, err := s.pool.Exec(ctx, `SELECT strata_console_session_end($1)`, hash(secret))
 	return pg.Interpret(err)
 }

@@ -69,6 +69,7 @@ func (s *Server) routes() {
 		handle(s, adminRoles, api.OpListWebhookDeliveries, NoSubjectData, s.listWebhookDeliveries) // GET /v1/admin/webhooks/{id}/deliveries
 		handle(s, adminRoles, api.OpRedeliverWebhook, NoSubjectData, s.redeliverWebhook)           // POST /v1/admin/webhooks/{id}/deliveries/{delivery}/redeliver
 		handle(s, adminRoles, api.OpPingWebhook, NoSubjectData, s.pingWebhook)                     // POST /v1/admin/webhooks/{id}/ping
+		handle(s, adminRoles, api.OpRotateWebhookSecret, NoSubjectData, s.rotateWebhookSecret)     // POST /v1/admin/webhooks/{id}/rotate-secret
 
 		// Audit log (audit.go).
 		handle(s, complianceRoles, api.OpListAudit, NoSubjectData, s.listAudit)     // GET /v1/audit

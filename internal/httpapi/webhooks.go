@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -128,4 +129,24 @@ func (s *Server) pingWebhook(ctx context.Context, r *Request, in *api.WebhookPat
 		return nil, err
 	}
 	return &api.DeliveryOutput{Status: http.StatusAccepted, Body: d}, nil
+}
+
+func (s *Server) rotateWebhookSecret(ctx context.Context, r *Request, in *api.RotateWebhookSecretInput) (*api.RotateWebhookSecretOutput, error) {
+	if err := s.webhooksOn(); err != nil {
+		return nil, err
+	}
+	im, err := ifMatchPtr(in.IfMatch)
+	if err != nil {
+		return nil, err
+	}
+	keep := 24 * time.Hour
+	if in.Body.KeepPreviousSeconds != nil {
+		keep = time.Duration(*in.Body.KeepPreviousSeconds) * time.Second
+	}
+	sub, secret, err := s.Webhooks.RotateSecret(ctx, r.Tx, r.Org, in.ID, in.Body.Secret, keep, im)
+	if err != nil {
+		return nil, err
+	}
+	secretInResponse(ctx, "secret")
+	return &api.RotateWebhookSecretOutput{ETag: etag(sub.Version), Body: api.CreatedWebhook{Subscription: sub, Secret: secret}}, nil
 }

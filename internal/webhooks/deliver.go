@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -291,15 +292,19 @@ func (w *Deliverer) Work(ctx context.Context, job *river.Job[DeliverArgs]) error
 	return nil
 }
 
-// post sends one signed request; a non-2xx answer is an error.
+// post sends one signed request (a signature per secret, space-separated, the current
+// secret's first); a non-2xx answer is an error.
 func (w *Deliverer) post(ctx context.Context, t target, msgID string, body []byte) (code, latencyMS int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, w.RequestTimeout)
 	defer cancel()
 	ts := time.Now().Unix()
-	sig, err := Sign(t.secret, msgID, ts, body)
-	if err != nil {
-		return 0, 0, err
+	sigs := make([]string, len(t.secrets))
+	for i, secret := range t.secrets {
+		if sigs[i], err = Sign(secret, msgID, ts, body); err != nil {
+			return 0, 0, err
+		}
 	}
+	sig := strings.Join(sigs, " ")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, err

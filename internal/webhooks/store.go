@@ -39,6 +39,9 @@ type Subscription struct {
 	CreatedBy   string    `json:"created_by" doc:"The API key that created it."`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// PreviousSecretExpiresAt is set after a rotation that kept the previous secret: until
+	// then every delivery is signed with both secrets.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty" doc:"After a rotation: until this time deliveries carry a signature with the previous secret too (two in webhook-signature). Past it, the previous secret signs nothing."`
 }
 
 // Store holds subscriptions and deliveries. Sealer seals secrets at rest.
@@ -129,15 +132,20 @@ func (s *Store) check(ctx context.Context, in Input, create bool) error {
 	return nil
 }
 
-const subCols = `id, url, event_types, active, description, version, created_by, created_at, updated_at`
+const subCols = `id, url, event_types, active, description, version, created_by, created_at, updated_at, previous_secret_expires_at`
 
 func scanSub(r pgx.Row) (Subscription, error) {
 	var x Subscription
-	err := r.Scan(&x.ID, &x.URL, &x.EventTypes, &x.Active, &x.Description, &x.Version, &x.CreatedBy, &x.CreatedAt, &x.UpdatedAt)
+	err := r.Scan(&x.ID, &x.URL, &x.EventTypes, &x.Active, &x.Description, &x.Version, &x.CreatedBy, &x.CreatedAt, &x.UpdatedAt,
+		&x.PreviousSecretExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return x, fmt.Errorf("webhook subscription: %w", strata.ErrNotFound)
 	}
 	x.CreatedAt, x.UpdatedAt = x.CreatedAt.UTC(), x.UpdatedAt.UTC()
+	if x.PreviousSecretExpiresAt != nil {
+		at := x.PreviousSecretExpiresAt.UTC()
+		x.PreviousSecretExpiresAt = &at
+	}
 	return x, pg.Interpret(err)
 }
 
@@ -195,7 +203,7 @@ func stale(cur Subscription, want int64) error {
 // Update changes a subscription; ifMatch (when not nil) must be its current version.
 func (s *Store) Update(ctx context.Context, db pg.DBTX, org, id string, in Input, ifMatch *int64) (Subscription, error) {
 	if in.Secret != nil {
-		return Subscription{}, strata.Invalid("secret", "cannot be changed; create a new subscription to rotate it")
+		return Subscription{}, strata.Invalid("secret", "cannot be changed here; rotate it with POST /v1/admin/webhooks/{id}/rotate-secret")
 	}
 	if err := s.check(ctx, in, false); err != nil {
 		return Subscription{}, err
@@ -224,6 +232,48 @@ func (s *Store) Update(ctx context.Context, db pg.DBTX, org, id string, in Input
 		org, id, cur.URL, cur.EventTypes, cur.Active, cur.Description, s.now()))
 }
 
+// MaxKeepPrevious is the longest a rotated-out secret may keep signing.
+const MaxKeepPrevious = 30 * 24 * time.Hour
+
+// RotateSecret replaces the subscription's signing secret with secret ("" generates one)
+// and returns the subscription and the new secret (the only time it is shown). For
+// keepPrevious after now the secret it replaces stays valid: every delivery is signed with
+// both (two signatures in webhook-signature), so a receiver can switch to the new secret
+// whenever it likes within that window and refuse nothing meanwhile. keepPrevious 0 retires
+// the old secret at once. Only the secret just replaced is kept: a rotation within the
+// window retires the one before it. ifMatch as Update.
+func (s *Store) RotateSecret(ctx context.Context, db pg.DBTX, org, id, secret string, keepPrevious time.Duration, ifMatch *int64) (Subscription, string, error) {
+	if secret != "" {
+		if err := CheckSecret("secret", secret); err != nil {
+			return Subscription{}, "", err
+		}
+	} else {
+		secret = NewSecret()
+	}
+	if keepPrevious < 0 || keepPrevious > MaxKeepPrevious {
+		return Subscription{}, "", strata.Invalid("keep_previous_seconds", "must be between 0 and %d", int(MaxKeepPrevious.Seconds()))
+	}
+	cur, err := scanSub(db.QueryRow(ctx, `SELECT `+subCols+` FROM webhook_subscriptions WHERE org_id = $1 AND id = $2 FOR UPDATE`, org, id))
+	if err != nil {
+		return Subscription{}, "", err
+	}
+	if ifMatch != nil && *ifMatch != cur.Version {
+		return Subscription{}, "", stale(cur, *ifMatch)
+	}
+	now := s.now()
+	var until *time.Time
+	if keepPrevious > 0 {
+		u := now.Add(keepPrevious)
+		until = &u
+	}
+	sub, err := scanSub(db.QueryRow(ctx, `UPDATE webhook_subscriptions SET
+			previous_secret_seal = CASE WHEN $4::timestamptz IS NULL THEN NULL ELSE secret_seal END,
+			previous_secret_expires_at = $4, secret_seal = $3, version = version + 1, updated_at = $5
+		WHERE org_id = $1 AND id = $2 RETURNING `+subCols,
+		org, id, s.seal(org, id, secret), until, now))
+	return sub, secret, err
+}
+
 // Delete removes a subscription and its delivery log; ifMatch as Update.
 func (s *Store) Delete(ctx context.Context, db pg.DBTX, org, id string, ifMatch *int64) (Subscription, error) {
 	cur, err := scanSub(db.QueryRow(ctx, `SELECT `+subCols+` FROM webhook_subscriptions WHERE org_id = $1 AND id = $2 FOR UPDATE`, org, id))
@@ -239,21 +289,35 @@ func (s *Store) Delete(ctx context.Context, db pg.DBTX, org, id string, ifMatch 
 
 // target is what a delivery needs of its subscription.
 type target struct {
-	url, secret string
-	active      bool
+	url     string
+	secrets []string // the current secret, then the previous one while it is still valid
+	active  bool
 }
 
 func (s *Store) target(ctx context.Context, db pg.DBTX, org, id string) (target, error) {
 	var t target
-	var sealed []byte
-	err := db.QueryRow(ctx, `SELECT url, secret_seal, active FROM webhook_subscriptions WHERE org_id = $1 AND id = $2`, org, id).
-		Scan(&t.url, &sealed, &t.active)
+	var sealed, prev []byte
+	var prevUntil *time.Time
+	err := db.QueryRow(ctx, `SELECT url, secret_seal, active, previous_secret_seal, previous_secret_expires_at
+		FROM webhook_subscriptions WHERE org_id = $1 AND id = $2`, org, id).
+		Scan(&t.url, &sealed, &t.active, &prev, &prevUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, fmt.Errorf("webhook subscription: %w", strata.ErrNotFound)
 	}
 	if err != nil {
 		return t, pg.Interpret(err)
 	}
-	t.secret, err = s.open(org, id, sealed)
-	return t, err
+	cur, err := s.open(org, id, sealed)
+	if err != nil {
+		return t, err
+	}
+	t.secrets = []string{cur}
+	if prev != nil && prevUntil != nil && prevUntil.After(s.now()) {
+		// A previous secret sealed under an older STRATA_PSEUDONYM_KEY is left out: the
+		// rotation that followed the key change must not stop the new secret's deliveries.
+		if old, err := s.open(org, id, prev); err == nil {
+			t.secrets = append(t.secrets, old)
+		}
+	}
+	return t, nil
 }
