@@ -156,7 +156,7 @@ var _ io.Writer = writerFunc(nil)
 // TestSupervisorRestartsAKilledWorkerProcess: the supervisor command (this test binary,
 // re-executed) runs the demo worker as its child process. The test SIGKILLs that process mid
 // step — after the side effect of "colour" was done and recorded in the job's log by
-// client.Once inside client.RunStep, before the step completed — its lease (2 s) runs out, the
+// client.Once inside client.RunStep, before the step completed — its lease (3 s) runs out, the
 // watcher emits job.stalled, the supervisor starts a new worker process, and the job
 // completes with every side effect received exactly once by an outside receiver.
 func TestSupervisorRestartsAKilledWorkerProcess(t *testing.T) {
@@ -193,7 +193,7 @@ func TestSupervisorRestartsAKilledWorkerProcess(t *testing.T) {
 	_, _, err := c.PutJob(ctx, job, client.JobSpec{Goal: "cut, colour, caption, export"}, client.Version(0))
 	require.NoError(t, err)
 
-	sup := exec.Command(os.Args[0], "--job", job, "--", os.Args[0], "worker", "--lease", "2s", "--effect-url", recv.URL)
+	sup := exec.Command(os.Args[0], "--job", job, "--", os.Args[0], "worker", "--lease", "3s", "--effect-url", recv.URL)
 	sup.Env = append(os.Environ(), envMain+"=1", envPause+"=colour", "STRATA_URL="+s.URL, "STRATA_API_KEY="+key)
 	out, stderr := &lineLog{}, &lineLog{}
 	sup.Stdout, sup.Stderr = out, stderr
@@ -333,4 +333,35 @@ func (l *lineLog) waitFor(t *testing.T, re *regexp.Regexp, n int, within time.Du
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestProcessesKeepOneWorkerPerJob: starting a job's worker again while the one started
+// earlier still runs (a stall of a hung worker) kills the earlier one first; another job's
+// worker is left alone, and ending ctx stops the rest with SIGTERM.
+func TestProcessesKeepOneWorkerPerJob(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := &lineLog{}
+	// A worker that hangs: sh runs `sleep 60` with the job id as $1.
+	p := &Processes{Command: []string{"sh", "-c", "exec sleep 60", "sh"}, Log: log, StopGrace: 2 * time.Second}
+	require.NoError(t, p.Start(ctx, "a"))
+	require.NoError(t, p.Start(ctx, "b"))
+	first := log.waitFor(t, regexp.MustCompile(`^job a: started worker pid (\d+)$`), 1, time.Second)[0][1]
+	require.NoError(t, p.Start(ctx, "a"))
+	log.waitFor(t, regexp.MustCompile(`^job a: worker pid `+first+` still runs: killing it$`), 1, time.Second)
+	log.waitFor(t, regexp.MustCompile(`^job a: worker pid `+first+` exited: signal: killed$`), 1, 5*time.Second)
+	started := log.waitFor(t, regexp.MustCompile(`^job a: started worker pid (\d+)$`), 2, time.Second)
+	require.NotEqual(t, first, started[1][1])
+	require.Empty(t, log.matches(regexp.MustCompile(`^job b: .*(killing|exited)`)), "job b's worker untouched")
+
+	cancel()
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("workers still running 10s after ctx ended:\n%s", log.String())
+	}
+	require.Len(t, log.matches(regexp.MustCompile(`exited: signal: terminated$`)), 2, log.String())
 }
