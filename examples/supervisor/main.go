@@ -12,7 +12,7 @@
 // stalls while that process still runs (hung: no heartbeat, no progress), it kills it before
 // starting the next. The stream resumes after the last event seen when the connection drops,
 // and a new supervisor picks up where it is told (--after), since the stream is read from the
-// server's outbox.
+// server's outbox; a replayed stall of a job that has finished since starts nothing.
 //
 //	supervisor worker [--lease D] [--effect-url URL] JOB
 //
@@ -58,7 +58,8 @@ type Stall struct {
 	StalledFor   string `json:"stalled_for"`
 }
 
-// Run follows job.stalled until ctx ends.
+// Run follows job.stalled until ctx ends and restarts the worker of each stalled job that
+// is still running.
 func (s *Supervisor) Run(ctx context.Context) error {
 	err := s.Client.StreamEvents(ctx, client.StreamOptions{Types: []string{"job.stalled"}, After: s.After},
 		func(e client.StreamEvent) error {
@@ -66,11 +67,22 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			if err := json.Unmarshal(e.Data, &st); err != nil {
 				return fmt.Errorf("event %d: %w", e.Seq, err)
 			}
-			if s.Log != nil {
-				fmt.Fprintf(s.Log, "event %d: job %s stalled (%s at step %q, owner %s, token %d, for %s): restarting its worker\n",
-					e.Seq, st.JobID, st.Reason, st.StepID, st.Owner, st.FencingToken, st.StalledFor)
+			// An event from before this supervisor started (--after 0 replays the retained
+			// ones) may be about a job that has finished since: nothing to restart. A job that
+			// cannot be read is restarted anyway: its worker will say why.
+			restart, what := true, "restarting its worker"
+			if j, err := s.Client.GetJob(ctx, st.JobID); client.IsNotFound(err) {
+				restart, what = false, "the job is gone: nothing to restart"
+			} else if err == nil && j.Status != "running" {
+				restart, what = false, "the job is "+j.Status+" now: nothing to restart"
 			}
-			s.Restart(ctx, st.JobID)
+			if s.Log != nil {
+				fmt.Fprintf(s.Log, "event %d: job %s stalled (%s at step %q, owner %s, token %d, for %s): %s\n",
+					e.Seq, st.JobID, st.Reason, st.StepID, st.Owner, st.FencingToken, st.StalledFor, what)
+			}
+			if restart {
+				s.Restart(ctx, st.JobID)
+			}
 			return nil
 		})
 	if errors.Is(err, context.Canceled) {

@@ -145,6 +145,19 @@ func TestSupervisorRestartsAStalledWorker(t *testing.T) {
 	}
 	cancel()
 	require.NoError(t, <-supDone)
+
+	// A supervisor started later from the beginning of the stream gets the same event again,
+	// about a job completed since: it restarts nothing.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	late := &lineLog{}
+	sup2 := &Supervisor{Client: c, Log: late, Restart: func(_ context.Context, job string) { restarts <- job }}
+	sup2Done := make(chan error, 1)
+	go func() { sup2Done <- sup2.Run(ctx2) }()
+	late.waitFor(t, regexp.MustCompile(`^event \d+: job film-1 stalled \(lease_expired .*\): the job is completed now: nothing to restart$`), 1, 15*time.Second)
+	cancel2()
+	require.NoError(t, <-sup2Done)
+	require.Empty(t, restarts, "a replayed stall of a completed job restarted it")
 }
 
 type writerFunc func([]byte) (int, error)
