@@ -27,6 +27,10 @@ type orgTx struct {
 	tx   pgx.Tx // the begun transaction; nil before the first statement
 	// failed is set when beginning failed: the transaction is unusable.
 	failed error
+	// lead are statements that travel right after BEGIN and the org setting, in front of
+	// the first statement (Session.AtBegin); leadErr is the error of the one that failed.
+	lead    []trailing
+	leadErr error
 }
 
 var _ pgx.Tx = (*orgTx)(nil)
@@ -56,25 +60,34 @@ func (t *orgTx) acquire(ctx context.Context) error {
 	return nil
 }
 
-// beginBatch returns a batch that begins the transaction and sets the org; the caller
-// appends its statements, sends it with send, and reads the two leading results with skip.
+// beginBatch returns a batch that begins the transaction, sets the org and carries the lead
+// statements; the caller appends its statements and sends it with send, which reads the
+// leading results.
 func (t *orgTx) beginBatch() *pgx.Batch {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	QueueSetOrg(b, t.org)
+	for _, s := range t.lead {
+		b.Queue(s.sql, s.args...)
+	}
 	return b
 }
 
-// send sends b (which starts with beginBatch's two statements) and consumes their results.
-// On error the batch results are closed and the error returned.
+// send sends b (which starts with beginBatch's statements) and consumes their results.
+// On error the batch results are closed and the error returned; a lead statement's error is
+// kept in leadErr as well. Nothing queued behind a failed statement runs (the transaction
+// is aborted).
 func (t *orgTx) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	if err := t.acquire(ctx); err != nil {
 		return nil, err
 	}
 	br := t.conn.SendBatch(ctx, b)
 	t.tx = br.Tx()
-	for range 2 {
+	for i := range 2 + len(t.lead) {
 		if _, err := br.Exec(); err != nil {
+			if i >= 2 {
+				t.leadErr = err
+			}
 			_ = br.Close()
 			return nil, t.beginFailed(ctx, err)
 		}
