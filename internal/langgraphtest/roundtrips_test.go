@@ -97,3 +97,62 @@ func TestLangGraphSaverRoundTrips(t *testing.T) {
 		require.LessOrEqual(t, tr.Statements()-c.afterResponse, c.stmts, "%s: statements\n%s", c.op, tr)
 	}
 }
+
+// BenchmarkLangGraphCalls times StrataSaver's three calls against an in-process server, one
+// at a time, with Go's HTTP client (the process's allocations include the client's): the
+// server's share of a call, without Node and without PostgresSaver beside it.
+//
+//	go test -run '^$' -bench BenchmarkLangGraphCalls -benchtime 2000x ./internal/langgraphtest/
+func BenchmarkLangGraphCalls(b *testing.B) {
+	s := apptest.Start(b, apptest.Env("STRATA_RATE_LIMIT", "0"), apptest.Env("STRATA_LOG_LEVEL", "error"))
+	key := s.NewKey("calls", "agent")
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	const thread = "/v1/jobs/bench-thread/langgraph"
+	do := func(method, path string, body any) {
+		var hdr []string
+		if method == "POST" {
+			hdr = []string{"Idempotency-Key", testenv.RandomID(16)}
+		}
+		if r := s.Do(method, path, key, body, hdr...); r.Status >= 300 {
+			b.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
+		}
+	}
+	msgs := b64(strings.Repeat(`"lorem ipsum dolor sit amet" `, 30))
+	parent, step := "", 0
+	put := func() {
+		step++
+		id := fmt.Sprintf("1f0d%010d", step)
+		body := map[string]any{"checkpoint_ns": "", "checkpoint_id": id, "user_id": "u-1",
+			"checkpoint": map[string]any{"v": 4, "id": id, "ts": "2026-12-06T03:00:00.000Z",
+				"channel_versions": map[string]any{"messages": step, "counter": step},
+				"versions_seen":    map[string]any{"agent": map[string]any{"messages": step}}},
+			"metadata": map[string]any{"source": "loop", "step": step, "parents": map[string]any{}},
+			"blobs": []map[string]any{{"channel": "messages", "version": fmt.Sprint(step), "type": "json", "data": msgs},
+				{"channel": "counter", "version": fmt.Sprint(step), "type": "json", "data": b64(fmt.Sprint(step))}}}
+		if parent != "" {
+			body["parent_checkpoint_id"] = parent
+		}
+		do("POST", thread+"/checkpoints", body)
+		parent = id
+	}
+	for _, op := range []string{"put", "putWrites", "getTuple"} {
+		if op == "getTuple" {
+			put() // the latest checkpoint, with a blob of each channel and no pending writes
+		}
+		b.Run(op, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := range b.N {
+				id := fmt.Sprintf("task-%08d", i)
+				switch op {
+				case "put":
+					put()
+				case "putWrites":
+					do("POST", thread+"/writes", map[string]any{"checkpoint_ns": "", "checkpoint_id": parent, "task_id": id,
+						"user_id": "u-1", "writes": []map[string]any{{"idx": 0, "channel": "messages", "type": "json", "data": b64(`"hi"`)}}})
+				case "getTuple":
+					do("GET", thread+"/checkpoint?checkpoint_ns=", nil)
+				}
+			}
+		})
+	}
+}
