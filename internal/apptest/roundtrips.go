@@ -83,18 +83,19 @@ func (r *RoundTrips) Of(id string) Trips {
 	return nil
 }
 
-// Ended waits until the request with id has ended its transaction (a read rolls back after
-// its response, off the request's path) and returns what it sent.
+// Ended waits until the request with id has ended its transaction (a read may roll back
+// after its response, off the request's path), then a moment more for anything sent after
+// that, and returns what it sent.
 func (r *RoundTrips) Ended(t testing.TB, id string) Trips {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		trips := r.Of(id)
-		if trips.ended() {
-			return trips
+		if r.Of(id).ended() {
+			time.Sleep(50 * time.Millisecond)
+			return r.Of(id)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("apptest: request %s did not end its transaction within 10s; it sent:\n%s", id, trips)
+			t.Fatalf("apptest: request %s did not end its transaction within 10s; it sent:\n%s", id, r.Of(id))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -31,6 +31,9 @@ type orgTx struct {
 	// the first statement (Session.AtBegin); leadErr is the error of the one that failed.
 	lead    []trailing
 	leadErr error
+	// oneTrip: every statement is a transaction of its own that ends in its round trip
+	// (Session.ReadInOneTrip).
+	oneTrip bool
 }
 
 var _ pgx.Tx = (*orgTx)(nil)
@@ -89,6 +92,10 @@ func (t *orgTx) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error
 				t.leadErr = err
 			}
 			_ = br.Close()
+			if t.oneTrip { // the next statement begins afresh
+				t.endTrip(ctx)
+				return nil, Interpret(fmt.Errorf("beginning transaction: %w", err))
+			}
 			return nil, t.beginFailed(ctx, err)
 		}
 	}
@@ -154,6 +161,7 @@ func (t *orgTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	}
 	b := t.beginBatch()
 	b.Queue(sql, args...)
+	t.queueEnd(b)
 	br, err := t.send(ctx, b)
 	if err != nil {
 		return pgconn.CommandTag{}, err
@@ -162,6 +170,7 @@ func (t *orgTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	t.endTrip(ctx)
 	return tag, err
 }
 
@@ -175,6 +184,7 @@ func (t *orgTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 	}
 	b := t.beginBatch()
 	b.Queue(sql, args...)
+	t.queueEnd(b)
 	br, err := t.send(ctx, b)
 	if err != nil {
 		return errRows(err), err
@@ -182,9 +192,14 @@ func (t *orgTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
+		t.endTrip(ctx)
 		return errRows(err), err
 	}
-	return &batchRows{Rows: rows, br: br}, nil
+	r := &batchRows{Rows: rows, br: br}
+	if t.oneTrip {
+		r.closed1 = func() { t.endTrip(ctx) }
+	}
+	return r, nil
 }
 
 // QueryRow is Query for one row.
@@ -204,11 +219,52 @@ func (t *orgTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	}
 	nb := t.beginBatch()
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+	t.queueEnd(nb)
 	br, err := t.send(ctx, nb)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
+	if t.oneTrip {
+		return &tripBatch{BatchResults: br, end: func() { t.endTrip(ctx) }}
+	}
 	return br
+}
+
+// queueEnd ends a one-trip statement's transaction in its own batch.
+func (t *orgTx) queueEnd(b *pgx.Batch) {
+	if t.oneTrip {
+		b.Queue("COMMIT")
+	}
+}
+
+// endTrip, after a one-trip batch was read to its end, hands the connection back: the
+// transaction committed with it, or, when a statement failed (the pipeline skipped the
+// COMMIT behind it), is rolled back now. The next statement begins a new transaction.
+func (t *orgTx) endTrip(ctx context.Context) {
+	if !t.oneTrip || t.conn == nil {
+		return
+	}
+	if t.conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = t.conn.Conn().Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	t.tx = nil
+	t.releaseConn()
+}
+
+// tripBatch ends a one-trip batch's transaction when its results are closed.
+type tripBatch struct {
+	pgx.BatchResults
+	end    func()
+	closed bool
+}
+
+func (b *tripBatch) Close() error {
+	err := b.BatchResults.Close()
+	if !b.closed {
+		b.closed = true
+		b.end()
+	}
+	return err
 }
 
 // Begin starts a savepoint (a pseudo nested transaction).
@@ -356,6 +412,8 @@ type batchRows struct {
 	br     pgx.BatchResults
 	closed bool
 	err    error
+	// closed1, when set, runs once the batch is closed (a one-trip statement's end).
+	closed1 func()
 }
 
 func (r *batchRows) Close() {
@@ -365,6 +423,9 @@ func (r *batchRows) Close() {
 	r.closed = true
 	r.Rows.Close()
 	r.err = r.br.Close()
+	if r.closed1 != nil {
+		r.closed1()
+	}
 }
 
 func (r *batchRows) Next() bool {

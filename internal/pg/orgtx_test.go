@@ -283,3 +283,62 @@ func TestPgSessionAtBegin(t *testing.T) {
 	require.Equal(t, 3, count(t, owner, "acme"))
 	require.Equal(t, int32(0), pool.Stat().AcquiredConns())
 }
+
+// ReadInOneTrip: each statement is a transaction of its own (BEGIN, the org, the statement,
+// COMMIT in one round trip) whatever its kind; row-level security binds each; a failing
+// statement leaves the connection idle and the next statement works; nothing is left to roll
+// back and every connection is back in the pool once the rows are read.
+func TestPgSessionReadInOneTrip(t *testing.T) {
+	t.Parallel()
+	pool, owner := pipeTable(t)
+	ctx := context.Background()
+	_, err := owner.Exec(ctx, `INSERT INTO pipe_rows (org_id, id) VALUES ('acme', 1), ('acme', 2), ('globex', 1)`)
+	require.NoError(t, err)
+
+	s := pg.NewSession(pool, "acme")
+	s.ReadInOneTrip()
+	tx, err := s.Tx(ctx)
+	require.NoError(t, err)
+	idle := func(what string) {
+		t.Helper()
+		require.False(t, s.Started(), what+": the transaction ended with its statement")
+		require.Equal(t, int32(0), pool.Stat().AcquiredConns(), what+": the connection is back")
+	}
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM pipe_rows`).Scan(&n))
+	require.Equal(t, 2, n, "RLS: acme's rows only")
+	idle("queryrow")
+
+	rows, err := tx.Query(ctx, `SELECT id FROM pipe_rows ORDER BY id`)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2}, ids)
+	idle("query")
+
+	// Each statement its own transaction: a SET LOCAL does not outlive its statement.
+	_, err = tx.Exec(ctx, `SET LOCAL statement_timeout = 1234`)
+	require.NoError(t, err)
+	idle("exec")
+	var timeout string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('statement_timeout')`).Scan(&timeout))
+	require.NotEqual(t, "1234ms", timeout)
+
+	b := &pgx.Batch{}
+	var seen string
+	b.Queue(`SELECT current_setting('app.org_id')`).QueryRow(func(r pgx.Row) error { return r.Scan(&seen) })
+	require.NoError(t, tx.SendBatch(ctx, b).Close())
+	require.Equal(t, "acme", seen)
+	idle("batch")
+
+	// A failing statement: its error, then the connection is idle again and usable.
+	_, err = tx.Exec(ctx, `SELECT * FROM no_such_table`)
+	require.Error(t, err)
+	idle("failed exec")
+	require.Error(t, tx.QueryRow(ctx, `SELECT 1/0`).Scan(&n))
+	idle("failed queryrow")
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM pipe_rows`).Scan(&n))
+	require.Equal(t, 2, n)
+	s.Rollback(ctx)
+	idle("rollback")
+}

@@ -30,6 +30,8 @@ type Session struct {
 	// noFlush: the operation only read, so its commit carries the read's bookkeeping alone
 	// and does not wait for the WAL flush (NoFlushCommit).
 	noFlush bool
+	// oneTrip: each statement is its own transaction, ended in its round trip (ReadInOneTrip).
+	oneTrip bool
 }
 
 // NewSession returns a session for org; nothing happens until Tx is called.
@@ -63,8 +65,27 @@ func (s *Session) newTx(pool *pgxpool.Pool) (*orgTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	tx.lead = s.lead
+	tx.lead, tx.oneTrip = s.lead, s.oneTrip
 	return tx, nil
+}
+
+// ReadInOneTrip makes every statement of the session a transaction of its own that begins,
+// sets the org and commits in the statement's one round trip, so a read has nothing left to
+// roll back after its response (one round trip fewer per request, off its path, and the
+// connection back in the pool as soon as the rows are read). For operations that only read
+// and need no two statements in one transaction (no snapshot shared between them, no SET
+// LOCAL for a later statement); AtCommit statements must not be queued. It must be called
+// before the first statement.
+func (s *Session) ReadInOneTrip() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tx != nil && s.tx.begun() {
+		return
+	}
+	s.oneTrip = true
+	if s.tx != nil {
+		s.tx.oneTrip = true
+	}
 }
 
 // Statement is a statement and its arguments.
