@@ -106,7 +106,11 @@ func run() error {
 			met++
 		case rows[i].Rule.Target != nil:
 			missed++
-			fmt.Printf("target missed: %s (%s)\n", rows[i].Rule.Measure, rows[i].Rule.Target.Desc)
+			why := ""
+			if m := rows[i].Rule.Target.Missed; m != nil {
+				why = ": " + strings.Join(m(&rows[i]), ", ")
+			}
+			fmt.Printf("target missed: %s (%s)%s\n", rows[i].Rule.Measure, rows[i].Rule.Target.Desc, why)
 		}
 	}
 	fmt.Printf("wrote %s: %d rows, %d targets met, %d missed, %d rows not run\n", *doc, len(rows), met, missed, absent)

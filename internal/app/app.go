@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/strata-mem/strata/internal/audit"
@@ -51,6 +52,18 @@ STRATA_HTTP_ADDR, STRATA_ADMIN_KEY, STRATA_EMBEDDER, ... (see README.md).
 // Run is the whole program. It returns when ctx is cancelled (after a graceful shutdown)
 // or on a fatal error.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return RunWith(ctx, args, getenv, stdout, stderr, Hooks{})
+}
+
+// Hooks are what a test adds to the server Run starts (apptest); the zero value adds none.
+type Hooks struct {
+	// PoolTracer sees every statement the primary pool's connections send (a test counts
+	// the round trips of one request with it: apptest.RoundTrips).
+	PoolTracer pgx.QueryTracer
+}
+
+// RunWith is Run with test hooks.
+func RunWith(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, hooks Hooks) error {
 	cmd := "serve"
 	if len(args) > 1 {
 		cmd = args[1]
@@ -90,7 +103,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, "migrations applied")
 		return nil
 	}
-	return serve(ctx, cfg, log, stdout)
+	return serve(ctx, cfg, log, stdout, hooks)
 }
 
 func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
@@ -110,8 +123,9 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return nil
 }
 
-func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer) error {
-	pool, err := pg.NewPool(ctx, cfg.DatabaseURL, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2})
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, hooks Hooks) error {
+	pool, err := pg.NewPool(ctx, cfg.DatabaseURL, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2,
+		Tracer: hooks.PoolTracer})
 	if err != nil {
 		return err
 	}

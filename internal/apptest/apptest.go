@@ -46,11 +46,20 @@ func (s *Server) Stop() {
 // Logs returns what the server has logged so far.
 func (s *Server) Logs() string { return s.logs.String() }
 
-// Option changes the server's environment before it starts.
-type Option func(env map[string]string)
+// Option changes the server's environment, or adds a hook, before it starts.
+type Option func(o *options)
+
+type options struct {
+	env   map[string]string
+	hooks app.Hooks
+}
 
 // Env sets one variable.
-func Env(k, v string) Option { return func(e map[string]string) { e[k] = v } }
+func Env(k, v string) Option { return func(o *options) { o.env[k] = v } }
+
+// Tracer makes tr see every statement the server's primary pool sends (RoundTrips counts
+// them per request).
+func Tracer(tr pgx.QueryTracer) Option { return func(o *options) { o.hooks.PoolTracer = tr } }
 
 // noAutoConsolidation marks the environment of NoAutoConsolidation.
 const noAutoConsolidation = "apptest.no_auto_consolidation"
@@ -61,7 +70,7 @@ const noAutoConsolidation = "apptest.no_auto_consolidation"
 // machine) has completed — so it cannot pick up what the test writes. An explicit
 // POST /v1/admin/consolidation/run still consolidates.
 func NoAutoConsolidation() Option {
-	return func(e map[string]string) { e["STRATA_OUTBOX_POLL"], e[noAutoConsolidation] = "1h", "1" }
+	return func(o *options) { o.env["STRATA_OUTBOX_POLL"], o.env[noAutoConsolidation] = "1h", "1" }
 }
 
 // Start runs a server until the test ends.
@@ -80,15 +89,16 @@ func Start(t testing.TB, opts ...Option) *Server {
 		// Many test servers share one Postgres (max_connections 100 by default).
 		"STRATA_DB_MAX_CONNS": "12",
 	}
-	for _, o := range opts {
-		o(env)
+	o := &options{env: env}
+	for _, opt := range opts {
+		opt(o)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	logs := &syncBuffer{}
 	go func() {
-		err := app.Run(ctx, []string{"server"}, func(k string) string { return env[k] }, pw, logs)
+		err := app.RunWith(ctx, []string{"server"}, func(k string) string { return env[k] }, pw, logs, o.hooks)
 		pw.CloseWithError(fmt.Errorf("server exited: %v", err))
 		done <- err
 	}()

@@ -100,3 +100,78 @@ func TestBenchreportRenderAndSplice(t *testing.T) {
 	_, err = Splice("# x\n"+BeginMarker+"\n", s)
 	require.Error(t, err)
 }
+
+// TestBenchreportPeerRows is issue 42's rule: a row against a peer product is met only when
+// throughput, p50 and p99 all are, and the table shows the three ratios.
+func TestBenchreportPeerRows(t *testing.T) {
+	t.Parallel()
+	const bench = "BenchmarkLangGraphSaver"
+	lg := func(c string, metrics map[string]float64) Result {
+		m := map[string]float64{}
+		for k, v := range metrics {
+			m[c+"-"+k] = v
+		}
+		return Result{Name: bench, Metrics: m}
+	}
+	rows := func(rs ...Result) map[string]*Row {
+		out := map[string]*Row{}
+		evaluated := Evaluate(Rules, []Input{{Label: "x", Out: &Output{Results: rs}}})
+		for i := range evaluated {
+			out[evaluated[i].Rule.Measure] = &evaluated[i]
+		}
+		return out
+	}
+	const c1, c8 = "checkpointer put+get pairs, 1 thread", "checkpointer put+get pairs, 8 threads"
+	full := func(c string, st, pg, st50, pg50, st99, pg99 float64) Result {
+		return lg(c, map[string]float64{"strata-pairs/s": st, "pg-pairs/s": pg, "strata-p50-ms": st50, "pg-p50-ms": pg50,
+			"strata-p99-ms": st99, "pg-p99-ms": pg99})
+	}
+
+	for _, tc := range []struct {
+		name   string
+		row    string
+		result Result
+		met    bool
+		missed []string
+	}{
+		{"all three met", c1, full("c1", 220, 200, 4, 5, 9, 10), true, nil},
+		{"equal counts as met", c1, full("c1", 200, 200, 5, 5, 10, 10), true, nil},
+		// The mem0 search row of 2026-12-04: ahead on throughput, behind on both latencies.
+		{"throughput alone is not enough", c1, full("c1", 256, 254, 3.64, 3.41, 11.36, 10.37), false,
+			[]string{"p50 1.07× the peer's > 1.0×", "p99 1.10× the peer's > 1.0×"}},
+		{"slower throughput, faster latency", c1, full("c1", 174, 210, 4, 5, 9, 10), false, []string{"throughput 0.83× < 1.0×"}},
+		{"p50 not reported (an older run)", c1, lg("c1", map[string]float64{"strata-pairs/s": 220, "pg-pairs/s": 200,
+			"strata-p99-ms": 9, "pg-p99-ms": 10}), false, []string{"p50 not measured"}},
+		// 8 threads: ≥ 0.9× throughput, latencies up to 1.2× the peer's.
+		{"8 threads within the allowance", c8, full("c8", 460, 500, 11.5, 10, 23.9, 20), true, nil},
+		{"8 threads, p99 over 1.2×", c8, full("c8", 460, 500, 11.5, 10, 25, 20), false, []string{"p99 1.25× the peer's > 1.2×"}},
+		{"8 threads, throughput under 0.9×", c8, full("c8", 440, 500, 10, 10, 20, 20), false, []string{"throughput 0.88× < 0.9×"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := rows(tc.result)[tc.row]
+			require.True(t, r.Present())
+			require.Equal(t, tc.met, r.Rule.Target.OK(r))
+			require.Equal(t, tc.missed, r.Rule.Target.Missed(r))
+		})
+	}
+
+	t.Run("render shows the three ratios and both sides' latencies", func(t *testing.T) {
+		t.Parallel()
+		all := Evaluate(Rules, []Input{{Label: "x", Out: &Output{Results: []Result{
+			full("c1", 220, 200, 4, 5, 9, 10),
+			{Name: "BenchmarkMem0Peer", Metrics: map[string]float64{"search-strata-ops/s": 256, "search-mem0-ops/s": 254,
+				"search-strata-p99-ms": 11.36, "search-mem0-p99-ms": 10.37}},
+		}}}})
+		var buf bytes.Buffer
+		Render(&buf, all, Machine{}, nil, nil)
+		s := buf.String()
+		require.Contains(t, s, "| LangGraph | checkpointer put+get pairs, 1 thread | 220/s (StrataSaver); p50 4.00 ms; p99 9.00 ms | "+
+			"200/s (PostgresSaver, same Postgres server); p50 5.00 ms; p99 10.00 ms | 1.10; p50 1.25; p99 1.11 | "+
+			"≥ 1.0× peer, p50 and p99 ≤ peer's | yes | x |")
+		// mem0 search before issue 42 was "met" on throughput alone; without its p50 it is not.
+		require.Contains(t, s, "| Semantic | memory search, one at a time, vs mem0 | 256/s (POST /v1/memories/search); p50 —; p99 11.36 ms | "+
+			"254/s (mem0ai/oss Memory.search (pgvector)); p50 —; p99 10.37 ms | 1.01; p50 —; p99 0.91 | ≥ 1.0× peer, p50 and p99 ≤ peer's | **no** |")
+		require.Contains(t, s, "| LangGraph | checkpointer put+get pairs, 8 threads | not run | | | ≥ 0.9× peer, p50 and p99 ≤ 1.2× peer's | | |")
+	})
+}

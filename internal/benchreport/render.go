@@ -72,7 +72,9 @@ func Render(w io.Writer, rows []Row, m Machine, commands []string, sources []str
 	fmt.Fprintln(w, "`speed` is Strata's throughput as a fraction of the floor's, measured in the same run and")
 	fmt.Fprintln(w, "interleaved where the benchmark allows (1.0 = as fast as the raw store; for latency rows, the")
 	fmt.Fprintln(w, "floor's latency ÷ Strata's). With several runs the figure is the median and the range follows")
-	fmt.Fprintln(w, "in brackets. The per-tier sections below explain each benchmark.")
+	fmt.Fprintln(w, "in brackets. A row against a peer product (a library users would run instead) also compares")
+	fmt.Fprintln(w, "p50 and p99 (the peer's latency ÷ Strata's, so ≥ 1.0 is Strata no slower) and is met only when")
+	fmt.Fprintln(w, "throughput, p50 and p99 all are. The per-tier sections below explain each benchmark.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| tier | measure | Strata | floor | speed | target | met | run |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
@@ -102,6 +104,23 @@ func Render(w io.Writer, rows []Row, m Machine, commands []string, sources []str
 		if r.Rule.Floor.Bench != "" && len(r.Floor) > 0 {
 			floor = fmt.Sprintf("%s (%s)", figure(r.Floor, r.Rule.Floor.Metric), r.Rule.Floor.Label)
 			sp = ratio(r.Speed)
+		}
+		// Latencies compared with the floor's: each side's figure, and the ratio beside the
+		// throughput speed ("—" where the run did not report it).
+		for j, l := range r.Rule.Latencies {
+			st, fl, lsp := "—", "—", "—"
+			if j < len(r.LatencyStrata) && len(r.LatencyStrata[j]) > 0 {
+				st = figure(r.LatencyStrata[j], l.Strata.Metric)
+			}
+			if j < len(r.LatencyFloor) && len(r.LatencyFloor[j]) > 0 {
+				fl = figure(r.LatencyFloor[j], l.Floor.Metric)
+			}
+			if j < len(r.LatencySpeed) {
+				lsp = ratio(r.LatencySpeed[j])
+			}
+			strata += fmt.Sprintf("; %s %s", l.Label, st)
+			floor += fmt.Sprintf("; %s %s", l.Label, fl)
+			sp += fmt.Sprintf("; %s %s", l.Label, lsp)
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Rule.Area, esc(r.Rule.Measure), esc(strata), esc(floor),
 			sp, esc(target), met, esc(r.Source))

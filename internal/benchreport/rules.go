@@ -29,6 +29,16 @@ type Side struct {
 type Check struct {
 	Desc string
 	OK   func(r *Row) bool
+	// Missed, when set, names what of the target a row missed (for the command's summary).
+	Missed func(r *Row) []string
+}
+
+// Latency is a latency of Strata's compared with the floor's latency of the same run
+// (issue 42: a peer row is judged on p50 and p99 as well as on throughput).
+type Latency struct {
+	Label  string // "p50", "p99"
+	Strata Side
+	Floor  Side
 }
 
 // Rule is one row of the table.
@@ -38,8 +48,11 @@ type Rule struct {
 	Strata  Side
 	Floor   Side // Bench "" = no floor
 	// Also are extra figures shown with Strata's (recall@10, p99).
-	Also   []Side
-	Target *Check
+	Also []Side
+	// Latencies are compared with the floor's in the same run; the table shows each ratio
+	// beside the throughput speed.
+	Latencies []Latency
+	Target    *Check
 }
 
 // Row is a rule evaluated on parsed output.
@@ -50,6 +63,9 @@ type Row struct {
 	Floor  []float64   // per run (same length as Strata when both ran)
 	Speed  []float64   // per run: Strata's throughput ÷ the floor's (1.0 = as fast as the raw store)
 	Also   [][]float64 // per Also side, per run
+	// Per Latencies entry, per run: Strata's and the floor's figure, and the floor's ÷
+	// Strata's (≥ 1: Strata's latency is no worse).
+	LatencyStrata, LatencyFloor, LatencySpeed [][]float64
 }
 
 // Present reports whether the row's benchmark ran.
@@ -178,25 +194,61 @@ var Rules = []Rule{
 	{Area: "Semantic", Measure: "memory insert with HNSW index, 1 writer",
 		Strata: Side{smT + "insert/ours/c=1", "rows/s", Rate, "semantic.Store.Create (dedup + insert)"},
 		Floor:  Side{smT + "insert/bare/c=1", "rows/s", Rate, "bare indexed INSERT"}},
-	// The peers users would run instead, driven by their own Node clients (issue 26).
-	peerRule("LangGraph", "checkpointer put+get pairs, 1 thread", "BenchmarkLangGraphSaver", "c1-strata-pairs/s", "c1-pg-pairs/s",
-		"c1-strata-p99-ms", "StrataSaver", "PostgresSaver, same Postgres server"),
-	peerRule("LangGraph", "checkpointer put+get pairs, 8 threads", "BenchmarkLangGraphSaver", "c8-strata-pairs/s", "c8-pg-pairs/s",
-		"c8-strata-p99-ms", "StrataSaver", "PostgresSaver, same Postgres server"),
-	peerRule("Semantic", "memory add, one at a time, vs mem0", "BenchmarkMem0Peer", "add-strata-ops/s", "add-mem0-ops/s",
-		"add-strata-p99-ms", "POST /v1/memories", "mem0ai/oss Memory.add (pgvector, infer: false)"),
-	peerRule("Semantic", "memory search, one at a time, vs mem0", "BenchmarkMem0Peer", "search-strata-ops/s", "search-mem0-ops/s",
-		"search-strata-p99-ms", "POST /v1/memories/search", "mem0ai/oss Memory.search (pgvector)"),
+	// The peers users would run instead, driven by their own Node clients (issue 26), judged
+	// on throughput, p50 and p99 (issue 42).
+	peerRule("LangGraph", "checkpointer put+get pairs, 1 thread", "BenchmarkLangGraphSaver", "c1-", "pg", "pairs/s",
+		"StrataSaver", "PostgresSaver, same Postgres server", PeerTarget(1.0, 1.0)),
+	peerRule("LangGraph", "checkpointer put+get pairs, 8 threads", "BenchmarkLangGraphSaver", "c8-", "pg", "pairs/s",
+		"StrataSaver", "PostgresSaver, same Postgres server", PeerTarget(0.9, 1.2)),
+	peerRule("Semantic", "memory add, one at a time, vs mem0", "BenchmarkMem0Peer", "add-", "mem0", "ops/s",
+		"POST /v1/memories", "mem0ai/oss Memory.add (pgvector, infer: false)", PeerTarget(1.0, 1.0)),
+	peerRule("Semantic", "memory search, one at a time, vs mem0", "BenchmarkMem0Peer", "search-", "mem0", "ops/s",
+		"POST /v1/memories/search", "mem0ai/oss Memory.search (pgvector)", PeerTarget(1.0, 1.0)),
 }
 
-// peerRule is a row against a peer product on the same machine: Strata must be at least as
-// fast (speed ≥ 1.0).
-func peerRule(area, measure, bench, strata, peer, p99, strataLabel, peerLabel string) Rule {
+// PeerTarget is the target of a row against a peer product (issue 42): Strata's throughput
+// at least minSpeed× the peer's and each of its latencies (p50, p99) at most maxLatency× the
+// peer's; the row is met only when all of them are. A latency the run did not report
+// counts as missed.
+func PeerTarget(minSpeed, maxLatency float64) *Check {
+	desc := fmt.Sprintf("≥ %.1f× peer, p50 and p99 ≤ peer's", minSpeed)
+	if maxLatency != 1 {
+		desc = fmt.Sprintf("≥ %.1f× peer, p50 and p99 ≤ %.1f× peer's", minSpeed, maxLatency)
+	}
+	missed := func(r *Row) []string {
+		var out []string
+		if sp := Median(r.Speed); !(sp >= minSpeed) {
+			out = append(out, fmt.Sprintf("throughput %.2f× < %.1f×", sp, minSpeed))
+		}
+		for i, l := range r.Rule.Latencies {
+			if i >= len(r.LatencySpeed) || len(r.LatencySpeed[i]) == 0 {
+				out = append(out, l.Label+" not measured")
+				continue
+			}
+			// The ratio is the peer's latency ÷ Strata's; Strata's may be up to maxLatency×.
+			if sp := Median(r.LatencySpeed[i]); !(sp >= 1/maxLatency-1e-9) {
+				out = append(out, fmt.Sprintf("%s %.2f× the peer's > %.1f×", l.Label, 1/sp, maxLatency))
+			}
+		}
+		return out
+	}
+	return &Check{Desc: desc, Missed: missed, OK: func(r *Row) bool { return len(missed(r)) == 0 }}
+}
+
+// peerRule is a row against a peer product on the same machine, judged by target on
+// throughput, p50 and p99. The benchmark reports <prefix>strata-<unit> and
+// <prefix><peer>-<unit> for the throughput unit and for p50-ms and p99-ms.
+func peerRule(area, measure, bench, prefix, peer, unit, strataLabel, peerLabel string, target *Check) Rule {
+	lat := func(p string) Latency {
+		return Latency{Label: p,
+			Strata: Side{bench, prefix + "strata-" + p + "-ms", Time, p},
+			Floor:  Side{bench, prefix + peer + "-" + p + "-ms", Time, p}}
+	}
 	return Rule{Area: area, Measure: measure,
-		Strata: Side{bench, strata, Rate, strataLabel},
-		Floor:  Side{bench, peer, Rate, peerLabel},
-		Also:   []Side{{bench, p99, Time, "p99"}},
-		Target: MinSpeed(1.0)}
+		Strata:    Side{bench, prefix + "strata-" + unit, Rate, strataLabel},
+		Floor:     Side{bench, prefix + peer + "-" + unit, Rate, peerLabel},
+		Latencies: []Latency{lat("p50"), lat("p99")},
+		Target:    target}
 }
 
 // Evaluate computes every rule over the inputs. Each row takes its figures from the first
@@ -221,6 +273,15 @@ func Evaluate(rules []Rule, inputs []Input) []Row {
 			}
 			for _, a := range rule.Also {
 				row.Also = append(row.Also, values(in.Out, a))
+			}
+			for _, l := range rule.Latencies {
+				st, fl := values(in.Out, l.Strata), values(in.Out, l.Floor)
+				var sp []float64
+				for i := range min(len(st), len(fl)) {
+					sp = append(sp, speed(Time, st[i], fl[i]))
+				}
+				row.LatencyStrata, row.LatencyFloor = append(row.LatencyStrata, st), append(row.LatencyFloor, fl)
+				row.LatencySpeed = append(row.LatencySpeed, sp)
 			}
 			break
 		}

@@ -95,6 +95,11 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 				sess.NoFlushCommit()
 			}
 		}
+		if oneTripReads[op.OperationID] {
+			if sess := pg.SessionFrom(ctx); sess != nil {
+				sess.ReadInOneTrip()
+			}
+		}
 		run := func() (*O, error) {
 			r, err := newRequest(ctx, p)
 			if err != nil {

@@ -219,3 +219,75 @@ func TestLangGraphCheckpointRecordsLogHead(t *testing.T) {
 	put("c2", "c1")
 	require.EqualValues(t, 2, head())
 }
+
+// TestLangGraphIdempotentWrites: the checkpointer's writes claim their Idempotency-Key in
+// their own first round trip (claimInWrite); a refused claim writes nothing and goes the
+// usual way: the stored response replays, a different body is refused, a key held by a
+// request in flight answers 409 after the wait, and another org's key is its own.
+func TestLangGraphIdempotentWrites(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Env("STRATA_IDEMPOTENCY_WAIT", "300ms"))
+	k := s.NewKey("acme", "agent")
+	other := s.NewKey("globex", "agent")
+	put := func(key, thread, id string, blob string, apiKey string) *apptest.Response {
+		return s.Do("POST", "/v1/jobs/"+thread+"/langgraph/checkpoints", apiKey, map[string]any{
+			"checkpoint_id": id, "checkpoint": lgCheckpoint(id, map[string]any{"a": 1}), "metadata": map[string]any{"step": 0},
+			"blobs": []map[string]any{{"channel": "a", "version": "1", "type": "json", "data": b64(blob)}}, "user_id": "u-1"},
+			"Idempotency-Key", key)
+	}
+	audited := func(action string) int {
+		var n int
+		require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(),
+			`SELECT count(*) FROM audit_log WHERE org_id = 'acme' AND action = $1`, action).Scan(&n))
+		return n
+	}
+
+	first := put("k-1", "th", "c1", `"A"`, k)
+	require.Equal(t, 201, first.Status, string(first.Body))
+	// The same request again: the stored 201 (a second run would answer 200, overwritten).
+	again := put("k-1", "th", "c1", `"A"`, k)
+	require.Equal(t, 201, again.Status, string(again.Body))
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	require.JSONEq(t, string(first.Body), string(again.Body))
+	require.Equal(t, 1, audited("put-langgraph-checkpoint"), "a replay is not audited again")
+	require.Equal(t, 1, countRows(t, s, "langgraph_checkpoints"))
+	// The key with another body: refused, nothing written.
+	r := put("k-1", "th", "c2", `"B"`, k)
+	require.Equal(t, 422, r.Status, string(r.Body))
+	require.Equal(t, 1, countRows(t, s, "langgraph_checkpoints"))
+	require.Equal(t, 1, countRows(t, s, "langgraph_blobs"))
+	// Another org's request with the same key is its own.
+	require.Equal(t, 201, put("k-1", "th", "c1", `"A"`, other).Status)
+
+	// putWrites: the replay answers the first run's count (a second run would store 0).
+	w := func(key string) *apptest.Response {
+		return s.Do("POST", "/v1/jobs/th/langgraph/writes", k, map[string]any{"checkpoint_id": "c1", "task_id": "t1",
+			"writes": []map[string]any{{"idx": 0, "channel": "a", "type": "json", "data": b64(`"w"`)}}}, "Idempotency-Key", key)
+	}
+	r = w("k-2")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.EqualValues(t, 1, r.Map(t)["stored"])
+	r = w("k-2")
+	require.Equal(t, "true", r.Header.Get("Idempotent-Replayed"))
+	require.EqualValues(t, 1, r.Map(t)["stored"])
+	require.Equal(t, 1, audited("put-langgraph-writes"))
+
+	// A key held by a request in flight (a transaction that claimed it and has not ended):
+	// 409 after the wait (300 ms here), nothing written; once the holder rolls back, the
+	// key is free.
+	ctx := context.Background()
+	holder := testenv.OwnerConn(t, s.DBURL)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO idempotency_keys (org_id, key, request_hash, method, path, response_status, expires_at)
+		VALUES ('acme', 'k-3', '\x00', 'POST', '/v1/jobs/th/langgraph/checkpoints', 0, now() + interval '1 hour')`)
+	require.NoError(t, err)
+	r = put("k-3", "th", "c3", `"C"`, k)
+	require.Equal(t, 409, r.Status, string(r.Body))
+	require.NotEmpty(t, r.Header.Get("Retry-After"))
+	require.Equal(t, 2, countRows(t, s, "langgraph_checkpoints"), "acme's c1 and globex's c1 only")
+	require.NoError(t, tx.Rollback(ctx))
+	r = put("k-3", "th", "c3", `"C"`, k)
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.Empty(t, r.Header.Get("Idempotent-Replayed"))
+}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/httpops"
@@ -158,13 +160,37 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if s.serveGroupedAppend(w, r, p, body, key) {
 			return
 		}
-		if key != "" && r.Method != http.MethodDelete {
+		idem := key != "" && r.Method != http.MethodDelete
+		var fp []byte
+		if idem {
+			fp = idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
+		}
+		if idem && claimInWrite[s.operationID(r.Method, chi.RouteContext(ctx).RoutePattern())] {
+			// The claim travels in front of the handler's first statement (one round trip
+			// fewer). Refused, the speculative run wrote nothing and answered nobody: the
+			// claim is made again on its own below, which replays, refuses or waits.
+			sess.AtBegin(idempotency.ClaimStatements(p.OrgID, key, fp, r.Method, r.URL.Path, subjectOf(r, body),
+				s.Options.IdempotencyTTL, s.Options.IdempotencyWait)...)
+			refused := s.finishWrite(w, r, next, sess, p, key, body, state)
+			if refused == nil {
+				return
+			}
+			var pgErr *pgconn.PgError
+			if errors.As(refused, &pgErr) && pgErr.Code == pg.CodeLockNotAvailable {
+				httpops.WriteProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", httpops.RetryAfter(1))
+				return
+			}
+			sess = pg.NewSession(s.Pool, p.OrgID)
+			state = &uowState{}
+			ctx = context.WithValue(pg.WithSession(ctx, sess), uowKey{}, state)
+			r = r.WithContext(ctx)
+		}
+		if idem {
 			tx, err := sess.Tx(ctx)
 			if err != nil {
 				s.writeErr(w, r, err)
 				return
 			}
-			fp := idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
 			replay, err := idempotency.Claim(ctx, tx, p.OrgID, key, fp, r.Method, r.URL.Path, subjectOf(r, body),
 				s.Options.IdempotencyTTL, s.Options.IdempotencyWait)
 			switch {
@@ -192,38 +218,69 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				return
 			}
 		}
-		rec := &recorder{header: w.Header()}
-		next.ServeHTTP(rec, r)
-		if rec.status >= 400 {
-			sess.Rollback(ctx)
-			rec.flushTo(w)
-			return
-		}
-		if err := s.auditWrite(ctx, r, p, rec.status, body); err != nil {
-			sess.Rollback(ctx)
-			s.writeErrFresh(w, r, err)
-			return
-		}
-		if key != "" && r.Method != http.MethodDelete {
-			status := rec.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			sql, args, err := idempotency.CompleteStatement(p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
-			if err != nil {
-				sess.Rollback(ctx)
-				s.writeErrFresh(w, r, err)
-				return
-			}
-			sess.AtCommit(sql, args...)
-		}
-		if err := sess.Commit(ctx); err != nil {
-			sess.Rollback(ctx)
-			s.writeErrFresh(w, r, err)
-			return
-		}
-		rec.flushTo(w)
+		_ = s.finishWrite(w, r, next, sess, p, key, body, state)
 	})
+}
+
+// claimInWrite are the operations whose Idempotency-Key claim rides in front of their first
+// statement (pg.Session.AtBegin) instead of costing a round trip of its own. An operation
+// belongs here only if its handler does nothing outside its transaction before its first
+// statement (no Redis, no cache, no outside call) and always sends one: a refused claim
+// must leave nothing behind but a rolled-back transaction. The LangGraph checkpointer's
+// writes are checked (TestLangGraphSaverRoundTrips counts them; TestLangGraphIdempotentWrites
+// replays them).
+var claimInWrite = map[string]bool{
+	api.OpPutLanggraphCheckpoint.OperationID: true, api.OpPutLanggraphWrites.OperationID: true,
+}
+
+// finishWrite runs the write's handler into a buffer and, when it answered < 400, queues
+// its audit record and idempotency record (key) and commits them with it in one round trip
+// before the response is written. It returns the error of an AtBegin claim that refused
+// the key; then it rolled back and wrote nothing to w.
+func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.Handler, sess *pg.Session, p auth.Principal,
+	key string, body []byte, state *uowState) error {
+	ctx := r.Context()
+	// The handler writes its headers into a copy, so that a refused claim leaves w as it was.
+	rec := &recorder{header: w.Header().Clone()}
+	next.ServeHTTP(rec, r)
+	if err := sess.BeginErr(); err != nil {
+		sess.Rollback(ctx)
+		return err
+	}
+	if rec.status >= 400 {
+		sess.Rollback(ctx)
+		rec.flushTo(w)
+		return nil
+	}
+	if err := s.auditWrite(ctx, r, p, rec.status, body); err != nil {
+		sess.Rollback(ctx)
+		s.writeErrFresh(w, r, err)
+		return nil
+	}
+	if key != "" && r.Method != http.MethodDelete {
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		sql, args, err := idempotency.CompleteStatement(p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
+		if err != nil {
+			sess.Rollback(ctx)
+			s.writeErrFresh(w, r, err)
+			return nil
+		}
+		sess.AtCommit(sql, args...)
+	}
+	if err := sess.Commit(ctx); err != nil {
+		if berr := sess.BeginErr(); berr != nil { // the claim rode with COMMIT (no statement ran)
+			sess.Rollback(ctx)
+			return berr
+		}
+		sess.Rollback(ctx)
+		s.writeErrFresh(w, r, err)
+		return nil
+	}
+	rec.flushTo(w)
+	return nil
 }
 
 type uowKey struct{}

@@ -38,6 +38,14 @@ var noFlushReads = map[string]bool{
 	api.OpSearchMemories.OperationID: true, api.OpSimilarJobs.OperationID: true, api.OpGetContext.OperationID: true,
 }
 
+// oneTripReads are GET operations whose every statement stands alone (one query, and at most
+// the subject guard's restriction check beside it): each is a transaction of its own that
+// commits in its round trip, so nothing is rolled back after the response
+// (pg.Session.ReadInOneTrip). LangGraph's getTuple, on every step of a graph.
+var oneTripReads = map[string]bool{
+	api.OpGetLanggraphCheckpoint.OperationID: true,
+}
+
 // ConsistencyHeader set to "strong" sends a request's reads to the primary.
 const ConsistencyHeader = "X-Strata-Consistency"
 

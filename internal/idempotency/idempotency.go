@@ -58,6 +58,41 @@ func Fingerprint(method, path, rawQuery string, body []byte) []byte {
 	return h.Sum(nil)
 }
 
+// claimSQL inserts the record, or takes over an expired one. A live record with the key
+// makes it wait for that record's transaction, then return no row.
+const claimSQL = `INSERT INTO idempotency_keys
+		(org_id, key, request_hash, method, path, user_id, response_status, expires_at)
+	VALUES ($1, $2, $3, $4, $5, nullif($6, ''), 0, now() + make_interval(secs => $7))
+	ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
+		method = excluded.method, path = excluded.path, user_id = excluded.user_id,
+		response_status = 0, response_headers = '{}', response_body = '',
+		created_at = now(), expires_at = excluded.expires_at
+	WHERE idempotency_keys.expires_at < now()
+	RETURNING true`
+
+// ClaimStatements are Claim as statements for the front of the request's first round trip
+// (pg.Session.AtBegin), so that the claim costs no round trip of its own: the claim fails
+// (strata_expect_rows, 40001) unless it claimed the key, and then nothing queued behind it
+// runs. A failed claim says only that the key was not claimed now; the caller rolls back
+// and calls Claim in a new transaction, which replays the stored response, refuses a
+// mismatch or reports the key in progress (a lock timeout, CodeLockNotAvailable, already
+// says that). With a wait other than the pool's lock_timeout, the statements bound it
+// around the claim as Claim does.
+func ClaimStatements(org, key string, fp []byte, method, path, userID string, ttl, wait time.Duration) []pg.Statement {
+	var out []pg.Statement
+	bounded := wait != pg.LockTimeout
+	if bounded {
+		out = append(out, pg.Statement{SQL: fmt.Sprintf("SET LOCAL lock_timeout = %d", wait.Milliseconds())})
+	}
+	out = append(out, pg.Statement{SQL: `WITH c AS (` + claimSQL + `)
+		SELECT strata_expect_rows((SELECT count(*) FROM c), 1, 'claiming idempotency key')`,
+		Args: []any{org, key, fp, method, path, userID, ttl.Seconds()}})
+	if bounded {
+		out = append(out, pg.Statement{SQL: fmt.Sprintf("SET LOCAL lock_timeout = %d", pg.LockTimeout.Milliseconds())})
+	}
+	return out
+}
+
 // Claim records key as in flight for this request inside tx. It returns (nil, nil) when the
 // caller should execute the request; a stored Response to replay; ErrMismatch; or
 // ErrInProgress when a concurrent holder did not finish within wait.
@@ -72,15 +107,7 @@ func Claim(ctx context.Context, tx pgx.Tx, org, key string, fp []byte, method, p
 	// Insert, or take over an expired record. A live record with the key makes this
 	// statement wait for its transaction, then return no row.
 	var claimed bool
-	b.Queue(`INSERT INTO idempotency_keys
-			(org_id, key, request_hash, method, path, user_id, response_status, expires_at)
-		VALUES ($1, $2, $3, $4, $5, nullif($6, ''), 0, now() + make_interval(secs => $7))
-		ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
-			method = excluded.method, path = excluded.path, user_id = excluded.user_id,
-			response_status = 0, response_headers = '{}', response_body = '',
-			created_at = now(), expires_at = excluded.expires_at
-		WHERE idempotency_keys.expires_at < now()
-		RETURNING true`, org, key, fp, method, path, userID, ttl.Seconds()).QueryRow(func(row pgx.Row) error {
+	b.Queue(claimSQL, org, key, fp, method, path, userID, ttl.Seconds()).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&claimed)
 	})
 	if bounded {

@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
@@ -171,49 +169,32 @@ func checkObject(field string, raw json.RawMessage, required bool) error {
 	return strata.CheckJSON(field, raw)
 }
 
-// batchResults is what a pipelined batch answers; seqResults runs the queue statement by
-// statement on a DBTX that cannot pipeline.
-type batchResults interface {
-	Exec() (pgconn.CommandTag, error)
-	QueryRow() pgx.Row
-	Close() error
+// threadCTEs open the single statement of a put or putWrites: created makes the thread's
+// job (running, metadata {"langgraph": true}) when it does not exist, locked locks its row
+// (FOR NO KEY UPDATE: puts to one thread are serialised, and a concurrent put's
+// checkpoint_version is read after it committed) when it exists and is running, and j is
+// whichever of the two answered — no row when the job is not running, or when another
+// transaction created it after this statement's snapshot (the caller then runs the
+// statement once more). The columns of created: $1 org, $2 job, then userArg, agentArg,
+// sessionArg, nowArg and versionSQL, the new job's checkpoint_version.
+func threadCTEs(userArg, agentArg, sessionArg, nowArg, versionSQL string) string {
+	return `created AS (
+			INSERT INTO jobs (org_id, job_id, goal, status, owner, user_id, agent_id, session_id, metadata,
+				checkpoint_version, progress_at, created_at, updated_at)
+			VALUES ($1, $2, '', 'running', '', ` + userArg + `, ` + agentArg + `, ` + sessionArg + `, '{"langgraph": true}',
+				` + versionSQL + `, ` + nowArg + `, ` + nowArg + `, ` + nowArg + `)
+			ON CONFLICT (org_id, job_id) DO NOTHING
+			RETURNING 0::bigint AS checkpoint_version, goal, user_id
+		), locked AS (
+			SELECT checkpoint_version, goal, user_id FROM jobs
+			WHERE org_id = $1 AND job_id = $2 AND status = 'running'
+			FOR NO KEY UPDATE
+		), j AS (
+			SELECT checkpoint_version, goal, coalesce(` + userArg + `::text, user_id) AS subject FROM created
+			UNION ALL
+			SELECT checkpoint_version, goal, coalesce(` + userArg + `::text, user_id) FROM locked
+		)`
 }
-
-type seqResults struct {
-	ctx context.Context
-	db  pg.DBTX
-	q   []*pgx.QueuedQuery
-	i   int
-}
-
-func (r *seqResults) next() *pgx.QueuedQuery { q := r.q[r.i]; r.i++; return q }
-func (r *seqResults) Exec() (pgconn.CommandTag, error) {
-	q := r.next()
-	return r.db.Exec(r.ctx, q.SQL, q.Arguments...)
-}
-func (r *seqResults) QueryRow() pgx.Row {
-	q := r.next()
-	return r.db.QueryRow(r.ctx, q.SQL, q.Arguments...)
-}
-func (r *seqResults) Close() error { return nil }
-
-// send runs b in one round trip when db can pipeline (batcher: resume.go).
-func send(ctx context.Context, db pg.DBTX, b *pgx.Batch) batchResults {
-	if bt, ok := db.(batcher); ok {
-		return bt.SendBatch(ctx, b)
-	}
-	return &seqResults{ctx: ctx, db: db, q: b.QueuedQueries}
-}
-
-// lockOrCreateThread creates the thread's job (running, metadata {"langgraph": true}) or, when
-// it exists, locks its row (FOR NO KEY UPDATE, like lockJob) without changing it: ON CONFLICT
-// DO UPDATE locks the conflicting row even when its WHERE is false. It answers a row only
-// when it created the job.
-const lockOrCreateThread = `INSERT INTO jobs (org_id, job_id, goal, status, owner, user_id, agent_id, session_id,
-		metadata, progress_at, created_at, updated_at)
-	VALUES ($1, $2, '', 'running', '', $3, $4, $5, '{"langgraph": true}', $6, $6, $6)
-	ON CONFLICT (org_id, job_id) DO UPDATE SET progress_at = EXCLUDED.progress_at WHERE false
-	RETURNING true`
 
 // threadNotRunning explains why a write to the thread's job was refused (it is finished).
 func (s *Store) threadNotRunning(ctx context.Context, db pg.DBTX, org, jobID string) error {
@@ -227,8 +208,8 @@ func (s *Store) threadNotRunning(ctx context.Context, db pg.DBTX, org, jobID str
 // LangGraphPut stores a checkpoint of thread jobID (see the type). Putting the same
 // (namespace, checkpoint id) again overwrites its checkpoint document and metadata (as
 // LangGraph's own savers do) and records no new job checkpoint version. Blobs already
-// stored for a (channel, version) are kept. The job's row is locked first (created when
-// new), so puts to one thread are serialised; the statements go in one round trip.
+// stored for a (channel, version) are kept. It is one statement (threadCTEs): the job's row
+// is locked (created when new), so puts to one thread are serialised.
 func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphPut) (LangGraphPutResult, error) {
 	if err := in.Check(); err != nil {
 		return LangGraphPutResult{}, err
@@ -272,27 +253,19 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 		currentStep = "langgraph step " + step
 	}
 	now := s.Now()
-	// The data subject of every row: the put's user_id, else the job's.
-	subject := func(n int) string {
-		return `coalesce($` + strconv.Itoa(n) + `::text, (SELECT user_id FROM jobs WHERE org_id = $1 AND job_id = $2))`
-	}
 	eventSeq := "$13::bigint"
 	if in.EventSeqSQL != "" {
 		eventSeq = "coalesce(" + in.EventSeqSQL + ", $13::bigint)"
 	}
-	b := &pgx.Batch{}
-	b.Queue(lockOrCreateThread, org, jobID, nullable(in.UserID), nullable(in.AgentID), nullable(in.SessionID), now)
-	if len(in.Blobs) > 0 {
-		b.Queue(`INSERT INTO langgraph_blobs (org_id, job_id, checkpoint_ns, channel, version, type, blob, user_id)
-			SELECT $1, $2, $3, b.channel, b.version, b.type, b.blob, `+subject(8)+`
-			FROM unnest($4::text[], $5::text[], $6::text[], $7::bytea[]) AS b (channel, version, type, blob)
-			ON CONFLICT (org_id, job_id, checkpoint_ns, channel, version) DO NOTHING`,
-			org, jobID, in.CheckpointNS, channels, versions, types, data, nullable(in.UserID))
-	}
-	// A new root-namespace checkpoint records the job's next checkpoint version.
-	b.Queue(`WITH j AS (
-			SELECT checkpoint_version, goal, `+subject(8)+` AS subject FROM jobs
-			WHERE org_id = $1 AND job_id = $2 AND status = 'running'
+	// One statement: the thread's job (created or locked), the blobs, the checkpoint, and for
+	// a new root-namespace checkpoint the job's next checkpoint version. A new job's first
+	// root checkpoint is its version 1, set as the job is inserted (this statement's UPDATE
+	// does not see a row its own INSERT made).
+	sql := `WITH ` + threadCTEs("$8", "$14", "$15", "$9", "CASE WHEN $3 = '' THEN 1 ELSE 0 END") + `, bl AS (
+			INSERT INTO langgraph_blobs (org_id, job_id, checkpoint_ns, channel, version, type, blob, user_id)
+			SELECT $1, $2, $3, b.channel, b.version, b.type, b.blob, j.subject
+			FROM unnest($16::text[], $17::text[], $18::text[], $19::bytea[]) AS b (channel, version, type, blob), j
+			ON CONFLICT (org_id, job_id, checkpoint_ns, channel, version) DO NOTHING
 		), up AS (
 			INSERT INTO langgraph_checkpoints AS c (org_id, job_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
 				checkpoint, metadata, job_version, user_id, created_at, updated_at)
@@ -304,40 +277,38 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 		), cp AS (
 			INSERT INTO job_checkpoints (org_id, job_id, version, goal, current_step, next_action, state, event_seq,
 				agent_id, user_id, created_at)
-			SELECT $1, $2, up.job_version, j.goal, $10, $11, $12::jsonb, `+eventSeq+`, $14, j.subject, $9
+			SELECT $1, $2, up.job_version, j.goal, $10, $11, $12::jsonb, ` + eventSeq + `, $14, j.subject, $9
 			FROM up, j WHERE up.inserted AND up.job_version IS NOT NULL
 			RETURNING version
+		), moved AS (
+			UPDATE jobs SET checkpoint_version = coalesce((SELECT version FROM cp), checkpoint_version),
+				progress_at = greatest(progress_at, $9), user_id = coalesce(user_id, $8)
+			WHERE org_id = $1 AND job_id = $2 AND status = 'running' AND EXISTS (SELECT FROM locked)
 		)
-		UPDATE jobs SET checkpoint_version = coalesce((SELECT version FROM cp), checkpoint_version),
-			progress_at = greatest(progress_at, $9), user_id = coalesce(user_id, $8)
-		WHERE org_id = $1 AND job_id = $2 AND status = 'running'
-		RETURNING (SELECT inserted FROM up), (SELECT job_version FROM up)`,
-		org, jobID, in.CheckpointNS, in.CheckpointID, nullable(in.ParentCheckpointID), string(in.Checkpoint),
+		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT inserted FROM up), (SELECT job_version FROM up)`
+	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, nullable(in.ParentCheckpointID), string(in.Checkpoint),
 		string(orEmpty(in.Metadata, "{}")), nullable(in.UserID), now,
-		currentStep, "continue the LangGraph thread from checkpoint "+in.CheckpointID, string(link), in.EventSeq,
-		nullable(in.AgentID))
+		currentStep, "continue the LangGraph thread from checkpoint " + in.CheckpointID, string(link), in.EventSeq,
+		nullable(in.AgentID), nullable(in.SessionID), channels, versions, types, data}
 	res := LangGraphPutResult{ThreadID: jobID, CheckpointNS: in.CheckpointNS, CheckpointID: in.CheckpointID}
+	var found int
+	var created, inserted *bool
 	var recorded *int64
-	br := send(ctx, db, b)
-	err = br.QueryRow().Scan(&res.JobCreated)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = nil // the job existed (and is locked now)
+	for attempt := 0; ; attempt++ {
+		err = db.QueryRow(ctx, sql, args...).Scan(&found, &created, &inserted, &recorded)
+		if err != nil {
+			return LangGraphPutResult{}, pg.Interpret(err)
+		}
+		if found > 0 {
+			break
+		}
+		if attempt > 0 { // the job is not running
+			return LangGraphPutResult{}, s.threadNotRunning(ctx, db, org, jobID)
+		}
+		// Another transaction created the job after this statement's snapshot: once more.
 	}
-	if err == nil && len(in.Blobs) > 0 {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		err = br.QueryRow().Scan(&res.Created, &recorded)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, pgx.ErrNoRows) { // the job is not running
-		return LangGraphPutResult{}, s.threadNotRunning(ctx, db, org, jobID)
-	}
-	if err != nil {
-		return LangGraphPutResult{}, pg.Interpret(err)
-	}
+	res.JobCreated = created != nil && *created
+	res.Created = inserted != nil && *inserted
 	if recorded != nil {
 		res.JobVersion = *recorded
 	}
@@ -394,43 +365,35 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 		conflict = `DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob, task_path = EXCLUDED.task_path`
 	}
 	now := s.Now()
-	b := &pgx.Batch{}
-	b.Queue(lockOrCreateThread, org, jobID, nullable(in.UserID), nullable(in.AgentID), nullable(in.SessionID), now)
-	b.Queue(`WITH j AS (
-			SELECT coalesce($11::text, user_id) AS subject FROM jobs WHERE org_id = $1 AND job_id = $2 AND status = 'running'
-		), ins AS (
+	// One statement: the thread's job (created or locked), the writes, the job's progress.
+	sql := `WITH ` + threadCTEs("$11", "$13", "$14", "$12", "0") + `, ins AS (
 			INSERT INTO langgraph_writes (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob,
 				task_path, user_id, created_at)
 			SELECT $1, $2, $3, $4, $5, w.idx, w.channel, w.type, w.blob, $10, j.subject, $12
 			FROM unnest($6::int[], $7::text[], $8::text[], $9::bytea[]) AS w (idx, channel, type, blob), j
-			ON CONFLICT (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx) `+conflict+`
+			ON CONFLICT (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx) ` + conflict + `
 			RETURNING 1
 		), touched AS (
-			UPDATE jobs SET progress_at = $12 WHERE org_id = $1 AND job_id = $2 AND progress_at < $12 AND status = 'running'
+			UPDATE jobs SET progress_at = $12
+			WHERE org_id = $1 AND job_id = $2 AND progress_at < $12 AND status = 'running' AND EXISTS (SELECT FROM locked)
 		)
-		SELECT (SELECT count(*) FROM ins) FROM j`,
-		org, jobID, in.CheckpointNS, in.CheckpointID, in.TaskID, idx, channels, types, data, in.TaskPath,
-		nullable(in.UserID), now)
-	var n int
+		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT count(*) FROM ins)`
+	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, in.TaskID, idx, channels, types, data, in.TaskPath,
+		nullable(in.UserID), now, nullable(in.AgentID), nullable(in.SessionID)}
+	var found, n int
 	var created bool
-	br := send(ctx, db, b)
-	err := br.QueryRow().Scan(&created)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = nil // the job existed (and is locked now)
+	for attempt := 0; ; attempt++ {
+		if err := db.QueryRow(ctx, sql, args...).Scan(&found, &created, &n); err != nil {
+			return 0, false, pg.Interpret(err)
+		}
+		if found > 0 {
+			return n, created, nil
+		}
+		if attempt > 0 { // the job is not running
+			return 0, false, s.threadNotRunning(ctx, db, org, jobID)
+		}
+		// Another transaction created the job after this statement's snapshot: once more.
 	}
-	if err == nil {
-		err = br.QueryRow().Scan(&n)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, pgx.ErrNoRows) { // the job is not running
-		return 0, false, s.threadNotRunning(ctx, db, org, jobID)
-	}
-	if err != nil {
-		return 0, false, pg.Interpret(err)
-	}
-	return n, created, nil
 }
 
 // tupleCols reads a langgraph_checkpoints row (alias cp) with its channel values, pending

@@ -64,3 +64,48 @@ func TestLangGraphConcurrentPutsOnANewThread(t *testing.T) {
 		return err
 	}))
 }
+
+// Concurrent first putWrites to a new thread (durability "async" may write before the put):
+// one creates the job, the others find it (once more, when it was created after their
+// statement's snapshot) and store their writes.
+func TestLangGraphConcurrentPutWritesOnANewThread(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 8
+	var wg sync.WaitGroup
+	created := make([]bool, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = e.tx("acme", func(tx pgx.Tx) error {
+				stored, c, err := e.store.LangGraphPutWrites(context.Background(), tx, "acme", "w-thread", jobs.LangGraphWrites{
+					CheckpointID: "c1", TaskID: fmt.Sprintf("t%d", i),
+					Writes: []jobs.LangGraphWrite{{Idx: 0, Channel: "a", Type: "json", Data: []byte(`1`)}}})
+				if err == nil && stored != 1 {
+					err = fmt.Errorf("stored %d", stored)
+				}
+				created[i] = c
+				return err
+			})
+		}(i)
+	}
+	wg.Wait()
+	n1 := 0
+	for i := range n {
+		require.NoError(t, errs[i])
+		if created[i] {
+			n1++
+		}
+	}
+	require.Equal(t, 1, n1)
+	var j jobs.Job
+	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
+		var err error
+		j, err = e.store.GetJob(context.Background(), tx, "acme", "w-thread")
+		return err
+	}))
+	require.Equal(t, jobs.StatusRunning, j.Status)
+	require.JSONEq(t, `{"langgraph": true}`, string(j.Metadata))
+}

@@ -16,9 +16,11 @@ import (
 
 // BenchmarkLangGraphSaver is issue 26 item 1: LangGraph's own PostgresSaver
 // (@langchain/langgraph-checkpoint-postgres, in an empty database of the same Postgres server)
-// against StrataSaver on a real server, put+get pairs per second and their p99, at
+// against StrataSaver on a real server, put+get pairs per second and their p50 and p99, at
 // concurrency 1 and 8 (clients/langgraph-js/scripts/bench.ts, alternating the savers round
-// by round). speed is StrataSaver's pairs/s ÷ PostgresSaver's (≥ 1: Strata ahead).
+// by round). speed is StrataSaver's pairs/s ÷ PostgresSaver's (≥ 1: Strata ahead); pairs/s is
+// the mean over the rounds, p50 and p99 are each saver's worst round (cmd/benchreport judges
+// the row on all three).
 //
 //	go test -run '^$' -bench BenchmarkLangGraphSaver -benchtime 1x ./internal/langgraphtest/
 //
@@ -58,6 +60,7 @@ func BenchmarkLangGraphSaver(b *testing.B) {
 					sum[r.Saver] = &result{}
 				}
 				sum[r.Saver].PairsPerS += r.PairsPerS
+				sum[r.Saver].P50 = max(sum[r.Saver].P50, r.P50)
 				sum[r.Saver].P99 = max(sum[r.Saver].P99, r.P99)
 				n[r.Saver]++
 			}
@@ -67,6 +70,8 @@ func BenchmarkLangGraphSaver(b *testing.B) {
 			b.ReportMetric(st.PairsPerS/pg.PairsPerS, tag+"speed")
 			b.ReportMetric(st.PairsPerS/float64(n["StrataSaver"]), tag+"strata-pairs/s")
 			b.ReportMetric(pg.PairsPerS/float64(n["PostgresSaver"]), tag+"pg-pairs/s")
+			b.ReportMetric(st.P50, tag+"strata-p50-ms")
+			b.ReportMetric(pg.P50, tag+"pg-p50-ms")
 			b.ReportMetric(st.P99, tag+"strata-p99-ms")
 			b.ReportMetric(pg.P99, tag+"pg-p99-ms")
 		}

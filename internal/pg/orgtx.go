@@ -27,6 +27,13 @@ type orgTx struct {
 	tx   pgx.Tx // the begun transaction; nil before the first statement
 	// failed is set when beginning failed: the transaction is unusable.
 	failed error
+	// lead are statements that travel right after BEGIN and the org setting, in front of
+	// the first statement (Session.AtBegin); leadErr is the error of the one that failed.
+	lead    []trailing
+	leadErr error
+	// oneTrip: every statement is a transaction of its own that ends in its round trip
+	// (Session.ReadInOneTrip).
+	oneTrip bool
 }
 
 var _ pgx.Tx = (*orgTx)(nil)
@@ -56,26 +63,39 @@ func (t *orgTx) acquire(ctx context.Context) error {
 	return nil
 }
 
-// beginBatch returns a batch that begins the transaction and sets the org; the caller
-// appends its statements, sends it with send, and reads the two leading results with skip.
+// beginBatch returns a batch that begins the transaction, sets the org and carries the lead
+// statements; the caller appends its statements and sends it with send, which reads the
+// leading results.
 func (t *orgTx) beginBatch() *pgx.Batch {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	QueueSetOrg(b, t.org)
+	for _, s := range t.lead {
+		b.Queue(s.sql, s.args...)
+	}
 	return b
 }
 
-// send sends b (which starts with beginBatch's two statements) and consumes their results.
-// On error the batch results are closed and the error returned.
+// send sends b (which starts with beginBatch's statements) and consumes their results.
+// On error the batch results are closed and the error returned; a lead statement's error is
+// kept in leadErr as well. Nothing queued behind a failed statement runs (the transaction
+// is aborted).
 func (t *orgTx) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	if err := t.acquire(ctx); err != nil {
 		return nil, err
 	}
 	br := t.conn.SendBatch(ctx, b)
 	t.tx = br.Tx()
-	for range 2 {
+	for i := range 2 + len(t.lead) {
 		if _, err := br.Exec(); err != nil {
+			if i >= 2 {
+				t.leadErr = err
+			}
 			_ = br.Close()
+			if t.oneTrip { // the next statement begins afresh
+				t.endTrip(ctx)
+				return nil, Interpret(fmt.Errorf("beginning transaction: %w", err))
+			}
 			return nil, t.beginFailed(ctx, err)
 		}
 	}
@@ -141,6 +161,7 @@ func (t *orgTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	}
 	b := t.beginBatch()
 	b.Queue(sql, args...)
+	t.queueEnd(b)
 	br, err := t.send(ctx, b)
 	if err != nil {
 		return pgconn.CommandTag{}, err
@@ -149,6 +170,7 @@ func (t *orgTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	t.endTrip(ctx)
 	return tag, err
 }
 
@@ -162,6 +184,7 @@ func (t *orgTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 	}
 	b := t.beginBatch()
 	b.Queue(sql, args...)
+	t.queueEnd(b)
 	br, err := t.send(ctx, b)
 	if err != nil {
 		return errRows(err), err
@@ -169,9 +192,14 @@ func (t *orgTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
+		t.endTrip(ctx)
 		return errRows(err), err
 	}
-	return &batchRows{Rows: rows, br: br}, nil
+	r := &batchRows{Rows: rows, br: br}
+	if t.oneTrip {
+		r.closed1 = func() { t.endTrip(ctx) }
+	}
+	return r, nil
 }
 
 // QueryRow is Query for one row.
@@ -191,11 +219,52 @@ func (t *orgTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	}
 	nb := t.beginBatch()
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+	t.queueEnd(nb)
 	br, err := t.send(ctx, nb)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
+	if t.oneTrip {
+		return &tripBatch{BatchResults: br, end: func() { t.endTrip(ctx) }}
+	}
 	return br
+}
+
+// queueEnd ends a one-trip statement's transaction in its own batch.
+func (t *orgTx) queueEnd(b *pgx.Batch) {
+	if t.oneTrip {
+		b.Queue("COMMIT")
+	}
+}
+
+// endTrip, after a one-trip batch was read to its end, hands the connection back: the
+// transaction committed with it, or, when a statement failed (the pipeline skipped the
+// COMMIT behind it), is rolled back now. The next statement begins a new transaction.
+func (t *orgTx) endTrip(ctx context.Context) {
+	if !t.oneTrip || t.conn == nil {
+		return
+	}
+	if t.conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = t.conn.Conn().Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	t.tx = nil
+	t.releaseConn()
+}
+
+// tripBatch ends a one-trip batch's transaction when its results are closed.
+type tripBatch struct {
+	pgx.BatchResults
+	end    func()
+	closed bool
+}
+
+func (b *tripBatch) Close() error {
+	err := b.BatchResults.Close()
+	if !b.closed {
+		b.closed = true
+		b.end()
+	}
+	return err
 }
 
 // Begin starts a savepoint (a pseudo nested transaction).
@@ -343,6 +412,8 @@ type batchRows struct {
 	br     pgx.BatchResults
 	closed bool
 	err    error
+	// closed1, when set, runs once the batch is closed (a one-trip statement's end).
+	closed1 func()
 }
 
 func (r *batchRows) Close() {
@@ -352,6 +423,9 @@ func (r *batchRows) Close() {
 	r.closed = true
 	r.Rows.Close()
 	r.err = r.br.Close()
+	if r.closed1 != nil {
+		r.closed1()
+	}
 }
 
 func (r *batchRows) Next() bool {

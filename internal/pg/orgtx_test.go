@@ -225,3 +225,120 @@ func TestPgSessionNoFlushCommit(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v))
 	require.Equal(t, "on", v, "the setting was local to each transaction")
 }
+
+// AtBegin statements travel right after BEGIN and the org setting, in front of the first
+// statement: when one fails nothing behind it runs, the first statement answers its error
+// and BeginErr names it; when they succeed they commit with the rest. With no statement
+// before COMMIT they travel with it. They cannot be added once a statement ran.
+func TestPgSessionAtBegin(t *testing.T) {
+	t.Parallel()
+	pool, owner := pipeTable(t)
+	ctx := context.Background()
+	guard := func(id int) pg.Statement {
+		return pg.Statement{SQL: `WITH c AS (INSERT INTO pipe_rows (org_id, id, v) VALUES (current_setting('app.org_id'), $1, 'lead')
+			ON CONFLICT DO NOTHING RETURNING 1) SELECT strata_expect_rows((SELECT count(*) FROM c), 1, 'lead')`, Args: []any{id}}
+	}
+
+	// Succeeds: the lead row and the statement's commit together; the statement sees the lead's row.
+	s := pg.NewSession(pool, "acme")
+	require.True(t, s.AtBegin(guard(1)))
+	tx, err := s.Tx(ctx)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM pipe_rows`).Scan(&n))
+	require.Equal(t, 1, n)
+	require.NoError(t, s.BeginErr())
+	require.False(t, s.AtBegin(guard(2)), "a statement ran already")
+	require.NoError(t, s.Commit(ctx))
+	require.Equal(t, 1, count(t, owner, "acme"))
+
+	// Fails (id 1 exists): the first statement, a batch, answers the lead's error and does not run.
+	s = pg.NewSession(pool, "acme")
+	tx, err = s.Tx(ctx)
+	require.NoError(t, err)
+	require.True(t, s.AtBegin(guard(1)), "Tx without a statement has not begun")
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO pipe_rows (org_id, id) VALUES ('acme', 5)`)
+	err = tx.SendBatch(ctx, b).Close()
+	require.Error(t, err)
+	var conflict *strata.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Error(t, s.BeginErr())
+	s.Rollback(ctx)
+	require.Equal(t, 1, count(t, owner, "acme"))
+
+	// Only queued statements: the lead travels with COMMIT, and a failing one stops it.
+	s = pg.NewSession(pool, "acme")
+	require.True(t, s.AtBegin(guard(1)))
+	s.AtCommit(`INSERT INTO pipe_rows (org_id, id) VALUES ('acme', 6)`)
+	require.Error(t, s.Commit(ctx))
+	require.Error(t, s.BeginErr())
+	s.Rollback(ctx)
+	require.Equal(t, 1, count(t, owner, "acme"))
+	s = pg.NewSession(pool, "acme")
+	require.True(t, s.AtBegin(guard(7)))
+	s.AtCommit(`INSERT INTO pipe_rows (org_id, id) VALUES ('acme', 8)`)
+	require.NoError(t, s.Commit(ctx))
+	require.NoError(t, s.BeginErr())
+	require.Equal(t, 3, count(t, owner, "acme"))
+	require.Equal(t, int32(0), pool.Stat().AcquiredConns())
+}
+
+// ReadInOneTrip: each statement is a transaction of its own (BEGIN, the org, the statement,
+// COMMIT in one round trip) whatever its kind; row-level security binds each; a failing
+// statement leaves the connection idle and the next statement works; nothing is left to roll
+// back and every connection is back in the pool once the rows are read.
+func TestPgSessionReadInOneTrip(t *testing.T) {
+	t.Parallel()
+	pool, owner := pipeTable(t)
+	ctx := context.Background()
+	_, err := owner.Exec(ctx, `INSERT INTO pipe_rows (org_id, id) VALUES ('acme', 1), ('acme', 2), ('globex', 1)`)
+	require.NoError(t, err)
+
+	s := pg.NewSession(pool, "acme")
+	s.ReadInOneTrip()
+	tx, err := s.Tx(ctx)
+	require.NoError(t, err)
+	idle := func(what string) {
+		t.Helper()
+		require.False(t, s.Started(), what+": the transaction ended with its statement")
+		require.Equal(t, int32(0), pool.Stat().AcquiredConns(), what+": the connection is back")
+	}
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM pipe_rows`).Scan(&n))
+	require.Equal(t, 2, n, "RLS: acme's rows only")
+	idle("queryrow")
+
+	rows, err := tx.Query(ctx, `SELECT id FROM pipe_rows ORDER BY id`)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2}, ids)
+	idle("query")
+
+	// Each statement its own transaction: a SET LOCAL does not outlive its statement.
+	_, err = tx.Exec(ctx, `SET LOCAL statement_timeout = 1234`)
+	require.NoError(t, err)
+	idle("exec")
+	var timeout string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('statement_timeout')`).Scan(&timeout))
+	require.NotEqual(t, "1234ms", timeout)
+
+	b := &pgx.Batch{}
+	var seen string
+	b.Queue(`SELECT current_setting('app.org_id')`).QueryRow(func(r pgx.Row) error { return r.Scan(&seen) })
+	require.NoError(t, tx.SendBatch(ctx, b).Close())
+	require.Equal(t, "acme", seen)
+	idle("batch")
+
+	// A failing statement: its error, then the connection is idle again and usable.
+	_, err = tx.Exec(ctx, `SELECT * FROM no_such_table`)
+	require.Error(t, err)
+	idle("failed exec")
+	require.Error(t, tx.QueryRow(ctx, `SELECT 1/0`).Scan(&n))
+	idle("failed queryrow")
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM pipe_rows`).Scan(&n))
+	require.Equal(t, 2, n)
+	s.Rollback(ctx)
+	idle("rollback")
+}

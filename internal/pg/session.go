@@ -24,11 +24,14 @@ type Session struct {
 	mu      sync.Mutex
 	tx      *orgTx
 	hooks   []func()
+	lead    []trailing
 	trailer []trailing
 	done    bool
 	// noFlush: the operation only read, so its commit carries the read's bookkeeping alone
 	// and does not wait for the WAL flush (NoFlushCommit).
 	noFlush bool
+	// oneTrip: each statement is its own transaction, ended in its round trip (ReadInOneTrip).
+	oneTrip bool
 }
 
 // NewSession returns a session for org; nothing happens until Tx is called.
@@ -48,12 +51,77 @@ func (s *Session) Tx(ctx context.Context) (pgx.Tx, error) {
 	if s.tx != nil {
 		return s.tx, nil
 	}
-	tx, err := newOrgTx(cmp.Or(s.replica, s.pool), s.org)
+	tx, err := s.newTx(cmp.Or(s.replica, s.pool))
 	if err != nil {
 		return nil, err
 	}
 	s.tx = tx
 	return tx, nil
+}
+
+// newTx is the session's transaction on pool, carrying the AtBegin statements.
+func (s *Session) newTx(pool *pgxpool.Pool) (*orgTx, error) {
+	tx, err := newOrgTx(pool, s.org)
+	if err != nil {
+		return nil, err
+	}
+	tx.lead, tx.oneTrip = s.lead, s.oneTrip
+	return tx, nil
+}
+
+// ReadInOneTrip makes every statement of the session a transaction of its own that begins,
+// sets the org and commits in the statement's one round trip, so a read has nothing left to
+// roll back after its response (one round trip fewer per request, off its path, and the
+// connection back in the pool as soon as the rows are read). For operations that only read
+// and need no two statements in one transaction (no snapshot shared between them, no SET
+// LOCAL for a later statement); AtCommit statements must not be queued. It must be called
+// before the first statement.
+func (s *Session) ReadInOneTrip() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tx != nil && s.tx.begun() {
+		return
+	}
+	s.oneTrip = true
+	if s.tx != nil {
+		s.tx.oneTrip = true
+	}
+}
+
+// Statement is a statement and its arguments.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// AtBegin queues statements that run right after BEGIN and the org setting, in front of the
+// transaction's first statement and in its round trip (the Idempotency-Key claim of a write
+// that folds it into its own first round trip). If one fails, nothing behind it runs: the
+// first statement answers that error and BeginErr reports it. It must be called before any
+// statement ran; it reports false otherwise (the statements are then not queued).
+func (s *Session) AtBegin(stmts ...Statement) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || s.replica != nil || (s.tx != nil && s.tx.begun()) {
+		return false
+	}
+	for _, st := range stmts {
+		s.lead = append(s.lead, trailing{sql: st.SQL, args: st.Args})
+	}
+	if s.tx != nil {
+		s.tx.lead = s.lead
+	}
+	return true
+}
+
+// BeginErr is the error of the AtBegin statement that failed, or nil.
+func (s *Session) BeginErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tx == nil {
+		return nil
+	}
+	return s.tx.leadErr
 }
 
 // ReadFrom makes the session's transaction begin on replica, a read replica's pool, and
@@ -63,7 +131,7 @@ func (s *Session) Tx(ctx context.Context) (pgx.Tx, error) {
 func (s *Session) ReadFrom(replica *pgxpool.Pool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if replica == nil || s.tx != nil || s.done {
+	if replica == nil || s.tx != nil || s.done || len(s.lead) > 0 {
 		return false
 	}
 	s.replica = replica
@@ -169,9 +237,12 @@ func (s *Session) Commit(ctx context.Context) error {
 	}
 	if len(trailer) > 0 && tx == nil {
 		var err error
-		if tx, err = newOrgTx(s.pool, s.org); err != nil {
+		if tx, err = s.newTx(s.pool); err != nil {
 			return err
 		}
+		s.mu.Lock()
+		s.tx = tx // so that BeginErr sees a failed AtBegin statement
+		s.mu.Unlock()
 	}
 	if tx != nil {
 		if err := tx.commit(ctx, trailer); err != nil {
