@@ -782,3 +782,29 @@ func TestValidation(t *testing.T) {
 		require.Equal(t, c.field, fe.Field)
 	}
 }
+
+// TestEmbeddingStored: the caller's vector of name + summary is stored with its space, and
+// a later resolution with a new vector replaces it.
+func TestEmbeddingStored(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	sc := strata.Scope{OrgID: "org1"}
+	vec := make([]float32, 384)
+	vec[0] = 1
+	space := Space{Embedder: "hash", Model: "lexical-v1", Dims: 384}
+	ent := e.resolve(t, ResolveInput{Scope: sc, Name: "Acme", Summary: "A client", Vector: vec, Space: space})
+	require.Equal(t, &space, ent.Embedding)
+	vec2 := make([]float32, 8)
+	vec2[1] = 1
+	space2 := Space{Embedder: "openai", Model: "small", Dims: 8}
+	ent = e.resolve(t, ResolveInput{Scope: sc, Name: "acme", Vector: vec2, Space: space2})
+	require.Equal(t, &space2, ent.Embedding)
+	require.Equal(t, "A client", ent.Summary)
+	var dims int
+	require.NoError(t, e.owner.QueryRow(context.Background(), `SELECT vector_dims(embedding) FROM graph_entities WHERE id = $1`, ent.ID).Scan(&dims))
+	require.Equal(t, 8, dims)
+	// Without a vector the stored one stays.
+	ent = e.resolve(t, ResolveInput{Scope: sc, Name: "ACME", Aliases: []string{"Acme Corp"}})
+	require.Equal(t, &space2, ent.Embedding)
+	require.Equal(t, []string{"Acme Corp"}, ent.Aliases)
+}
