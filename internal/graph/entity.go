@@ -150,10 +150,12 @@ func (s *Store) Resolve(ctx context.Context, db pg.DBTX, in ResolveInput) (Entit
 	if err := lockScope(ctx, db, sc); err != nil {
 		return Entity{}, false, err
 	}
+	// FOR NO KEY UPDATE, not FOR UPDATE: the row's key does not change, and foreign-key
+	// checks of relation writes (KEY SHARE) naming the entity must not wait for us.
 	row := db.QueryRow(ctx, `SELECT `+entityCols+`, keys FROM graph_entities
 		WHERE org_id = $1 AND user_id = $2 AND agent_id = $3 AND session_id = $4 AND merged_into IS NULL AND keys && $5
 		ORDER BY name_key = $6 DESC, name_key = ANY($5) DESC, created_at, id
-		LIMIT 1 FOR UPDATE`, sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID, keys, keys[0])
+		LIMIT 1 FOR NO KEY UPDATE`, sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID, keys, keys[0])
 	var known []string
 	found, err := scanEntity(row, &known)
 	now := s.now().UTC()

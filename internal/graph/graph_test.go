@@ -808,3 +808,44 @@ func TestEmbeddingStored(t *testing.T) {
 	require.Equal(t, &space2, ent.Embedding)
 	require.Equal(t, []string{"Acme Corp"}, ent.Aliases)
 }
+
+// TestConcurrentContradictions: 8 writers each say Ana now manages another store, at once.
+// Every write succeeds, one relation stays in force, and the other seven are closed and
+// kept, each superseded by another.
+func TestConcurrentContradictions(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	sc := strata.Scope{OrgID: "org1", UserID: "u1"}
+	ana := e.entity(t, sc, "Ana")
+	stores := make([]Entity, 8)
+	for i := range stores {
+		stores[i] = e.entity(t, sc, fmt.Sprintf("Store %d", i))
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			// Each also resolves the store again in its transaction (row locks on both sides).
+			errs[i] = e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+				if _, _, err := e.s.Resolve(ctx, tx, ResolveInput{Scope: sc, Name: stores[(i+1)%len(stores)].Name, Aliases: []string{"shop"}}); err != nil {
+					return err
+				}
+				_, err := e.s.AddRelation(ctx, tx, link(sc, ana, "manages", stores[i], true))
+				return err
+			})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "writer %d", i)
+	}
+	require.EqualValues(t, 8, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1`, ana.ID))
+	require.EqualValues(t, 1, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1 AND valid_to IS NULL AND superseded_at IS NULL`, ana.ID))
+	require.EqualValues(t, 7, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1 AND superseded_by IS NOT NULL`, ana.ID))
+	require.Len(t, e.about(t, "org1", ana.ID, AsOf{}).Relations, 1)
+}
