@@ -74,7 +74,7 @@ func (s *Store) Neighbors(ctx context.Context, db pg.DBTX, q NeighborsQuery) ([]
 			  AND `+visibleSQL("n", "$6", "$7", "$8", "$9")+`
 		),
 		bounded AS (SELECT * FROM walk WHERE depth > 0 LIMIT $10),
-		nearest AS (SELECT DISTINCT ON (entity_id) * FROM bounded ORDER BY entity_id, depth, path)
+		nearest AS (SELECT DISTINCT ON (entity_id) * FROM bounded ORDER BY entity_id, depth)
 		SELECT `+entityColsOf("n")+`, x.depth, x.path, `+relationCols+`
 		FROM nearest x
 		JOIN graph_entities n ON n.org_id = $1 AND n.id = x.entity_id
