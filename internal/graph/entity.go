@@ -296,13 +296,14 @@ func (s *Store) Lookup(ctx context.Context, db pg.DBTX, org, name string, scope 
 type MergeResult struct {
 	Survivor  Entity `json:"survivor"`
 	Relations int64  `json:"relations"` // relation rows re-pointed to the survivor
-	Closed    int64  `json:"closed"`    // relations in force that the merge made contradictory or duplicate, closed
+	Closed    int64  `json:"closed"`    // relations in force that the merge made contradictory, duplicate or self-referring, closed
 }
 
 // Merge folds entity merged into survivor (both of org, live, in the same scope): every
 // relation of merged (every version) is re-pointed to survivor; where both had one in force
 // for the same functional predicate, or the same relation twice, the older is closed
-// (superseded by the other) so one stays in force; survivor gains merged's name, aliases,
+// (superseded by the other) so one stays in force, and relations between the two (now
+// loops) stop being believed; survivor gains merged's name, aliases,
 // source memories, and its type and summary where it had none; merged stays as a tombstone
 // whose MergedInto is survivor, and earlier tombstones of merged point to survivor too.
 func (s *Store) Merge(ctx context.Context, db pg.DBTX, org string, survivor, merged uuid.UUID) (MergeResult, error) {
@@ -389,6 +390,15 @@ func (s *Store) Merge(ctx context.Context, db pg.DBTX, org string, survivor, mer
 		return res, fmt.Errorf("re-pointing relations of merged entity %s: %w", merged, pg.Interpret(err))
 	}
 	res.Relations = tag.RowsAffected()
+	// A relation between the two ("A. Silva is Ana") now loops on the survivor: it says
+	// nothing any more, so it is no longer believed (kept, like every closed version).
+	tag, err = db.Exec(ctx, `UPDATE graph_relations SET superseded_at = greatest($3, recorded_at)
+		WHERE org_id = $1 AND subject_id = $2 AND object_id = $2 AND valid_to IS NULL AND superseded_at IS NULL`,
+		org, survivor, now)
+	if err != nil {
+		return res, fmt.Errorf("closing relations between %s and %s: %w", survivor, merged, pg.Interpret(err))
+	}
+	res.Closed += tag.RowsAffected()
 
 	display, keys := forms(mg.Name, mg.Aliases)
 	var addAliases, addKeys []string

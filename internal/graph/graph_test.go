@@ -590,7 +590,8 @@ func TestMergeAndDelete(t *testing.T) {
 	newer := e.add(t, in)
 	e.add(t, link(sc, bob, "knows", silva, false))
 	e.add(t, link(sc, ana, "likes", bob, false))
-	e.add(t, link(sc, silva, "likes", bob, false)) // the same relation on both: one stays
+	e.add(t, link(sc, silva, "likes", bob, false))   // the same relation on both: one stays
+	e.add(t, link(sc, silva, "same_as", ana, false)) // a loop once merged: no longer believed
 
 	e.clk.Advance(time.Minute)
 	var res MergeResult
@@ -599,8 +600,8 @@ func TestMergeAndDelete(t *testing.T) {
 		res, err = e.s.Merge(ctx, tx, "org1", ana.ID, silva.ID)
 		return err
 	}))
-	require.EqualValues(t, 3, res.Relations) // silva manages Porto, silva likes Bob, Bob knows silva
-	require.EqualValues(t, 2, res.Closed)
+	require.EqualValues(t, 4, res.Relations) // silva manages Porto, likes Bob, same_as Ana; Bob knows silva
+	require.EqualValues(t, 3, res.Closed)    // Ana manages Lisbon, one "likes Bob", "same_as"
 	require.Equal(t, ana.ID, res.Survivor.ID)
 	require.ElementsMatch(t, []string{"A. Silva", "Ms Silva"}, res.Survivor.Aliases)
 	require.Equal(t, "person", res.Survivor.Type)
@@ -645,7 +646,7 @@ func TestMergeAndDelete(t *testing.T) {
 		return err
 	}))
 	require.EqualValues(t, 2, d.Entities)  // Ana and the tombstone
-	require.EqualValues(t, 6, d.Relations) // every version: manages ×2, likes ×2, knows, visited
+	require.EqualValues(t, 7, d.Relations) // every version: manages ×2, likes ×2, same_as, knows, visited
 	require.EqualValues(t, 0, e.count(t, `SELECT count(*) FROM graph_entities WHERE id = ANY($1)`, []uuid.UUID{ana.ID, silva.ID}))
 	require.EqualValues(t, 0, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1 OR object_id = $1`, ana.ID))
 	require.EqualValues(t, 3, e.count(t, `SELECT count(*) FROM graph_entities`))
