@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -73,7 +74,8 @@ type ResolveInput struct {
 	// Summary, when set, replaces the entity's summary.
 	Summary string
 	// Vector, when set, replaces the stored embedding; Space says what made it. The caller
-	// embeds name + summary.
+	// embeds name + summary, and sends a new vector with a new summary (the store does not
+	// know a stored vector has gone stale).
 	Vector []float32
 	Space  Space
 	// SourceMemoryID, when set, is recorded as a memory that mentioned the entity.
@@ -112,10 +114,11 @@ func (in *ResolveInput) validate() error {
 	return nil
 }
 
-// forms returns the display forms of name and aliases and their normalised keys, in order,
-// one form per key.
+// forms returns the display forms of name and aliases (whitespace collapsed, case kept)
+// and their normalised keys, in order, one form per key.
 func forms(name string, aliases []string) (display, keys []string) {
 	for _, f := range append([]string{name}, aliases...) {
+		f = strings.Join(strings.Fields(f), " ")
 		k := Normalize(f)
 		if k == "" || slices.Contains(keys, k) {
 			continue
@@ -183,7 +186,7 @@ func (s *Store) Resolve(ctx context.Context, db pg.DBTX, in ResolveInput) (Entit
 				name, name_key, type, aliases, keys, summary, embedding, embedder, model, dims, source_memory_ids,
 				created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17)
-			RETURNING `+entityCols, sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, in.Name, keys[0], in.Type,
+			RETURNING `+entityCols, sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, display[0], keys[0], in.Type,
 			display[1:], keys, in.Summary, vec, embedder, model, dims, sources, now))
 		if err != nil {
 			return Entity{}, false, fmt.Errorf("creating entity %q: %w", in.Name, pg.Interpret(err))

@@ -285,6 +285,12 @@ func TestContradictionClosesTheOldRelation(t *testing.T) {
 	require.Equal(t, *at(-30 * 24 * time.Hour), *late.Relation.ValidTo)
 	require.Equal(t, []string{"manages:Porto store", "visited:Lisbon store", "visited:Porto store"}, objects(e.about(t, "org1", ana.ID, AsOf{})))
 
+	// The functional flag is the predicate's: a writer that forgets it still closes.
+	e.clk.Advance(time.Hour)
+	forgot := e.add(t, link(sc, ana, "manages", lisbon, false))
+	require.True(t, forgot.Relation.Functional)
+	require.Equal(t, []uuid.UUID{second.Relation.ID}, forgot.Closed)
+
 	// Literal values contradict too.
 	v1, v2 := "manager", "director"
 	r1 := e.add(t, RelationInput{Scope: sc, SubjectID: ana.ID, Predicate: "title", ObjectValue: &v1, Functional: true})
@@ -298,11 +304,12 @@ func TestContradictionClosesTheOldRelation(t *testing.T) {
 		hist, err = e.s.History(ctx, tx, "org1", HistoryQuery{EntityID: ana.ID, Predicate: "MANAGES"})
 		return err
 	}))
-	require.Len(t, hist, 3)
-	require.Equal(t, []uuid.UUID{first.Relation.ID, second.Relation.ID, late.Relation.ID}, []uuid.UUID{hist[0].ID, hist[1].ID, hist[2].ID})
-	require.EqualValues(t, 7, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1`, ana.ID))
+	require.Len(t, hist, 4)
+	require.Equal(t, []uuid.UUID{first.Relation.ID, second.Relation.ID, late.Relation.ID, forgot.Relation.ID},
+		[]uuid.UUID{hist[0].ID, hist[1].ID, hist[2].ID, hist[3].ID})
+	require.EqualValues(t, 8, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1`, ana.ID))
 
-	// Ending a relation without a successor (it began at t0+2h, when it was recorded).
+	// Ending a relation without a successor (it began at t0+3h, when it was recorded).
 	e.clk.Advance(time.Hour)
 	var ended Relation
 	require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
@@ -310,11 +317,11 @@ func TestContradictionClosesTheOldRelation(t *testing.T) {
 		ended, err = e.s.EndRelation(ctx, tx, "org1", r2.Relation.ID, nil)
 		return err
 	}))
-	require.Equal(t, t0.Add(3*time.Hour), *ended.ValidTo)
-	require.Equal(t, t0.Add(3*time.Hour), *ended.SupersededAt)
+	require.Equal(t, t0.Add(4*time.Hour), *ended.ValidTo)
+	require.Equal(t, t0.Add(4*time.Hour), *ended.SupersededAt)
 	require.Nil(t, ended.SupersededBy)
 	require.NotContains(t, objects(e.about(t, "org1", ana.ID, AsOf{})), "title:director")
-	require.Contains(t, objects(e.about(t, "org1", ana.ID, AsOf{World: at(150 * time.Minute)})), "title:director")
+	require.Contains(t, objects(e.about(t, "org1", ana.ID, AsOf{World: at(210 * time.Minute)})), "title:director")
 	err := e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
 		_, err := e.s.EndRelation(ctx, tx, "org1", r2.Relation.ID, nil)
 		return err
@@ -805,7 +812,7 @@ func TestEmbeddingStored(t *testing.T) {
 	require.NoError(t, e.owner.QueryRow(context.Background(), `SELECT vector_dims(embedding) FROM graph_entities WHERE id = $1`, ent.ID).Scan(&dims))
 	require.Equal(t, 8, dims)
 	// Without a vector the stored one stays.
-	ent = e.resolve(t, ResolveInput{Scope: sc, Name: "ACME", Aliases: []string{"Acme Corp"}})
+	ent = e.resolve(t, ResolveInput{Scope: sc, Name: "ACME", Aliases: []string{"  Acme   Corp "}})
 	require.Equal(t, &space2, ent.Embedding)
 	require.Equal(t, []string{"Acme Corp"}, ent.Aliases)
 }

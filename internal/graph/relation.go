@@ -160,7 +160,8 @@ func (s *Store) endpoint(ctx context.Context, db pg.DBTX, sc strata.Scope, field
 
 // AddRelation adds a relation in the caller's transaction. A relation already in force
 // with the same subject, predicate and object is answered as it is (Created false). A
-// functional relation closes the relations in force for the same subject and predicate
+// relation is functional when its input says so or a relation in force for the same
+// subject and predicate is. A functional relation closes the relations in force for the same subject and predicate
 // with another object: their valid_to becomes the new one's valid_from and superseded_at
 // the time of the write, and they stay (History, as-of reads). If such a relation began
 // after the new one's valid_from, the new one arrived late: it is recorded as history,
@@ -207,13 +208,19 @@ func (s *Store) AddRelation(ctx context.Context, db pg.DBTX, in RelationInput) (
 		}
 		return r.ObjectValue != nil && *r.ObjectValue == *in.ObjectValue
 	}
+	// Functional is a property of the predicate: one relation in force that says so makes
+	// the new one functional too, whatever its writer said.
+	functional := in.Functional
+	for _, r := range open {
+		functional = functional || r.Functional
+	}
 	var toClose []uuid.UUID
 	for _, r := range open {
 		switch {
 		case sameObject(r) && validTo == nil:
 			res.Relation = r
 			return res, nil
-		case !in.Functional || validTo != nil || sameObject(r):
+		case !functional || validTo != nil || sameObject(r):
 			// not a contradiction: another object of a many-valued predicate, or history
 		case !validFrom.Before(r.ValidFrom):
 			toClose = append(toClose, r.ID)
@@ -248,7 +255,7 @@ func (s *Store) AddRelation(ctx context.Context, db pg.DBTX, in RelationInput) (
 			object_id, object_value, functional, fact, source_memory_id, source_job_id, source_event_seq, created_by,
 			valid_from, valid_to, recorded_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
-		sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, subj.ID, pred, objID, in.ObjectValue, in.Functional, in.Fact,
+		sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, subj.ID, pred, objID, in.ObjectValue, functional, in.Fact,
 		p.MemoryID, p.JobID, p.EventSeq, p.CreatedBy, validFrom, validTo, now); err != nil {
 		return res, fmt.Errorf("adding relation %s %s: %w", subj.ID, pred, pg.Interpret(err))
 	}
