@@ -14,25 +14,50 @@ import (
 // EraseUser removes a data subject's graph in the caller's transaction (GDPR Art. 17): the
 // entities scoped to user (tombstones included) and every relation that names one of them
 // or was written in the user's scope, every version. It counts what it removed for the
-// erasure receipt.
+// erasure receipt. It is EraseUserBatch repeated until done.
 func (s *Store) EraseUser(ctx context.Context, db pg.DBTX, org, user string) (Deletion, error) {
 	var d Deletion
-	if err := strata.CheckID("user_id", user, false); err != nil {
-		return d, err
+	for {
+		b, done, err := s.EraseUserBatch(ctx, db, org, user, 1000)
+		d.Entities, d.Relations = d.Entities+b.Entities, d.Relations+b.Relations
+		if err != nil || done {
+			return d, err
+		}
 	}
-	tag, err := db.Exec(ctx, `DELETE FROM graph_relations r WHERE r.org_id = $1 AND (r.user_id = $2
-		OR EXISTS (SELECT 1 FROM graph_entities e WHERE e.org_id = $1 AND e.user_id = $2 AND (e.id = r.subject_id OR e.id = r.object_id)))`,
-		org, user)
+}
+
+// EraseUserBatch removes at most limit rows of what EraseUser removes — relations first,
+// then entities (tombstones before the entities they point to) — and reports whether
+// nothing is left, for an erasure that commits in batches and resumes.
+func (s *Store) EraseUserBatch(ctx context.Context, db pg.DBTX, org, user string, limit int) (Deletion, bool, error) {
+	var d Deletion
+	if err := strata.CheckID("user_id", user, false); err != nil {
+		return d, false, err
+	}
+	if limit <= 0 {
+		return d, false, strata.Invalid("limit", "must be positive")
+	}
+	tag, err := db.Exec(ctx, `DELETE FROM graph_relations WHERE org_id = $1 AND ctid = ANY(ARRAY(
+			SELECT r.ctid FROM graph_relations r WHERE r.org_id = $1 AND (r.user_id = $2
+			   OR EXISTS (SELECT 1 FROM graph_entities e WHERE e.org_id = $1 AND e.user_id = $2 AND (e.id = r.subject_id OR e.id = r.object_id)))
+			LIMIT $3))`, org, user, limit)
 	if err != nil {
-		return d, fmt.Errorf("erasing relations of user: %w", pg.Interpret(err))
+		return d, false, fmt.Errorf("erasing relations of user: %w", pg.Interpret(err))
 	}
 	d.Relations = tag.RowsAffected()
-	tag, err = db.Exec(ctx, `DELETE FROM graph_entities WHERE org_id = $1 AND user_id = $2`, org, user)
+	if d.Relations == int64(limit) {
+		return d, false, nil
+	}
+	// No relation names the user's entities any more: they go, tombstones first, so a
+	// deletion's cascade (merged_into) never removes a row uncounted.
+	tag, err = db.Exec(ctx, `DELETE FROM graph_entities WHERE org_id = $1 AND ctid = ANY(ARRAY(
+			SELECT ctid FROM graph_entities WHERE org_id = $1 AND user_id = $2 ORDER BY merged_into IS NULL LIMIT $3))`,
+		org, user, int64(limit)-d.Relations)
 	if err != nil {
-		return d, fmt.Errorf("erasing entities of user: %w", pg.Interpret(err))
+		return d, false, fmt.Errorf("erasing entities of user: %w", pg.Interpret(err))
 	}
 	d.Entities = tag.RowsAffected()
-	return d, nil
+	return d, d.Relations+d.Entities < int64(limit), nil
 }
 
 // EraseMemories removes what the graph derived from erased memories, in the caller's
