@@ -30,6 +30,9 @@ CREATE TABLE graph_entities (
   embedder          text,
   model             text,
   dims              int CHECK (dims > 0),
+  -- What full-text search reads: name, aliases and summary, kept by the trigger below.
+  search_text       text NOT NULL DEFAULT '',
+  tsv               tsvector GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED,
   -- Memories that mentioned the entity (provenance; erasure by memory follows it).
   source_memory_ids uuid[] NOT NULL DEFAULT '{}',
   merged_into       uuid,
@@ -42,6 +45,16 @@ CREATE TABLE graph_entities (
 );
 SELECT strata_enable_rls('graph_entities');
 
+-- search_text follows name, aliases and summary on every write (array_to_string is not
+-- immutable, so a generated column cannot do it).
+CREATE FUNCTION graph_entities_search_text() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.search_text := concat_ws(' ', NEW.name, array_to_string(NEW.aliases, ' '), NEW.summary);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER graph_entities_search_text BEFORE INSERT OR UPDATE OF name, aliases, summary ON graph_entities
+  FOR EACH ROW EXECUTE FUNCTION graph_entities_search_text();
+
 -- One live entity per (scope, normalised name): the backstop of resolution, which takes an
 -- advisory lock per scope before it looks.
 CREATE UNIQUE INDEX graph_entities_name ON graph_entities (org_id, user_id, agent_id, session_id, name_key)
@@ -51,6 +64,7 @@ CREATE INDEX graph_entities_name_any ON graph_entities (org_id, name_key text_pa
 -- Alias resolution: keys && the candidate's keys.
 CREATE INDEX graph_entities_keys ON graph_entities USING gin (keys);
 CREATE INDEX graph_entities_sources ON graph_entities USING gin (source_memory_ids);
+CREATE INDEX graph_entities_tsv ON graph_entities USING gin (tsv);
 CREATE INDEX graph_entities_merged ON graph_entities (org_id, merged_into) WHERE merged_into IS NOT NULL;
 CREATE INDEX graph_entities_user ON graph_entities (org_id, user_id) WHERE user_id <> '';
 CREATE INDEX graph_entities_hnsw_384 ON graph_entities USING hnsw ((embedding::vector(384)) vector_cosine_ops)

@@ -871,3 +871,79 @@ func TestConcurrentContradictions(t *testing.T) {
 	require.EqualValues(t, 7, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1 AND superseded_by IS NOT NULL`, ana.ID))
 	require.Len(t, e.about(t, "org1", ana.ID, AsOf{}).Relations, 1)
 }
+
+// TestSearch: an exact name or alias leads, full text finds words in names, aliases and
+// summaries, the vector leg ranks by meaning within its space, and both stay in the
+// caller's org and scope.
+func TestSearch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	sc := strata.Scope{OrgID: "org1", UserID: "u1"}
+	space := Space{Embedder: "hash", Model: "m", Dims: 3}
+	vec := func(x, y, z float32) []float32 { return []float32{x, y, z} }
+	ana := e.resolve(t, ResolveInput{Scope: sc, Name: "Ana Silva", Aliases: []string{"Ana"}, Summary: "Manages the Lisbon store",
+		Vector: vec(1, 0, 0), Space: space})
+	store := e.resolve(t, ResolveInput{Scope: sc, Name: "Lisbon store", Summary: "Flagship shop", Vector: vec(0, 1, 0), Space: space})
+	city := e.resolve(t, ResolveInput{Scope: strata.Scope{OrgID: "org1"}, Name: "Lisbon", Vector: vec(0.9, 0.1, 0), Space: space})
+	e.resolve(t, ResolveInput{Scope: strata.Scope{OrgID: "org1", UserID: "u2"}, Name: "Lisbon office"})
+	e.resolve(t, ResolveInput{Scope: strata.Scope{OrgID: "org2"}, Name: "Lisbon"})
+	other := e.resolve(t, ResolveInput{Scope: sc, Name: "Other space", Vector: []float32{1, 0}, Space: Space{Embedder: "hash", Model: "m", Dims: 2}})
+
+	search := func(q SearchQuery) []SearchResult {
+		t.Helper()
+		q.Org = "org1"
+		var out []SearchResult
+		require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+			var err error
+			out, err = e.s.Search(ctx, tx, q)
+			return err
+		}))
+		return out
+	}
+	names := func(rs []SearchResult) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.Entity.Name)
+		}
+		return out
+	}
+
+	got := search(SearchQuery{Scope: &sc, Text: "lisbon"})
+	require.Equal(t, "Lisbon", got[0].Entity.Name, "the exact name leads")
+	require.True(t, got[0].Exact)
+	require.ElementsMatch(t, []string{"Lisbon", "Lisbon store", "Ana Silva"}, names(got), "u2's entity and org2's are not found")
+	require.Equal(t, ana.ID, search(SearchQuery{Scope: &sc, Text: "ANA"})[0].Entity.ID, "an alias is exact too")
+	require.Contains(t, names(search(SearchQuery{Text: "lisbon"})), "Lisbon office", "an org-wide search sees every user's")
+
+	// By meaning: nearest first, within the space only.
+	got = search(SearchQuery{Scope: &sc, Vector: vec(1, 0.05, 0), Space: space})
+	require.Equal(t, []string{"Ana Silva", "Lisbon", "Lisbon store"}, names(got))
+	require.InDelta(t, 1, *got[0].Similarity, 0.01)
+	require.NotContains(t, names(got), other.Name)
+
+	// Fused: found by both legs beats found by one.
+	got = search(SearchQuery{Scope: &sc, Text: "flagship shop", Vector: vec(0, 1, 0), Space: space})
+	require.Equal(t, store.ID, got[0].Entity.ID)
+	require.Equal(t, 1, got[0].TextRank)
+	require.Equal(t, 1, got[0].VectorRank)
+	require.InDelta(t, 1, got[0].Score, 1e-9)
+
+	// Names change search_text through the trigger: a merge's new aliases are found.
+	require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+		_, err := e.s.Merge(ctx, tx, "org1", ana.ID, store.ID)
+		return err
+	}))
+	got = search(SearchQuery{Scope: &sc, Text: "Lisbon  Store"})
+	require.Equal(t, ana.ID, got[0].Entity.ID)
+	require.True(t, got[0].Exact)
+	require.NotContains(t, names(got), "Lisbon store", "a tombstone is not found")
+	require.Equal(t, city.ID, search(SearchQuery{Scope: &sc, Text: "lisbon"})[0].Entity.ID)
+
+	err := e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+		_, err := e.s.Search(ctx, tx, SearchQuery{Org: "org1", Text: " "})
+		return err
+	})
+	var fe *strata.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "text", fe.Field)
+}
