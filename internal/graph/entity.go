@@ -467,3 +467,113 @@ func (s *Store) Delete(ctx context.Context, db pg.DBTX, org string, id uuid.UUID
 	d.Entities = tag.RowsAffected()
 	return d, nil
 }
+
+// SplitInput says how to split an entity that resolution or a merge joined wrongly: a new
+// entity named Name in the same scope takes the listed aliases and relations from From.
+type SplitInput struct {
+	From    uuid.UUID
+	Name    string
+	Type    string
+	Aliases []string // forms From knows (name or aliases) that belong to the new entity
+	// Relations are relation ids (any version) naming From that belong to the new entity:
+	// From is replaced by the new entity in each, as subject or object.
+	Relations []uuid.UUID
+}
+
+// SplitResult is what a split left.
+type SplitResult struct {
+	From      Entity `json:"from"`
+	New       Entity `json:"new"`
+	Relations int64  `json:"relations"` // relation rows re-pointed
+}
+
+// Split undoes a wrong resolution or merge by hand (an admin's call): From loses the moved
+// aliases (and the new name, if it was one of them) and a new entity of its scope gets
+// them, with the listed relations re-pointed to it. From keeps its own name, and its
+// summary, type and vector; the new entity starts without a vector (the caller embeds it
+// and resolves it with one). A name another live entity of the scope already has is a
+// conflict; an alias or relation that From does not have is refused.
+func (s *Store) Split(ctx context.Context, db pg.DBTX, org string, in SplitInput) (SplitResult, error) {
+	var res SplitResult
+	if err := checkString("name", in.Name, MaxNameLen, true); err != nil {
+		return res, err
+	}
+	if err := checkString("type", in.Type, MaxTypeLen, false); err != nil {
+		return res, err
+	}
+	for i, a := range in.Aliases {
+		if err := checkString(fmt.Sprintf("aliases[%d]", i), a, MaxNameLen, true); err != nil {
+			return res, err
+		}
+	}
+	first, err := s.Get(ctx, db, org, in.From)
+	if err != nil {
+		return res, err
+	}
+	if first.MergedInto != nil {
+		return res, strata.Conflict("the entity was merged", map[string]any{"merged_into": first.MergedInto.String()})
+	}
+	sc := first.Scope(org)
+	if err := lockScope(ctx, db, sc); err != nil {
+		return res, err
+	}
+	var fromKeys []string
+	from, err := scanEntity(db.QueryRow(ctx, `SELECT `+entityCols+`, keys FROM graph_entities WHERE org_id = $1 AND id = $2
+		FOR UPDATE`, org, in.From), &fromKeys)
+	if err != nil {
+		return res, pg.Interpret(err)
+	}
+	display, keys := forms(in.Name, in.Aliases)
+	for i, a := range in.Aliases {
+		if !slices.Contains(fromKeys, Normalize(a)) {
+			return res, strata.Invalid(fmt.Sprintf("aliases[%d]", i), "is not a name or alias of the entity split")
+		}
+	}
+	fromNameKey := Normalize(from.Name)
+	if slices.Contains(keys, fromNameKey) {
+		return res, strata.Invalid("name", "the entity split keeps its own name; it cannot move")
+	}
+	// From keeps every form the new entity does not take.
+	var keepAliases []string
+	for _, a := range from.Aliases {
+		if !slices.Contains(keys, Normalize(a)) {
+			keepAliases = append(keepAliases, a)
+		}
+	}
+	_, keepKeys := forms(from.Name, keepAliases)
+	now := s.now().UTC()
+	if _, err := db.Exec(ctx, `UPDATE graph_entities SET aliases = $3, keys = $4, updated_at = $5 WHERE org_id = $1 AND id = $2`,
+		org, from.ID, orEmpty(keepAliases), keepKeys, now); err != nil {
+		return res, fmt.Errorf("splitting entity %s: %w", from.ID, pg.Interpret(err))
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return res, err
+	}
+	res.New, err = scanEntity(db.QueryRow(ctx, `INSERT INTO graph_entities (org_id, id, user_id, agent_id, session_id,
+			name, name_key, type, aliases, keys, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING `+entityCols,
+		org, id, sc.UserID, sc.AgentID, sc.SessionID, display[0], keys[0], in.Type, orEmpty(display[1:]), keys, now))
+	if err != nil {
+		return res, fmt.Errorf("creating the entity split from %s: %w", from.ID, pg.Interpret(err))
+	}
+	if len(in.Relations) > 0 {
+		tag, err := db.Exec(ctx, `UPDATE graph_relations SET
+				subject_id = CASE WHEN subject_id = $2 THEN $3 ELSE subject_id END,
+				object_id = CASE WHEN object_id = $2 THEN $3 ELSE object_id END
+			WHERE org_id = $1 AND id = ANY($4) AND (subject_id = $2 OR object_id = $2)`, org, from.ID, id, in.Relations)
+		if err != nil {
+			return res, fmt.Errorf("re-pointing relations split from %s: %w", from.ID, pg.Interpret(err))
+		}
+		res.Relations = tag.RowsAffected()
+		distinct := map[uuid.UUID]bool{}
+		for _, r := range in.Relations {
+			distinct[r] = true
+		}
+		if res.Relations != int64(len(distinct)) {
+			return res, strata.NoSuch("relations", "names a relation that does not name the entity split")
+		}
+	}
+	res.From, err = s.Get(ctx, db, org, from.ID)
+	return res, err
+}

@@ -947,3 +947,58 @@ func TestSearch(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "text", fe.Field)
 }
+
+// TestSplit: an entity joined wrongly is split by hand; the new one takes the named aliases
+// and relations, the old one keeps the rest, and resolution then tells them apart.
+func TestSplit(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	sc := strata.Scope{OrgID: "org1", UserID: "u1"}
+	// "Ana Costa" was resolved into Ana Silva by a shared alias "Ana".
+	ana := e.resolve(t, ResolveInput{Scope: sc, Name: "Ana Silva", Aliases: []string{"Ana", "Ana Costa", "Costa"}})
+	lisbon, porto := e.entity(t, sc, "Lisbon store"), e.entity(t, sc, "Porto store")
+	keep := e.add(t, link(sc, ana, "manages", lisbon, true))
+	move := e.add(t, link(sc, porto, "employs", ana, false))
+
+	var res SplitResult
+	require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		res, err = e.s.Split(ctx, tx, "org1", SplitInput{From: ana.ID, Name: "Ana Costa", Type: "person",
+			Aliases: []string{"costa"}, Relations: []uuid.UUID{move.Relation.ID}})
+		return err
+	}))
+	require.EqualValues(t, 1, res.Relations)
+	require.Equal(t, []string{"Ana"}, res.From.Aliases)
+	require.Equal(t, "Ana Costa", res.New.Name)
+	require.Equal(t, []string{"costa"}, res.New.Aliases)
+	require.Equal(t, res.New.ID, e.entity(t, sc, "Ana Costa").ID)
+	require.Equal(t, ana.ID, e.entity(t, sc, "Ana").ID)
+	require.Equal(t, []string{"manages:Lisbon store"}, objects(e.about(t, "org1", ana.ID, AsOf{})))
+	moved := e.about(t, "org1", res.New.ID, AsOf{})
+	require.Len(t, moved.Relations, 1)
+	require.Equal(t, porto.ID, moved.Relations[0].SubjectID)
+
+	for _, c := range []struct {
+		in    SplitInput
+		field string
+	}{
+		{SplitInput{From: ana.ID, Name: "Ana Silva"}, "name"},
+		{SplitInput{From: ana.ID, Name: "Someone", Aliases: []string{"unknown"}}, "aliases[0]"},
+		{SplitInput{From: ana.ID, Name: "Someone", Relations: []uuid.UUID{keep.Relation.ID, move.Relation.ID}}, "relations"},
+	} {
+		err := e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+			_, err := e.s.Split(ctx, tx, "org1", c.in)
+			return err
+		})
+		var fe *strata.FieldError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, c.field, fe.Field)
+	}
+	// A name another entity has: a conflict, and nothing changed.
+	err := e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+		_, err := e.s.Split(ctx, tx, "org1", SplitInput{From: ana.ID, Name: "Lisbon store"})
+		return err
+	})
+	require.ErrorIs(t, err, strata.ErrConflict)
+	require.EqualValues(t, 4, e.count(t, `SELECT count(*) FROM graph_entities`))
+}
