@@ -15,7 +15,8 @@
 // "Ana") and "ana" settle on one entity; a unique index on the normalised name is the
 // backstop. A resolution never merges two existing entities on its own: Merge does, on
 // request; the survivor takes the relations and the aliases and the merged entity stays
-// as a tombstone pointing to it.
+// as a tombstone pointing to it. Split undoes a wrong join by hand. Search finds entities
+// by exact name or alias, full text and embedding, fused by reciprocal rank.
 //
 // # Relations and time
 //
