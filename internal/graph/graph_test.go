@@ -1002,3 +1002,54 @@ func TestSplit(t *testing.T) {
 	require.ErrorIs(t, err, strata.ErrConflict)
 	require.EqualValues(t, 4, e.count(t, `SELECT count(*) FROM graph_entities`))
 }
+
+// TestHistoryPagesAndLookup: history pages in recording order with a cursor; lookup finds
+// the entities a scope can see by name or alias, the most specific scope first.
+func TestHistoryPagesAndLookup(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	sc := strata.Scope{OrgID: "org1", UserID: "u1"}
+	ana := e.entity(t, sc, "Ana")
+	var added []uuid.UUID
+	for i := range 5 {
+		v := fmt.Sprintf("v%d", i)
+		e.clk.Advance(time.Minute)
+		added = append(added, e.add(t, RelationInput{Scope: sc, SubjectID: ana.ID, Predicate: "status", ObjectValue: &v, Functional: true}).Relation.ID)
+	}
+	var pages [][]uuid.UUID
+	var after *uuid.UUID
+	for {
+		var page []Relation
+		require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+			var err error
+			page, err = e.s.History(ctx, tx, "org1", HistoryQuery{EntityID: ana.ID, Limit: 2, After: after})
+			return err
+		}))
+		if len(page) == 0 {
+			break
+		}
+		var p []uuid.UUID
+		for _, r := range page {
+			p = append(p, r.ID)
+		}
+		pages = append(pages, p)
+		after = &page[len(page)-1].ID
+	}
+	require.Equal(t, [][]uuid.UUID{added[0:2], added[2:4], added[4:5]}, pages)
+
+	orgAna := e.entity(t, strata.Scope{OrgID: "org1"}, "Ana")
+	sessAna := e.entity(t, strata.Scope{OrgID: "org1", UserID: "u1", SessionID: "s1"}, "ana")
+	e.entity(t, strata.Scope{OrgID: "org1", UserID: "u2"}, "Ana")
+	lookup := func(scope *strata.Scope) []uuid.UUID {
+		var out []Entity
+		require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+			var err error
+			out, err = e.s.Lookup(ctx, tx, "org1", " ANA ", scope, 0)
+			return err
+		}))
+		return ids(out)
+	}
+	require.Equal(t, []uuid.UUID{sessAna.ID, ana.ID, orgAna.ID}, lookup(&strata.Scope{OrgID: "org1", UserID: "u1", SessionID: "s1"}))
+	require.Equal(t, []uuid.UUID{ana.ID, orgAna.ID}, lookup(&sc))
+	require.Len(t, lookup(nil), 4)
+}
