@@ -125,7 +125,7 @@ func BenchmarkGraph100k(b *testing.B) {
 		measure(b, func(ctx context.Context, tx pgx.Tx, i int) (int, error) {
 			e := ents[(i*7919)%len(ents)]
 			sc := &strata.Scope{OrgID: "org1", UserID: e.user}
-			out, err := s.Lookup(ctx, tx, "org1", e.name, sc, 10)
+			out, err := s.Lookup(ctx, tx, "org1", LookupQuery{Name: e.name, Scope: sc, Limit: 10})
 			if err == nil && len(out) != 1 {
 				err = fmt.Errorf("lookup %q: %d entities", e.name, len(out))
 			}
@@ -135,7 +135,7 @@ func BenchmarkGraph100k(b *testing.B) {
 	b.Run("about", func(b *testing.B) {
 		measure(b, func(ctx context.Context, tx pgx.Tx, i int) (int, error) {
 			e := ents[shared+(i*7919)%(len(ents)-shared)]
-			a, err := s.About(ctx, tx, "org1", e.id, AsOf{}, 100)
+			a, err := s.About(ctx, tx, "org1", AboutQuery{ID: e.id, Limit: 100})
 			return len(a.Relations), err
 		})
 	})
@@ -144,7 +144,7 @@ func BenchmarkGraph100k(b *testing.B) {
 			measure(b, func(ctx context.Context, tx pgx.Tx, i int) (int, error) {
 				e := ents[shared+(i*7919)%(len(ents)-shared)]
 				sc := &strata.Scope{OrgID: "org1", UserID: e.user}
-				out, err := s.Neighbors(ctx, tx, NeighborsQuery{Org: "org1", ID: e.id, Depth: depth, Limit: 100, Scope: sc})
+				out, err := s.Neighbors(ctx, tx, "org1", NeighborsQuery{ID: e.id, Depth: depth, Limit: 100, Scope: sc})
 				return len(out), err
 			})
 		})

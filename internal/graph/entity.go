@@ -277,17 +277,27 @@ func scopeArgs(sc *strata.Scope) (bool, string, string, string) {
 	return false, sc.UserID, sc.AgentID, sc.SessionID
 }
 
-// Lookup returns the live entities of org whose name or an alias is name (normalised),
-// visible from scope (nil: any scope of the org), most specific scope first.
-func (s *Store) Lookup(ctx context.Context, db pg.DBTX, org, name string, scope *strata.Scope, limit int) ([]Entity, error) {
-	if err := checkString("name", name, MaxNameLen, true); err != nil {
+// LookupQuery finds entities by name.
+type LookupQuery struct {
+	Name string
+	// Scope, when set, sees only entities visible from it; nil: any scope of the org.
+	Scope *strata.Scope
+	Limit int      // [100, up to MaxLimit]
+	Hide  []string // restricted subjects (GDPR Art. 18): their entities are left out
+}
+
+// Lookup returns the live entities of org whose name or an alias is q.Name (normalised),
+// most specific scope first.
+func (s *Store) Lookup(ctx context.Context, db pg.DBTX, org string, q LookupQuery) ([]Entity, error) {
+	if err := checkString("name", q.Name, MaxNameLen, true); err != nil {
 		return nil, err
 	}
-	all, u, a, ss := scopeArgs(scope)
+	all, u, a, ss := scopeArgs(q.Scope)
 	rows, err := db.Query(ctx, `SELECT `+entityCols+` FROM graph_entities e
 		WHERE org_id = $1 AND merged_into IS NULL AND keys @> ARRAY[$2::text] AND `+visibleSQL("e", "$3", "$4", "$5", "$6")+`
+		  AND NOT (user_id = ANY($8::text[]))
 		ORDER BY (session_id <> '')::int + (agent_id <> '')::int + (user_id <> '')::int DESC, created_at, id
-		LIMIT $7`, org, Normalize(name), all, u, a, ss, checkLimit(limit, 100))
+		LIMIT $7`, org, Normalize(q.Name), all, u, a, ss, checkLimit(q.Limit, 100), hidden(q.Hide))
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}

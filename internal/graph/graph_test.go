@@ -116,7 +116,7 @@ func (e *env) about(t *testing.T, org string, id uuid.UUID, a AsOf) About {
 	var out About
 	require.NoError(t, e.tx(t, org, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		out, err = e.s.About(ctx, tx, org, id, a, 0)
+		out, err = e.s.About(ctx, tx, org, AboutQuery{ID: id, At: a})
 		return err
 	}))
 	return out
@@ -401,11 +401,10 @@ func TestNeighborsDepth3CyclicGraph(t *testing.T) {
 
 	walk := func(q NeighborsQuery) map[string]int {
 		t.Helper()
-		q.Org = "org1"
 		var out []Neighbor
 		require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
 			var err error
-			out, err = e.s.Neighbors(ctx, tx, q)
+			out, err = e.s.Neighbors(ctx, tx, "org1", q)
 			return err
 		}))
 		got := map[string]int{}
@@ -437,7 +436,7 @@ func TestNeighborsDepth3CyclicGraph(t *testing.T) {
 		At: AsOf{World: at(-36 * time.Hour)}}))
 
 	err := e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
-		_, err := e.s.Neighbors(ctx, tx, NeighborsQuery{Org: "org1", ID: n["A"].ID, Depth: 4})
+		_, err := e.s.Neighbors(ctx, tx, "org1", NeighborsQuery{ID: n["A"].ID, Depth: 4})
 		return err
 	})
 	var fe *strata.FieldError
@@ -488,15 +487,15 @@ func TestOrgIsolation(t *testing.T) {
 	require.NoError(t, e.tx(t, "org2", func(ctx context.Context, tx pgx.Tx) error {
 		_, err := e.s.Get(ctx, tx, "org2", ana.ID)
 		require.ErrorIs(t, err, strata.ErrNotFound)
-		_, err = e.s.About(ctx, tx, "org2", ana.ID, AsOf{}, 0)
+		_, err = e.s.About(ctx, tx, "org2", AboutQuery{ID: ana.ID})
 		require.ErrorIs(t, err, strata.ErrNotFound)
-		_, err = e.s.Neighbors(ctx, tx, NeighborsQuery{Org: "org2", ID: ana.ID, Depth: 3})
+		_, err = e.s.Neighbors(ctx, tx, "org2", NeighborsQuery{ID: ana.ID, Depth: 3})
 		require.ErrorIs(t, err, strata.ErrNotFound)
 		_, err = e.s.History(ctx, tx, "org2", HistoryQuery{EntityID: ana.ID})
 		require.ErrorIs(t, err, strata.ErrNotFound)
 		_, err = e.s.Relation(ctx, tx, "org2", rel.Relation.ID)
 		require.ErrorIs(t, err, strata.ErrNotFound)
-		found, err := e.s.Lookup(ctx, tx, "org2", "ana", nil, 0)
+		found, err := e.s.Lookup(ctx, tx, "org2", LookupQuery{Name: "ana"})
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{mine.ID}, ids(found))
 		_, err = e.s.Merge(ctx, tx, "org2", mine.ID, ana.ID)
@@ -891,11 +890,10 @@ func TestSearch(t *testing.T) {
 
 	search := func(q SearchQuery) []SearchResult {
 		t.Helper()
-		q.Org = "org1"
 		var out []SearchResult
 		require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
 			var err error
-			out, err = e.s.Search(ctx, tx, q)
+			out, err = e.s.Search(ctx, tx, "org1", q)
 			return err
 		}))
 		return out
@@ -940,7 +938,7 @@ func TestSearch(t *testing.T) {
 	require.Equal(t, city.ID, search(SearchQuery{Scope: &sc, Text: "lisbon"})[0].Entity.ID)
 
 	err := e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
-		_, err := e.s.Search(ctx, tx, SearchQuery{Org: "org1", Text: " "})
+		_, err := e.s.Search(ctx, tx, "org1", SearchQuery{Text: " "})
 		return err
 	})
 	var fe *strata.FieldError
@@ -1044,7 +1042,7 @@ func TestHistoryPagesAndLookup(t *testing.T) {
 		var out []Entity
 		require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
 			var err error
-			out, err = e.s.Lookup(ctx, tx, "org1", " ANA ", scope, 0)
+			out, err = e.s.Lookup(ctx, tx, "org1", LookupQuery{Name: " ANA ", Scope: scope})
 			return err
 		}))
 		return ids(out)
@@ -1052,4 +1050,71 @@ func TestHistoryPagesAndLookup(t *testing.T) {
 	require.Equal(t, []uuid.UUID{sessAna.ID, ana.ID, orgAna.ID}, lookup(&strata.Scope{OrgID: "org1", UserID: "u1", SessionID: "s1"}))
 	require.Equal(t, []uuid.UUID{ana.ID, orgAna.ID}, lookup(&sc))
 	require.Len(t, lookup(nil), 4)
+}
+
+// TestHideRestrictedSubjects: reads given restricted subjects (GDPR Art. 18) leave out their
+// entities and relations everywhere — lookup, search, about, history, neighbours — and a
+// read that starts from one of their entities answers ErrRestricted.
+func TestHideRestrictedSubjects(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	u1 := strata.Scope{OrgID: "org1", UserID: "u1"}
+	u2 := strata.Scope{OrgID: "org1", UserID: "u2"}
+	acme := e.entity(t, strata.Scope{OrgID: "org1"}, "Acme")
+	ana := e.entity(t, u1, "Ana")
+	bob := e.entity(t, u2, "Bob")
+	e.add(t, link(u1, ana, "works_at", acme, true))
+	e.add(t, link(u2, bob, "works_at", acme, true))
+	note := "client since 2020"
+	e.add(t, RelationInput{Scope: u1, SubjectID: acme.ID, Predicate: "note", ObjectValue: &note}) // written for u1
+	hide := []string{"u1"}
+
+	var (
+		about, aboutAll    About
+		hist               []Relation
+		nbs                []Neighbor
+		found              []Entity
+		results            []SearchResult
+		errAbout, errHist  error
+		errWalk, errLookup error
+	)
+	require.NoError(t, e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if about, err = e.s.About(ctx, tx, "org1", AboutQuery{ID: acme.ID, Hide: hide}); err != nil {
+			return err
+		}
+		if aboutAll, err = e.s.About(ctx, tx, "org1", AboutQuery{ID: acme.ID}); err != nil {
+			return err
+		}
+		if hist, err = e.s.History(ctx, tx, "org1", HistoryQuery{EntityID: acme.ID, Hide: hide}); err != nil {
+			return err
+		}
+		if nbs, err = e.s.Neighbors(ctx, tx, "org1", NeighborsQuery{ID: acme.ID, Hide: hide}); err != nil {
+			return err
+		}
+		if found, err = e.s.Lookup(ctx, tx, "org1", LookupQuery{Name: "ana", Hide: hide}); err != nil {
+			return err
+		}
+		if results, err = e.s.Search(ctx, tx, "org1", SearchQuery{Text: "ana bob", Hide: hide}); err != nil {
+			return err
+		}
+		_, errAbout = e.s.About(ctx, tx, "org1", AboutQuery{ID: ana.ID, Hide: hide})
+		_, errHist = e.s.History(ctx, tx, "org1", HistoryQuery{EntityID: ana.ID, Hide: hide})
+		_, errWalk = e.s.Neighbors(ctx, tx, "org1", NeighborsQuery{ID: ana.ID, Hide: hide})
+		_, errLookup = e.s.Lookup(ctx, tx, "org1", LookupQuery{Name: "bob", Hide: hide})
+		return nil
+	}))
+	require.Len(t, aboutAll.Relations, 3)
+	require.Len(t, about.Relations, 1)
+	require.Equal(t, bob.ID, about.Relations[0].SubjectID)
+	require.Len(t, hist, 1)
+	require.Len(t, nbs, 1)
+	require.Equal(t, bob.ID, nbs[0].Entity.ID)
+	require.Empty(t, found)
+	require.Len(t, results, 1)
+	require.Equal(t, bob.ID, results[0].Entity.ID)
+	require.ErrorIs(t, errAbout, strata.ErrRestricted)
+	require.ErrorIs(t, errHist, strata.ErrRestricted)
+	require.ErrorIs(t, errWalk, strata.ErrRestricted)
+	require.NoError(t, errLookup)
 }

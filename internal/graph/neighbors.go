@@ -13,7 +13,6 @@ import (
 
 // NeighborsQuery asks for the entities around one.
 type NeighborsQuery struct {
-	Org   string
 	ID    uuid.UUID // a merged id walks from its survivor
 	Depth int       // 1..MaxDepth [1]
 	Limit int       // [100, up to MaxLimit]
@@ -21,6 +20,9 @@ type NeighborsQuery struct {
 	// Scope, when set, walks only through entities visible from it (docs/semantic.md's
 	// composition rule); nil walks the whole org.
 	Scope *strata.Scope
+	// Hide are restricted subjects (GDPR Art. 18): a walk from their entity answers
+	// strata.ErrRestricted; their entities are not nodes and their relations not edges.
+	Hide []string
 }
 
 // Neighbor is an entity reached from the start, at its shortest depth.
@@ -44,20 +46,20 @@ type Neighbor struct {
 // still exact (a shortest path's prefix is itself shortest, so the entity it ends on is
 // not on the path kept for the previous step). The rows read are also capped
 // (maxWalkPaths), breadth first, so the nearest are always found.
-func (s *Store) Neighbors(ctx context.Context, db pg.DBTX, q NeighborsQuery) ([]Neighbor, error) {
+func (s *Store) Neighbors(ctx context.Context, db pg.DBTX, org string, q NeighborsQuery) ([]Neighbor, error) {
 	if q.Depth == 0 {
 		q.Depth = 1
 	}
 	if q.Depth < 1 || q.Depth > MaxDepth {
 		return nil, strata.Invalid("depth", "must be 1..%d", MaxDepth)
 	}
-	start, err := s.live(ctx, db, q.Org, q.ID)
+	start, err := s.visibleStart(ctx, db, org, q.ID, q.Hide)
 	if err != nil {
 		return nil, err
 	}
 	w, k := s.asOfArgs(q.At)
 	all, u, a, ss := scopeArgs(q.Scope)
-	edge := asOfSQL("r", "$4::timestamptz", "$5::timestamptz")
+	edge := asOfSQL("r", "$4::timestamptz", "$5::timestamptz") + ` AND NOT (r.user_id = ANY($12::text[]))`
 	rows, err := db.Query(ctx, `WITH RECURSIVE walk (entity_id, depth, path, rel_id) AS (
 			SELECT $2::uuid, 0, ARRAY[$2::uuid], NULL::uuid
 			UNION ALL
@@ -70,7 +72,7 @@ func (s *Store) Neighbors(ctx context.Context, db pg.DBTX, q NeighborsQuery) ([]
 				WHERE r.org_id = $1 AND r.object_id = w.entity_id AND `+edge+`
 			) e
 			JOIN graph_entities n ON n.org_id = $1 AND n.id = e.next
-			WHERE w.depth < $3 AND NOT e.next = ANY(w.path) AND n.merged_into IS NULL
+			WHERE w.depth < $3 AND NOT e.next = ANY(w.path) AND n.merged_into IS NULL AND NOT (n.user_id = ANY($12::text[]))
 			  AND `+visibleSQL("n", "$6", "$7", "$8", "$9")+`
 		),
 		bounded AS (SELECT * FROM walk WHERE depth > 0 LIMIT $10),
@@ -81,7 +83,7 @@ func (s *Store) Neighbors(ctx context.Context, db pg.DBTX, q NeighborsQuery) ([]
 		JOIN `+relationFrom+` ON r.org_id = $1 AND r.id = x.rel_id
 		ORDER BY x.depth, n.name, n.id
 		LIMIT $11`,
-		q.Org, start.ID, q.Depth, w, k, all, u, a, ss, maxWalkPaths, checkLimit(q.Limit, 100))
+		org, start.ID, q.Depth, w, k, all, u, a, ss, maxWalkPaths, checkLimit(q.Limit, 100), hidden(q.Hide))
 	if err != nil {
 		return nil, fmt.Errorf("walking from %s: %w", start.ID, pg.Interpret(err))
 	}

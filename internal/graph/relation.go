@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -329,23 +330,58 @@ type About struct {
 	Relations []Relation `json:"relations"` // where it is the subject or the object
 }
 
-// About returns an entity of org (the survivor, when id was merged) with its relations
-// that held at at (the zero AsOf: in force now), as subject or object, by predicate and
-// valid_from, at most limit of them [100, up to MaxLimit].
-func (s *Store) About(ctx context.Context, db pg.DBTX, org string, id uuid.UUID, at AsOf, limit int) (About, error) {
-	e, err := s.live(ctx, db, org, id)
+// AboutQuery asks for an entity and its relations.
+type AboutQuery struct {
+	ID    uuid.UUID // a merged id reads its survivor
+	At    AsOf      // the zero AsOf: in force now
+	Limit int       // [100, up to MaxLimit]
+	// Hide are data subjects whose processing is restricted (GDPR Art. 18): the entity, if
+	// it is theirs, answers strata.ErrRestricted; their relations, and relations with their
+	// entities, are left out.
+	Hide []string
+}
+
+// About returns an entity of org (the survivor, when q.ID was merged) with its relations
+// that held at q.At, as subject or object, by predicate and valid_from.
+func (s *Store) About(ctx context.Context, db pg.DBTX, org string, q AboutQuery) (About, error) {
+	e, err := s.visibleStart(ctx, db, org, q.ID, q.Hide)
 	if err != nil {
 		return About{}, err
 	}
-	w, k := s.asOfArgs(at)
+	w, k := s.asOfArgs(q.At)
 	rows, err := db.Query(ctx, `SELECT `+relationCols+` FROM `+relationFrom+`
 		WHERE r.org_id = $1 AND (r.subject_id = $2 OR r.object_id = $2) AND `+asOfSQL("r", "$3::timestamptz", "$4::timestamptz")+`
-		ORDER BY r.subject_id <> $2, r.predicate, r.valid_from, r.id LIMIT $5`, org, e.ID, w, k, checkLimit(limit, 100))
+		  AND `+shownRelationSQL("$6")+`
+		ORDER BY r.subject_id <> $2, r.predicate, r.valid_from, r.id LIMIT $5`, org, e.ID, w, k, checkLimit(q.Limit, 100), hidden(q.Hide))
 	rels, err := collectRelations(rows, err)
 	if err != nil {
 		return About{}, fmt.Errorf("reading relations of %s: %w", e.ID, err)
 	}
 	return About{Entity: e, Relations: rels}, nil
+}
+
+// visibleStart reads the live entity a read starts from; a hidden subject's is restricted.
+func (s *Store) visibleStart(ctx context.Context, db pg.DBTX, org string, id uuid.UUID, hide []string) (Entity, error) {
+	e, err := s.live(ctx, db, org, id)
+	if err == nil && e.UserID != "" && slices.Contains(hide, e.UserID) {
+		return Entity{}, strata.ErrRestricted
+	}
+	return e, err
+}
+
+// hidden is a Hide list as a query argument (never nil: ANY of NULL is NULL).
+func hidden(hide []string) []string {
+	if hide == nil {
+		return []string{}
+	}
+	return hide
+}
+
+// shownRelationSQL leaves out relations of the hidden subjects at param (text[]): written
+// in their scope, or with one of their entities as subject or object (relationFrom's s, o).
+func shownRelationSQL(param string) string {
+	return fmt.Sprintf(`NOT (r.user_id = ANY(%[1]s::text[]) OR s.user_id = ANY(%[1]s::text[])
+		OR coalesce(o.user_id = ANY(%[1]s::text[]), false))`, param)
 }
 
 // HistoryQuery selects relation versions.
@@ -355,13 +391,14 @@ type HistoryQuery struct {
 	Limit     int    // [100, up to MaxLimit]
 	// After pages: versions recorded after this relation id (UUIDv7: in recording order).
 	After *uuid.UUID
+	Hide  []string // restricted subjects, as AboutQuery.Hide
 }
 
 // History returns every version of the relations of an entity of org (as subject or
 // object; a merged id reads its survivor's), current and closed, in the order Strata
 // recorded them.
 func (s *Store) History(ctx context.Context, db pg.DBTX, org string, q HistoryQuery) ([]Relation, error) {
-	e, err := s.live(ctx, db, org, q.EntityID)
+	e, err := s.visibleStart(ctx, db, org, q.EntityID, q.Hide)
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +408,7 @@ func (s *Store) History(ctx context.Context, db pg.DBTX, org string, q HistoryQu
 	}
 	rows, err := db.Query(ctx, `SELECT `+relationCols+` FROM `+relationFrom+`
 		WHERE r.org_id = $1 AND (r.subject_id = $2 OR r.object_id = $2) AND ($3 = '' OR r.predicate = $3)
-		  AND ($4::uuid IS NULL OR r.id > $4)
-		ORDER BY r.id LIMIT $5`, org, e.ID, pred, q.After, checkLimit(q.Limit, 100))
+		  AND ($4::uuid IS NULL OR r.id > $4) AND `+shownRelationSQL("$6")+`
+		ORDER BY r.id LIMIT $5`, org, e.ID, pred, q.After, checkLimit(q.Limit, 100), hidden(q.Hide))
 	return collectRelations(rows, err)
 }

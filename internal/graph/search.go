@@ -19,7 +19,6 @@ const rrfK = 60
 
 // SearchQuery asks for entities by name or text, and optionally by meaning.
 type SearchQuery struct {
-	Org string
 	// Scope, when set, sees only entities visible from it (the composition rule of
 	// docs/semantic.md); nil searches the whole org.
 	Scope *strata.Scope
@@ -30,7 +29,8 @@ type SearchQuery struct {
 	// Space only (vectors of other spaces are never compared).
 	Vector []float32
 	Space  Space
-	Limit  int // [10, up to MaxLimit]
+	Limit  int      // [10, up to MaxLimit]
+	Hide   []string // restricted subjects (GDPR Art. 18): their entities are left out
 }
 
 // SearchResult is an entity found, with how each leg ranked it.
@@ -49,7 +49,7 @@ type SearchResult struct {
 // similarity (an exact distance sort over the visible entities of the same space), and
 // fuses the two rankings with reciprocal rank fusion. Each leg reads at most
 // max(4·limit, 40) candidates.
-func (s *Store) Search(ctx context.Context, db pg.DBTX, q SearchQuery) ([]SearchResult, error) {
+func (s *Store) Search(ctx context.Context, db pg.DBTX, org string, q SearchQuery) ([]SearchResult, error) {
 	if err := checkString("text", q.Text, MaxSummaryLen, q.Vector == nil); err != nil {
 		return nil, err
 	}
@@ -81,10 +81,11 @@ func (s *Store) Search(ctx context.Context, db pg.DBTX, q SearchQuery) ([]Search
 		words := strings.Join(strings.Fields(q.Text), " ")
 		rows, err := db.Query(ctx, `SELECT `+entityCols+`, keys @> ARRAY[$2::text] FROM graph_entities e
 			WHERE org_id = $1 AND merged_into IS NULL AND `+visibleSQL("e", "$3", "$4", "$5", "$6")+`
+			  AND NOT (user_id = ANY($9::text[]))
 			  AND (keys @> ARRAY[$2::text] OR tsv @@ replace(plainto_tsquery('simple', $7)::text, '&', '|')::tsquery)
 			ORDER BY keys @> ARRAY[$2::text] DESC,
 			         ts_rank_cd(tsv, replace(plainto_tsquery('simple', $7)::text, '&', '|')::tsquery) DESC, id
-			LIMIT $8`, q.Org, Normalize(q.Text), all, u, a, ss, words, n)
+			LIMIT $8`, org, Normalize(q.Text), all, u, a, ss, words, n, hidden(q.Hide))
 		if err != nil {
 			return nil, fmt.Errorf("searching entities by text: %w", pg.Interpret(err))
 		}
@@ -101,9 +102,10 @@ func (s *Store) Search(ctx context.Context, db pg.DBTX, q SearchQuery) ([]Search
 		legs++
 		rows, err := db.Query(ctx, `SELECT `+entityCols+`, 1 - (embedding <=> $2) FROM graph_entities e
 			WHERE org_id = $1 AND merged_into IS NULL AND `+visibleSQL("e", "$3", "$4", "$5", "$6")+`
-			  AND dims = $7 AND embedder = $8 AND model = $9
+			  AND dims = $7 AND embedder = $8 AND model = $9 AND NOT (user_id = ANY($11::text[]))
 			ORDER BY (embedding <=> $2) + 0, id
-			LIMIT $10`, q.Org, pgvector.NewVector(q.Vector), all, u, a, ss, q.Space.Dims, q.Space.Embedder, q.Space.Model, n)
+			LIMIT $10`, org, pgvector.NewVector(q.Vector), all, u, a, ss, q.Space.Dims, q.Space.Embedder, q.Space.Model, n,
+			hidden(q.Hide))
 		if err != nil {
 			return nil, fmt.Errorf("searching entities by vector: %w", pg.Interpret(err))
 		}
