@@ -41,6 +41,18 @@
 // EraseUser and EraseMemories remove a data subject's entities and relations and count
 // them for a receipt; ExportUser returns them.
 //
+// # Locks
+//
+// Resolution, merge, split and delete of a scope's entities take a transaction-level
+// advisory lock on the scope; relation writes lock their subject (FOR NO KEY UPDATE) and
+// share-lock their object, merges lock both entities, always in id order, so a relation
+// that races a merge either commits before it (and is re-pointed) or waits and follows the
+// merged id to the survivor. Advisory locks are held to the end of the transaction: a
+// transaction that resolves entities of several scopes, or interleaves resolutions with
+// relation writes, can deadlock with another doing the same in another order. Postgres
+// detects it and the loser gets strata.ErrConflict (retry); resolving a turn's entities
+// first, then adding its relations, avoids it.
+//
 // Every method takes the caller's transaction (pg.DBTX) bound to the org; the store holds
 // no connection.
 package graph

@@ -332,7 +332,7 @@ func (s *Store) Merge(ctx context.Context, db pg.DBTX, org string, survivor, mer
 		return res, err
 	}
 	rows, err := db.Query(ctx, `SELECT `+entityCols+`, keys FROM graph_entities WHERE org_id = $1 AND id = ANY($2)
-		ORDER BY id FOR UPDATE`, org, []uuid.UUID{survivor, merged})
+		ORDER BY id FOR NO KEY UPDATE`, org, []uuid.UUID{survivor, merged}) // as Resolve: relation writes' key checks pass
 	if err != nil {
 		return res, pg.Interpret(err)
 	}
@@ -529,7 +529,7 @@ func (s *Store) Split(ctx context.Context, db pg.DBTX, org string, in SplitInput
 	}
 	var fromKeys []string
 	from, err := scanEntity(db.QueryRow(ctx, `SELECT `+entityCols+`, keys FROM graph_entities WHERE org_id = $1 AND id = $2
-		FOR UPDATE`, org, in.From), &fromKeys)
+		FOR NO KEY UPDATE`, org, in.From), &fromKeys)
 	if err != nil {
 		return res, pg.Interpret(err)
 	}

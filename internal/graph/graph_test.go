@@ -1118,3 +1118,51 @@ func TestHideRestrictedSubjects(t *testing.T) {
 	require.ErrorIs(t, errWalk, strata.ErrRestricted)
 	require.NoError(t, errLookup)
 }
+
+// TestMergeRacesRelationWrites: while one transaction merges M into S, 8 writers add
+// relations to and from M. Every write commits, and afterwards no relation names the
+// tombstone: a writer that raced the merge waited for it and followed M to S.
+func TestMergeRacesRelationWrites(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	sc := strata.Scope{OrgID: "org1", UserID: "u1"}
+	for round := range 3 {
+		s := e.entity(t, sc, fmt.Sprintf("S%d", round))
+		m := e.entity(t, sc, fmt.Sprintf("M%d", round))
+		others := make([]Entity, 8)
+		for i := range others {
+			others[i] = e.entity(t, sc, fmt.Sprintf("X%d-%d", round, i))
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, len(others)+1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[len(others)] = e.tx(t, "org1", func(ctx context.Context, tx pgx.Tx) error {
+				_, err := e.s.Merge(ctx, tx, "org1", s.ID, m.ID)
+				return err
+			})
+		}()
+		for i, x := range others {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				in := link(sc, x, "knows", m, false)
+				if i%2 == 1 {
+					in = link(sc, m, "knows", x, false)
+				}
+				_, errs[i] = e.tryAdd(t, in)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "round %d, writer %d", round, i)
+		}
+		require.EqualValues(t, 0, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1 OR object_id = $1`, m.ID))
+		require.EqualValues(t, 8, e.count(t, `SELECT count(*) FROM graph_relations WHERE subject_id = $1 OR object_id = $1`, s.ID))
+	}
+}

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -134,15 +135,10 @@ type AddResult struct {
 }
 
 // endpoint reads a relation endpoint for the writer: the live entity (a merged id leads to
-// its survivor), which must be visible from sc. lock takes the subject's row lock that
-// serialises writes of its relations.
-func (s *Store) endpoint(ctx context.Context, db pg.DBTX, sc strata.Scope, field string, id uuid.UUID, lock bool) (Entity, error) {
-	q := `SELECT ` + entityCols + ` FROM graph_entities WHERE org_id = $1 AND id = $2`
-	if lock {
-		q += ` FOR NO KEY UPDATE`
-	}
+// its survivor), which must be visible from sc.
+func (s *Store) endpoint(ctx context.Context, db pg.DBTX, sc strata.Scope, field string, id uuid.UUID) (Entity, error) {
 	for hop := 0; ; hop++ {
-		e, err := scanEntity(db.QueryRow(ctx, q, sc.OrgID, id))
+		e, err := scanEntity(db.QueryRow(ctx, `SELECT `+entityCols+` FROM graph_entities WHERE org_id = $1 AND id = $2`, sc.OrgID, id))
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !visibleFrom(e, sc)) {
 			return Entity{}, strata.NoSuch(field, "no such entity in this scope")
 		}
@@ -159,6 +155,35 @@ func (s *Store) endpoint(ctx context.Context, db pg.DBTX, sc strata.Scope, field
 	}
 }
 
+// lockEndpoints locks the subject (FOR NO KEY UPDATE: one writer of its relations at a
+// time) and the object (FOR SHARE: no merge or split of it until the relation commits), in
+// id order like Merge, so writers and merges never wait on each other in a cycle. It
+// reports whether both are still live: a merge that committed meanwhile moved them.
+func lockEndpoints(ctx context.Context, db pg.DBTX, org string, subject uuid.UUID, object *uuid.UUID) (bool, error) {
+	type lock struct {
+		id   uuid.UUID
+		mode string
+	}
+	locks := []lock{{subject, "NO KEY UPDATE"}}
+	if object != nil {
+		locks = append(locks, lock{*object, "SHARE"})
+		if bytes.Compare(object[:], subject[:]) < 0 {
+			locks[0], locks[1] = locks[1], locks[0]
+		}
+	}
+	for _, l := range locks {
+		var merged *uuid.UUID
+		err := db.QueryRow(ctx, `SELECT merged_into FROM graph_entities WHERE org_id = $1 AND id = $2 FOR `+l.mode, org, l.id).Scan(&merged)
+		if err != nil {
+			return false, pg.Interpret(err)
+		}
+		if merged != nil {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // AddRelation adds a relation in the caller's transaction. A relation already in force
 // with the same subject, predicate and object is answered as it is (Created false). A
 // relation is functional when its input says so or a relation in force for the same
@@ -167,7 +192,8 @@ func (s *Store) endpoint(ctx context.Context, db pg.DBTX, sc strata.Scope, field
 // the time of the write, and they stay (History, as-of reads). If such a relation began
 // after the new one's valid_from, the new one arrived late: it is recorded as history,
 // valid until that relation began, and the other stays in force. Writes of one subject's
-// relations serialise on the subject's row.
+// relations serialise on the subject's row; the object is share-locked, so a merge of
+// either waits for the relation (or the relation for the merge, and then follows it).
 func (s *Store) AddRelation(ctx context.Context, db pg.DBTX, in RelationInput) (AddResult, error) {
 	var res AddResult
 	if err := in.validate(); err != nil {
@@ -175,17 +201,31 @@ func (s *Store) AddRelation(ctx context.Context, db pg.DBTX, in RelationInput) (
 	}
 	sc := in.Scope
 	pred := NormalizePredicate(in.Predicate)
-	subj, err := s.endpoint(ctx, db, sc, "subject_id", in.SubjectID, true)
-	if err != nil {
-		return res, err
-	}
-	var obj Entity
-	if in.ObjectID != nil {
-		if obj, err = s.endpoint(ctx, db, sc, "object_id", *in.ObjectID, false); err != nil {
+	var subj, obj Entity
+	for attempt := 0; ; attempt++ {
+		var err error
+		if subj, err = s.endpoint(ctx, db, sc, "subject_id", in.SubjectID); err != nil {
 			return res, err
 		}
-		if obj.ID == subj.ID {
-			return res, strata.Invalid("object_id", "must differ from the subject (they were merged)")
+		var objID *uuid.UUID
+		if in.ObjectID != nil {
+			if obj, err = s.endpoint(ctx, db, sc, "object_id", *in.ObjectID); err != nil {
+				return res, err
+			}
+			if obj.ID == subj.ID {
+				return res, strata.Invalid("object_id", "must differ from the subject (they were merged)")
+			}
+			objID = &obj.ID
+		}
+		live, err := lockEndpoints(ctx, db, sc.OrgID, subj.ID, objID)
+		if err != nil {
+			return res, fmt.Errorf("locking the relation's entities: %w", err)
+		}
+		if live {
+			break
+		}
+		if attempt == 2 {
+			return res, strata.Conflict("the relation's entities are being merged; retry", nil)
 		}
 	}
 	now := s.now().UTC()
