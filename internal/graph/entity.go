@@ -464,6 +464,11 @@ func (s *Store) Delete(ctx context.Context, db pg.DBTX, org string, id uuid.UUID
 	if err := lockScope(ctx, db, e.Scope(org)); err != nil {
 		return d, err
 	}
+	// The row lock waits for relation writes naming the entity (they share-lock it), so
+	// the relations deleted and counted below are all of them.
+	if _, err := db.Exec(ctx, `SELECT 1 FROM graph_entities WHERE org_id = $1 AND id = $2 FOR UPDATE`, org, id); err != nil {
+		return d, pg.Interpret(err)
+	}
 	ids := []uuid.UUID{id}
 	tag, err := db.Exec(ctx, `DELETE FROM graph_relations WHERE org_id = $1 AND (subject_id = ANY($2) OR object_id = ANY($2))`, org, ids)
 	if err != nil {
