@@ -93,7 +93,10 @@ CREATE TABLE graph_relations (
   source_memory_id  uuid,
   source_job_id     text NOT NULL DEFAULT '',
   source_event_seq  bigint,
-  created_by        text NOT NULL DEFAULT '',
+  -- The writer, as memories record it: the API key, and the agent it acted for (what a
+  -- quarantine of a key or an agent selects).
+  created_by_key    text NOT NULL DEFAULT '',
+  source_agent_id   text NOT NULL DEFAULT '',
   valid_from        timestamptz NOT NULL,
   valid_to          timestamptz,
   recorded_at       timestamptz NOT NULL,

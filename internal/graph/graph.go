@@ -59,10 +59,11 @@ func (e Entity) Scope(org string) strata.Scope {
 
 // Provenance says where a relation came from.
 type Provenance struct {
-	MemoryID  *uuid.UUID `json:"memory_id,omitempty"`
-	JobID     string     `json:"job_id,omitempty"`
-	EventSeq  *int64     `json:"event_seq,omitempty"`
-	CreatedBy string     `json:"created_by,omitempty"` // the API key or agent that wrote it
+	MemoryID *uuid.UUID `json:"memory_id,omitempty"` // the memory it was extracted from
+	JobID    string     `json:"job_id,omitempty"`    // the job, and the episodic event, it came from
+	EventSeq *int64     `json:"event_seq,omitempty"`
+	KeyID    string     `json:"key_id,omitempty"`   // the API key that wrote it
+	AgentID  string     `json:"agent_id,omitempty"` // the agent that wrote it
 }
 
 // Relation is one version of a fact about a subject: subject -predicate-> object.

@@ -234,13 +234,13 @@ func TestContradictionClosesTheOldRelation(t *testing.T) {
 	in := link(sc, ana, "Manages", lisbon, true)
 	in.ValidFrom = at(-120 * 24 * time.Hour)
 	in.Fact = "Ana manages the Lisbon store"
-	in.Provenance = Provenance{MemoryID: &mem, JobID: "job-1", CreatedBy: "key_1"}
+	in.Provenance = Provenance{MemoryID: &mem, JobID: "job-1", KeyID: "key_1", AgentID: "editor"}
 	first := e.add(t, in)
 	require.True(t, first.Created)
 	require.Equal(t, "manages", first.Relation.Predicate)
 	require.Equal(t, "Ana Silva", first.Relation.SubjectName)
 	require.Equal(t, "Lisbon store", first.Relation.ObjectName)
-	require.Equal(t, mem, *first.Relation.Provenance.MemoryID)
+	require.Equal(t, Provenance{MemoryID: &mem, JobID: "job-1", KeyID: "key_1", AgentID: "editor"}, first.Relation.Provenance)
 	require.True(t, first.Relation.InForce())
 
 	// The same relation again: nothing new.

@@ -20,7 +20,7 @@ import (
 // joined) names.
 const relationCols = `r.id, r.user_id, r.agent_id, r.session_id, r.subject_id, s.name, r.predicate, r.object_id,
 	coalesce(o.name, ''), r.object_value, r.functional, r.fact, r.source_memory_id, r.source_job_id, r.source_event_seq,
-	r.created_by, r.valid_from, r.valid_to, r.recorded_at, r.superseded_at, r.superseded_by`
+	r.created_by_key, r.source_agent_id, r.valid_from, r.valid_to, r.recorded_at, r.superseded_at, r.superseded_by`
 
 // relationFrom joins what relationCols reads.
 const relationFrom = `graph_relations r
@@ -31,7 +31,7 @@ func relationDest(r *Relation) []any {
 	p := &r.Provenance
 	return []any{&r.ID, &r.UserID, &r.AgentID, &r.SessionID, &r.SubjectID, &r.SubjectName, &r.Predicate,
 		&r.ObjectID, &r.ObjectName, &r.ObjectValue, &r.Functional, &r.Fact, &p.MemoryID, &p.JobID, &p.EventSeq,
-		&p.CreatedBy, &r.ValidFrom, &r.ValidTo, &r.RecordedAt, &r.SupersededAt, &r.SupersededBy}
+		&p.KeyID, &p.AgentID, &r.ValidFrom, &r.ValidTo, &r.RecordedAt, &r.SupersededAt, &r.SupersededBy}
 }
 
 // relationUTC puts a scanned relation's times in UTC.
@@ -116,7 +116,10 @@ func (in *RelationInput) validate() error {
 	if err := strata.CheckID("provenance.job_id", in.Provenance.JobID, true); err != nil {
 		return err
 	}
-	if err := checkString("provenance.created_by", in.Provenance.CreatedBy, MaxNameLen, false); err != nil {
+	if err := checkString("provenance.key_id", in.Provenance.KeyID, MaxNameLen, false); err != nil {
+		return err
+	}
+	if err := strata.CheckID("provenance.agent_id", in.Provenance.AgentID, true); err != nil {
 		return err
 	}
 	if in.ValidFrom != nil && in.ValidTo != nil && in.ValidTo.Before(*in.ValidFrom) {
@@ -293,11 +296,11 @@ func (s *Store) AddRelation(ctx context.Context, db pg.DBTX, in RelationInput) (
 	}
 	p := in.Provenance
 	if _, err := db.Exec(ctx, `INSERT INTO graph_relations (org_id, id, user_id, agent_id, session_id, subject_id, predicate,
-			object_id, object_value, functional, fact, source_memory_id, source_job_id, source_event_seq, created_by,
-			valid_from, valid_to, recorded_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+			object_id, object_value, functional, fact, source_memory_id, source_job_id, source_event_seq, created_by_key,
+			source_agent_id, valid_from, valid_to, recorded_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, subj.ID, pred, objID, in.ObjectValue, functional, in.Fact,
-		p.MemoryID, p.JobID, p.EventSeq, p.CreatedBy, validFrom, validTo, now); err != nil {
+		p.MemoryID, p.JobID, p.EventSeq, p.KeyID, p.AgentID, validFrom, validTo, now); err != nil {
 		return res, fmt.Errorf("adding relation %s %s: %w", subj.ID, pred, pg.Interpret(err))
 	}
 	res.Relation, err = s.relation(ctx, db, sc.OrgID, id)
