@@ -26,6 +26,7 @@ var floors = map[string]int{
 	"internal/working":   20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,
 	"internal/keyvalue": 20, "internal/summaries": 20, "internal/policy": 20, "internal/auth": 20, "internal/idempotency": 20, "internal/audit": 20,
 	"internal/outbox":      20, // the event outbox: emitted in the writer's transaction (httpapi, gdpr, extraction, watch)
+	"internal/graph":       20, // entities and bi-temporal relations (issue 43)
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
 	"internal/consolidation": 30, "internal/joblog": 30, "internal/extraction": 29, // gdpr erases extraction's state
 	"internal/webhooks": 30, // subscriptions, the dispatcher and the delivery worker (an HTTP client)
