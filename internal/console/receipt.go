@@ -14,6 +14,7 @@ import (
 var tierNames = []struct{ key, name string }{
 	{"semantic", "Memories"},
 	{"keyvalue", "Preferences (key-value)"},
+	{"graph", "Graph memory (entities and relations)"},
 	{"working", "Conversations and working state"},
 	{"jobs", "Jobs, steps and checkpoints"},
 	{"episodic", "Job event logs"},
@@ -28,9 +29,10 @@ var tierNames = []struct{ key, name string }{
 // itemNames says what a counter counts (one, many); a counter not listed is internal
 // bookkeeping.
 var itemNames = map[string][2]string{
-	"semantic.memories":         {"memory", "memories"},
-	"semantic.versions":         {"earlier version", "earlier versions"},
-	"semantic.retrievals":       {"retrieval record", "retrieval records"},
+	"semantic.memories":   {"memory", "memories"},
+	"semantic.versions":   {"earlier version", "earlier versions"},
+	"semantic.retrievals": {"retrieval record", "retrieval records"},
+	"graph.entities":      {"entity", "entities"}, "graph.relations": {"relation", "relations"},
 	"keyvalue.entries":          {"preference", "preferences"},
 	"keyvalue.versions":         {"earlier value", "earlier values"},
 	"working.sessions":          {"session", "sessions"},

@@ -15,6 +15,7 @@ import (
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/episodic"
 	"github.com/strata-mem/strata/internal/extraction"
+	"github.com/strata-mem/strata/internal/graph"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
@@ -35,7 +36,7 @@ const MaxRounds = 3
 
 // Phases are the erasure's steps, in order. River jobs go first so no queued work re-creates
 // data behind the erasure; restrictions go last.
-var Phases = []string{"river", "jobs", "episodic", "checkpoints", "assets", "semantic", "extraction", "summaries", "keyvalue", "working", "idempotency", "restrictions"}
+var Phases = []string{"river", "jobs", "episodic", "checkpoints", "assets", "graph", "semantic", "extraction", "summaries", "keyvalue", "working", "idempotency", "restrictions"}
 
 // Engine runs erasures. Any number of engines (replicas) may run; an erasure's lease makes
 // one of them work it at a time.
@@ -54,6 +55,9 @@ type Engine struct {
 	// nil when the server builds none. It needs the tables' owner, which the request pool is not.
 	DropScopeIndexes func(ctx context.Context, org, user string) (int, error)
 }
+
+// graph is the graph tier's store (it holds nothing but its clock).
+func (e *Engine) graph() *graph.Store { return graph.NewStore(graph.Options{Now: e.now}) }
 
 func (e *Engine) now() time.Time {
 	if e.Now != nil {
@@ -350,6 +354,13 @@ func (e *Engine) runPhase(ctx context.Context, c *claim, phase string) error {
 		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
 			k, err := episodic.RedactUserAssetVersions(ctx, tx, org, user)
 			return map[string]int64{"assets.versions_redacted": k}, true, err
+		})
+	case "graph":
+		// Before semantic: the subject's entities and relations, and every relation that
+		// names one of their entities, in batches (graph memory is derived from their memories).
+		return e.loop(ctx, c, phase, func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {
+			d, done, err := e.graph().EraseUserBatch(ctx, tx, org, user, n)
+			return map[string]int64{"graph.entities": d.Entities, "graph.relations": d.Relations}, done, err
 		})
 	case "semantic":
 		if err := e.loop(ctx, c, "", func(ctx context.Context, tx pgx.Tx, afterCommit func(func())) (map[string]int64, bool, error) {

@@ -104,6 +104,13 @@ var sections = []section{
 		to_jsonb(k) - 'org_id', jsonb_build_object('key_id', written_by, 'agent_id', agent_id, 'at', written_at, 'op', op)
 		FROM kv_versions k WHERE org_id = $1 AND (user_id = $2 OR (level = 'user' AND scope_id = $2))
 		ORDER BY namespace, key, level, scope_id, version`},
+	{"graph", "entity", `SELECT id::text, to_jsonb(e) - 'org_id' - 'embedding',
+		jsonb_build_object('agent_id', agent_id, 'session_id', session_id, 'memory_ids', source_memory_ids, 'at', created_at)
+		FROM graph_entities e WHERE org_id = $1 AND user_id = $2 ORDER BY id`},
+	{"graph", "relation", `SELECT id::text, to_jsonb(r) - 'org_id',
+		jsonb_build_object('agent_id', agent_id, 'memory_id', source_memory_id, 'job_id', nullif(source_job_id, ''),
+			'event_seq', source_event_seq, 'at', recorded_at)
+		FROM graph_relations r WHERE org_id = $1 AND user_id = $2 ORDER BY recorded_at, id`},
 	{"semantic", "memory", `SELECT id::text,
 		to_jsonb(m) - 'org_id' - 'embedding' - 'embedding_next' - 'tsv' - 'text_hash',
 		jsonb_build_object('key_id', created_by_key, 'agent_id', source_agent_id, 'job_id', source_job_id,

@@ -27,6 +27,8 @@ var Covered = []Coverage{
 	{Table: "asset_versions", Tier: "episodic", Erasure: "deleted with the subject's assets; versions recorded for the subject on other assets redacted"},
 	{Table: "kv_entries", Tier: "keyvalue", Erasure: "user-level entries deleted; other entries written for the subject reduced to anonymous tombstones; cache keys dropped"},
 	{Table: "kv_versions", Tier: "keyvalue", Erasure: "deleted"},
+	{Table: "graph_entities", Tier: "graph", Erasure: "the subject's entities deleted (tombstones of merged ones first), with every relation naming them"},
+	{Table: "graph_relations", Tier: "graph", Erasure: "every version of the subject's relations deleted, and of any relation whose subject or object is one of the subject's entities"},
 	{Table: "memories", Tier: "semantic", Erasure: "every version deleted (text, embedding, re-embedding target, history)"},
 	{Table: "memory_retrievals", Tier: "semantic", Erasure: "deleted (rows of searches for the subject, and rows that served the subject's memories)",
 		Remaining: `SELECT count(*) FROM memory_retrievals WHERE org_id = $1 AND user_id = $2`},
