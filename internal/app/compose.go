@@ -20,6 +20,7 @@ import (
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/gdpr"
+	"github.com/strata-mem/strata/internal/graph"
 	"github.com/strata-mem/strata/internal/httpapi"
 	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
@@ -64,6 +65,7 @@ type parts struct {
 	replicas     *pg.Replicas           // read replicas; nil without STRATA_DATABASE_REPLICA_URL
 	extractor    *extraction.Extractor  // conversation memory; nil without STRATA_LLM_MODEL
 	rolling      *consolidation.Rolling // rolling summaries of sessions and long jobs
+	graph        *graph.Store           // entities and relations (docs/graph.md)
 	webhooks     *webhooks.Store        // webhook subscriptions and deliveries (docs/events.md)
 	broker       *httpapi.EventBroker   // wakes SSE streams on the outbox's NOTIFY
 	waker        *outbox.Waker          // wakes the event readers once a request emitted; nil in NewServer
@@ -93,6 +95,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		ScopeEfSearch: cfg.ScopeEfSearch}, nil)
 	// Heavy scopes' own HNSW indexes: built by its pass, dropped by erasures. Its connection
 	// is the login role's, which owns the tables (the pool acts as strata_app).
+	p.graph = graph.NewStore(graph.Options{})
 	p.scopeIndexer = &semantic.ScopeIndexer{Store: p.memories, DSN: cfg.DatabaseURL,
 		Interval: cfg.ScopeIndexInterval, Max: cfg.ScopeIndexMax, Log: log}
 	if cfg.AccessFlush > 0 {
@@ -166,7 +169,7 @@ func (p *parts) server() *httpapi.Server {
 		Anchorer: anchorer, AuditKeys: auditKeys,
 		Log: p.log, Metrics: p.metrics, Pool: p.pool, Redis: p.rdb, Keys: p.keys, Pseudo: p.pseudo,
 		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, JobLog: joblog.New(p.jobs, p.events),
-		Working: p.working, KV: p.kv, Memories: p.memories, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
+		Working: p.working, KV: p.kv, Memories: p.memories, Graph: p.graph, Embedder: p.emb, Access: p.access, Evictor: p.evictor,
 		Consolidator: p.consolidator, Erasures: p.erasures, PolicyDefaults: p.policy,
 		Context: p.assembler, Now: time.Now, Replicas: p.replicas,
 		Console: func(api http.Handler) http.Handler {

@@ -184,3 +184,29 @@ func (r *Restrictions) ForgetAfterCommit(sess *pg.Session, org string) {
 		sess.AfterCommit(func() { r.cache.Forget(org) })
 	}
 }
+
+// Subjects returns org's restricted subjects, for reads that leave their data out rather
+// than refuse (the graph's Hide lists): from the replica's cache when it holds the org's set
+// (most orgs restrict nobody: no round trip), else from gdpr_restrictions on db.
+func (r *Restrictions) Subjects(ctx context.Context, db pg.DBTX, org string) ([]string, error) {
+	load := func(sql string, args ...any) ([]string, error) {
+		rows, err := db.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, pg.Interpret(err)
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		return found, pg.Interpret(err)
+	}
+	set, cached, err := r.cache.orgSet(org, load)
+	if err != nil {
+		return nil, err
+	}
+	if !cached {
+		return load(`SELECT user_id FROM gdpr_restrictions WHERE org_id = $1`, org)
+	}
+	out := make([]string, 0, len(set))
+	for u := range set {
+		out = append(out, u)
+	}
+	return out, nil
+}

@@ -182,6 +182,7 @@ type fixture struct {
 	ids                map[string]string // path parameter → id
 	victimKey          string            // a key id that revoke-key may revoke
 	memID, quarantine  string
+	graphID            string // a graph entity (with a relation)
 	erasure            string // an erasure request id, when the API has erasures
 }
 
@@ -204,6 +205,11 @@ func newFixture(t *testing.T, s *apptest.Server, org string) *fixture {
 	do("PUT", "/v1/assets/asset-a", map[string]any{"uri": "s3://bucket/" + M}, 200, 201)
 	mem := do("POST", "/v1/memories", map[string]any{"text": "memory " + M, "user_id": "user-a"}, 201)
 	do("PUT", "/v1/kv/ns-a/key-a", map[string]any{"value": M}, 200, 201)
+	ent := do("POST", "/v1/graph/entities", map[string]any{"name": "entity " + M, "summary": M, "user_id": "user-a"}, 201)
+	other := do("POST", "/v1/graph/entities", map[string]any{"name": "other " + M}, 201)
+	do("POST", "/v1/graph/relations", map[string]any{"subject_id": ent["id"], "predicate": "knows", "object_id": other["id"],
+		"fact": M, "user_id": "user-a"}, 201)
+	f.graphID = ent["id"].(string)
 	q := do("POST", "/v1/admin/quarantines", map[string]any{"agent_id": "nobody", "since": time.Now().UTC()}, 201)
 	vk := do("POST", "/v1/admin/keys", map[string]any{"role": "agent", "name": M}, 201)
 	f.memID, f.quarantine, f.victimKey = mem["id"].(string), q["id"].(string), vk["id"].(string)
@@ -238,6 +244,8 @@ func (f *fixture) pathFor(op apiOp, missing bool) (string, []string) {
 				v = f.memID
 			case strings.HasPrefix(op.Path, "/v1/admin/keys/"):
 				v = f.victimKey
+			case strings.HasPrefix(op.Path, "/v1/graph/entities/"):
+				v = f.graphID
 			case strings.HasPrefix(op.Path, "/v1/admin/quarantines/"):
 				v = f.quarantine
 			case strings.Contains(op.Path, "/handoffs/"):
@@ -430,6 +438,9 @@ func allowedRoles(path string) map[string]bool {
 		// Releasing a step parked for manual review is an operator's decision (docs/jobs.md).
 		return map[string]bool{"admin": true}
 	case strings.HasPrefix(path, "/v1/admin/"):
+		return map[string]bool{"admin": true}
+	case strings.HasPrefix(path, "/v1/graph/entities/") && (strings.HasSuffix(path, "/merge") || strings.HasSuffix(path, "/split")):
+		// Merging and splitting entities rewrites what every agent reads: an admin's call (issue 43).
 		return map[string]bool{"admin": true}
 	case path == "/v1/audit" || strings.HasPrefix(path, "/v1/audit/") || strings.HasPrefix(path, "/v1/gdpr/"):
 		return map[string]bool{"compliance": true, "admin": true}

@@ -159,6 +159,20 @@ func (s *Server) routes() {
 		handle(s, agentRoles, api.OpExtractMemories, NoSubjectData, s.extractMemories)   // POST /v1/memories/extract
 		handle(s, agentRoles, api.OpMemoryProvenance, SubjectData, s.memoryProvenance)   // GET /v1/memories/{id}/provenance
 
+		// Graph memory: entities and relations with time (graph.go, docs/graph.md). The reads
+		// by id are CheckedByHandler: the tier leaves restricted subjects' entities and
+		// relations out of every answer and refuses a start among them, from the org's
+		// restricted set (graphHide), in the same statements that read the graph.
+		handle(s, agentRoles, api.OpSearchGraphEntities, ScopedSubjectData, s.searchGraphEntities) // GET /v1/graph/entities
+		handle(s, agentRoles, api.OpResolveGraphEntity, NoSubjectData, s.resolveGraphEntity)       // POST /v1/graph/entities
+		handle(s, agentRoles, api.OpGetGraphEntity, CheckedByHandler, s.getGraphEntity)            // GET /v1/graph/entities/{id}
+		handle(s, agentRoles, api.OpDeleteGraphEntity, NoSubjectData, s.deleteGraphEntity)         // DELETE /v1/graph/entities/{id}
+		handle(s, agentRoles, api.OpGraphNeighbors, CheckedByHandler, s.graphNeighbors)            // GET /v1/graph/entities/{id}/neighbors
+		handle(s, agentRoles, api.OpGraphHistory, CheckedByHandler, s.graphHistory)                // GET /v1/graph/entities/{id}/history
+		handle(s, adminRoles, api.OpMergeGraphEntity, NoSubjectData, s.mergeGraphEntity)           // POST /v1/graph/entities/{id}/merge
+		handle(s, adminRoles, api.OpSplitGraphEntity, NoSubjectData, s.splitGraphEntity)           // POST /v1/graph/entities/{id}/split
+		handle(s, agentRoles, api.OpAddGraphRelation, NoSubjectData, s.addGraphRelation)           // POST /v1/graph/relations
+
 		// LangGraph checkpointer (langgraph.go).
 		handle(s, agentRoles, api.OpPutLanggraphCheckpoint, NoSubjectData, s.putLanggraphCheckpoint)               // POST /v1/jobs/{job}/langgraph/checkpoints
 		handle(s, agentRoles, api.OpPutLanggraphWrites, NoSubjectData, s.putLanggraphWrites)                       // POST /v1/jobs/{job}/langgraph/writes

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/strata-mem/strata/internal/eviction"
 	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/gdpr"
+	"github.com/strata-mem/strata/internal/graph"
 	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/joblog"
@@ -62,6 +65,8 @@ type Deps struct {
 	Working  *working.Store
 	KV       *keyvalue.Store
 	Memories *semantic.Store
+	// Graph holds entities and relations (/v1/graph, docs/graph.md).
+	Graph *graph.Store
 	// Embedder turns memory text into vectors (the semantic space is derived from it).
 	Embedder embed.Embedder
 	// Access counts the memories searches and context serve, written in batches; nil
@@ -179,12 +184,28 @@ func newHumaConfig() huma.Config {
 	cfg.DocsPath = ""
 	cfg.SchemasPath = ""
 	cfg.CreateHooks = nil // no $schema links in bodies
+	// The graph tier's types share names with the semantic tier's (Space, Provenance):
+	// theirs are named Graph… in the document.
+	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaNamer)
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "A Strata API key."},
 	}
 	cfg.Security = []map[string][]string{{"bearer": {}}}
 	cfg.Transformers = []huma.Transformer{scrubInternal}
 	return cfg
+}
+
+// schemaNamer is huma's namer, with the graph tier's types (and lists of them) prefixed.
+func schemaNamer(t reflect.Type, hint string) string {
+	name := huma.DefaultSchemaNamer(t, hint)
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if (strings.HasSuffix(t.PkgPath(), "/internal/graph") || strings.Contains(t.Name(), "/internal/graph.")) &&
+		!strings.HasPrefix(name, "Graph") {
+		return "Graph" + name
+	}
+	return name
 }
 
 func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {

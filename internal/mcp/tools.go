@@ -84,6 +84,21 @@ var Specs = []Spec{
 		Props: map[string]string{"id": "The memory id (a UUID from recall or remember)."},
 	},
 	{
+		Name: "graph_search", Method: http.MethodGet, Path: "/v1/graph/entities", ReadOnly: true,
+		Description: "Find the people, places, organisations and things memory knows about, by name, alias or " +
+			"description. An entity whose name or alias is exactly q comes first (exact: true). Use the id with " +
+			"graph_about to read what is known about it.",
+		Props: map[string]string{"q": "A name (\"Ana\"), an alias or a few words describing the entity."},
+	},
+	{
+		Name: "graph_about", Method: http.MethodGet, Path: "/v1/graph/entities/{id}", ReadOnly: true,
+		Description: "Everything known about one entity: its relations to other entities and values (\"Ana works_at " +
+			"Lisbon store\"), those in force now, or those true at as_of (what was true on a date). Closed relations " +
+			"are history, not current facts.",
+		Props: map[string]string{"id": "The entity id (from graph_search or get_context's graph section).",
+			"as_of": "A past time (RFC 3339, e.g. 2026-03-01T00:00:00Z) to read what was true then; omit for now."},
+	},
+	{
 		Name: "resume_job", Method: http.MethodGet, Path: "/v1/jobs/{job}/resume", ReadOnly: true,
 		Description: "Everything needed to carry on a job after a crash or in a new session: the latest checkpoint (next " +
 			"action, working-state snapshot), completed steps with their results (never redo them), steps in flight " +

@@ -14,7 +14,7 @@ import (
 	"github.com/strata-mem/strata/internal/mcp"
 )
 
-var toolNames = []string{"ack_handoff", "complete_step", "extract_memories", "fail_step", "forget", "get_context", "handoff", "kv_get",
+var toolNames = []string{"ack_handoff", "complete_step", "extract_memories", "fail_step", "forget", "get_context", "graph_about", "graph_search", "handoff", "kv_get",
 	"kv_set", "log_event", "recall", "remember", "resume_job", "save_checkpoint", "start_step", "update_memory", "was_applied"}
 
 func connect(t *testing.T, s *apptest.Server, key string) *sdk.ClientSession {
@@ -204,4 +204,31 @@ func TestMCPNeedsAKey(t *testing.T) {
 	// A compliance key may not use agent tools.
 	comp := connect(t, s, s.NewKey("acme", "compliance"))
 	require.Contains(t, callErr(t, comp, "resume_job", map[string]any{"job": "j1"}), "403")
+}
+
+// TestMCPGraphTools: graph_search finds an entity by alias and graph_about reads its
+// relations in force, through /mcp with the caller's key.
+func TestMCPGraphTools(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	key := s.NewKey("acme", "agent")
+	ent := func(body map[string]any) string {
+		r := s.Do("POST", "/v1/graph/entities", key, body)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		return r.Map(t)["id"].(string)
+	}
+	ana := ent(map[string]any{"name": "Ana Silva", "aliases": []string{"Ana"}, "user_id": "u1"})
+	store := ent(map[string]any{"name": "Lisbon store", "user_id": "u1"})
+	r := s.Do("POST", "/v1/graph/relations", key, map[string]any{"subject_id": ana, "predicate": "manages", "object_id": store, "user_id": "u1"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+
+	sess := connect(t, s, key)
+	found := callOK(t, sess, "graph_search", map[string]any{"q": "Ana", "user_id": "u1"})
+	first := found["items"].([]any)[0].(map[string]any)
+	require.Equal(t, ana, first["entity"].(map[string]any)["id"])
+	about := callOK(t, sess, "graph_about", map[string]any{"id": ana})
+	rels := about["relations"].([]any)
+	require.Len(t, rels, 1)
+	require.Equal(t, "Lisbon store", rels[0].(map[string]any)["object_name"])
+	require.Contains(t, callErr(t, sess, "graph_about", map[string]any{"id": ana, "as_of": "yesterday"}), "as_of")
 }
