@@ -217,7 +217,7 @@ func TestClientCoversTheAgentAPI(t *testing.T) {
 	require.LessOrEqual(t, tc.Tokens, 2000)
 	require.Contains(t, tc.Prompt, "## Job job-1b (running)")
 	require.Contains(t, tc.Prompt, "- draft: 2")
-	require.Len(t, tc.Sections, 6)
+	require.Len(t, tc.Sections, 7)
 	tools, err := c.Tools(ctx)
 	require.NoError(t, err)
 	require.Len(t, tools, 17) // the MCP tools, extract_memories and update_memory included

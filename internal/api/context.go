@@ -51,7 +51,7 @@ type ContextBody struct {
 	MaxTokens    int           `json:"max_tokens"`
 	Tokens       int           `json:"tokens" doc:"Tokens of prompt: never more than max_tokens."`
 	Prompt       string        `json:"prompt" doc:"Every included section, in priority order, ready to put in the model's context."`
-	Sections     []tc.Packed   `json:"sections" doc:"job, working_state, summary, preferences, memories, similar_jobs (always all six, in this order): tokens used and what was left out. summary is the rolling summary of the session's spilled turns and the job's older events (GET /v1/sessions/{session}/summary, /v1/jobs/{job}/summary)."`
+	Sections     []tc.Packed   `json:"sections" doc:"job, working_state, summary, preferences, memories, graph, similar_jobs (always all seven, in this order): tokens used and what was left out. graph is the entities the query mentions by name or alias, with their relations in force (why says which words chose each). summary is the rolling summary of the session's spilled turns and the job's older events (GET /v1/sessions/{session}/summary, /v1/jobs/{job}/summary)."`
 	Job          *ContextJob   `json:"job,omitempty"`
 	KVNamespaces []string      `json:"kv_namespaces"`
 	Timings      ContextTiming `json:"timings_ms" doc:"Where the time went (milliseconds)."`
@@ -63,6 +63,7 @@ type ContextTiming struct {
 	Working     float64 `json:"working_state" doc:"Reading the session's state and turns (Redis), beside the searches."`
 	Preferences float64 `json:"preferences" doc:"Rendering the preferences read in the first round trip."`
 	Search      float64 `json:"search" doc:"The memory and similar-jobs searches (the query's embedding is computed beside the first round trip)."`
+	Graph       float64 `json:"graph" doc:"The entities the query mentions and their relations (nothing when the org has none)."`
 	Pack        float64 `json:"pack"`
 }
 

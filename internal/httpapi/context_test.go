@@ -91,7 +91,7 @@ func TestContextAssemblesSectionsInPriorityOrder(t *testing.T) {
 		require.Zero(t, sec.LeftOutCount, sec.Name)
 		require.Equal(t, counter.Count(sec.Text), sec.Tokens, sec.Name)
 	}
-	require.Equal(t, []string{"job", "working_state", "summary", "preferences", "memories", "similar_jobs"}, names)
+	require.Equal(t, []string{"job", "working_state", "summary", "preferences", "memories", "graph", "similar_jobs"}, names)
 
 	p := c.Prompt
 	order := []string{"## Job promo-7 (running)", "## Working state (session sess-1", "## Preferences", "## Relevant memories", "## Similar past jobs"}

@@ -230,3 +230,75 @@ func TestGraphAPIRestriction(t *testing.T) {
 	r = s.Do("GET", "/v1/graph/entities/"+shop+"/neighbors", agent, nil)
 	require.Len(t, items(t, r), 1)
 }
+
+// TestContextGraphSection: POST /v1/context gains the entities the query mentions, with
+// their relations in force visible to the scope, packed with the other sections and saying
+// why each was chosen; an org without entities gets a note, not a lookup; a restricted
+// subject's entity stays out; a tight budget leaves it out with the rest.
+func TestContextGraphSection(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	agent := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	other := s.NewKey("empty-org", "agent")
+
+	graphSec := func(c ctxResp) (sec struct {
+		Text, Note    string
+		Included, Why []string
+	}) { t.Helper(); for _, p := range c.Sections {
+		if p.Name == "graph" {
+			sec.Text, sec.Note, sec.Included, sec.Why = p.Text, p.Note, p.Included, p.Why
+			return sec
+		}
+	}; t.Fatal("no graph section"); return sec }
+	c := getContext(t, s, other, map[string]any{"user_id": "u1", "query": "what does Ana manage?"})
+	require.Equal(t, "this org has no entities", graphSec(c).Note)
+
+	ana := graphEntity(t, s, agent, map[string]any{"name": "Ana Silva", "aliases": []string{"Ana"}, "type": "person", "user_id": "u1"}, 201)
+	store := graphEntity(t, s, agent, map[string]any{"name": "Lisbon store", "summary": "The flagship"}, 201)
+	bob := graphEntity(t, s, agent, map[string]any{"name": "Bob", "user_id": "u2"}, 201)
+	for _, rel := range []map[string]any{
+		{"subject_id": ana, "predicate": "manages", "object_id": store, "fact": "Ana manages the Lisbon store", "user_id": "u1"},
+		{"subject_id": ana, "predicate": "title", "object_value": "director", "functional": true, "user_id": "u1"},
+		{"subject_id": bob, "predicate": "visited", "object_id": store, "fact": "Bob visited the Lisbon store", "user_id": "u2"},
+	} {
+		r := s.Do("POST", "/v1/graph/relations", agent, rel)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+	}
+
+	c = getContext(t, s, agent, map[string]any{"user_id": "u1", "query": "Did ana's team hit target at the Lisbon Store?"})
+	g := graphSec(c)
+	require.ElementsMatch(t, []string{ana, store}, g.Included, "%+v", g)
+	require.Contains(t, g.Why, "mentioned: 'ana'")
+	require.Contains(t, g.Why, "mentioned: 'Lisbon Store'")
+	require.Contains(t, g.Text, "Ana Silva (person; also: Ana)")
+	require.Contains(t, g.Text, "Ana manages the Lisbon store")
+	require.Contains(t, g.Text, "Ana Silva title director")
+	require.NotContains(t, g.Text, "Bob", "a relation written for another user stays out")
+	require.Contains(t, c.Prompt, g.Text)
+
+	// u2 does not see u1's entity.
+	c = getContext(t, s, agent, map[string]any{"user_id": "u2", "query": "Ana and the Lisbon store"})
+	g = graphSec(c)
+	require.Equal(t, []string{store}, g.Included)
+	require.Contains(t, g.Text, "Bob visited the Lisbon store")
+
+	// Packed within the budget with the others: a budget too small leaves it out, and says so.
+	c = getContext(t, s, agent, map[string]any{"user_id": "u1", "query": "Ana", "max_tokens": 50})
+	require.LessOrEqual(t, c.Tokens, 50)
+	g = graphSec(c)
+	if len(g.Included) == 0 {
+		require.NotEmpty(t, g.Note)
+	}
+
+	// Restricted (Art. 18): u2's context is refused wholesale, graph section included, and
+	// nothing of u2's reaches an org-level context.
+	require.Equal(t, 201, s.Do("POST", "/v1/gdpr/restrictions/u2", comp, map[string]any{"reason": "contested"}).Status)
+	c = getContext(t, s, agent, map[string]any{"user_id": "u2", "query": "Bob and the Lisbon store"})
+	require.Contains(t, graphSec(c).Note, "restricted")
+	require.Empty(t, graphSec(c).Included)
+	c = getContext(t, s, agent, map[string]any{"query": "Bob and the Lisbon store"})
+	g = graphSec(c)
+	require.Equal(t, []string{store}, g.Included)
+	require.NotContains(t, c.Prompt, "Bob")
+}

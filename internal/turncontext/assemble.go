@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/graph"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
@@ -87,6 +88,12 @@ type (
 	RestrictionCheck func(b *pgx.Batch, org, userID, jobID, sessionID string, restricted *bool, err *error)
 )
 
+// GraphStore reads the entities a turn mentions and their relations (graph.Store).
+type GraphStore interface {
+	Mentions(ctx context.Context, db pg.DBTX, org string, q graph.MentionQuery) ([]graph.Mention, error)
+	About(ctx context.Context, db pg.DBTX, org string, q graph.AboutQuery) (graph.About, error)
+}
+
 // Session is what an assembly needs of the request's unit of work (pg.Session): its
 // transaction (BEGIN rides with the first statement) and its commit hooks, which record the
 // memories served.
@@ -112,6 +119,11 @@ type Deps struct {
 	PolicyDefaults policy.LifecyclePolicy
 	// QueueRestrictionCheck is required: nothing is assembled for a restricted subject.
 	QueueRestrictionCheck RestrictionCheck
+	// Graph reads the entities the turn's query mentions (the graph section); nil: no
+	// graph section. GraphHide returns the org's restricted subjects, whose entities and
+	// relations the section leaves out (gdpr.Restrictions.Subjects); nil: none.
+	Graph     GraphStore
+	GraphHide func(ctx context.Context, db pg.DBTX, org string) ([]string, error)
 	// Pool gives the similar-jobs search a connection beside the request's transaction
 	// when one is free at once; nil: it always runs on the request's transaction.
 	Pool *pgxpool.Pool
@@ -173,6 +185,7 @@ type Timings struct {
 	Working     float64 // the session's state and turns (Redis), beside the searches
 	Preferences float64 // rendering the preferences read in the first round trip
 	Search      float64 // the memory and similar-jobs searches
+	Graph       float64 // the entities mentioned and their relations
 	Pack        float64
 }
 
@@ -320,10 +333,17 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	var last episodic.LastResult
 	var pol policy.EffectiveResult
 	var sessSum, jobSum summaries.LatestResult
+	// Most orgs have no graph: one index probe in this round trip keeps the graph section
+	// off every turn of theirs.
+	var anyEntity bool
+	var anyEntityErr error
 	queue := func(bt *pgx.Batch) {
 		a.d.QueueRestrictionCheck(bt, org, scope.UserID, req.JobID, scope.SessionID, &restricted, &restrictErr)
 		if hasQuery {
 			a.d.QueuePolicy(bt, org, a.d.PolicyDefaults, &pol)
+			if a.d.Graph != nil {
+				graph.QueueAnyEntity(bt, org, &anyEntity, &anyEntityErr)
+			}
 		}
 		for i, ns := range nss {
 			a.d.KV.QueueList(bt, ns, scope, true, "", maxKVKeysPerNS+1, &prefs[i])
@@ -356,7 +376,8 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	if restricted {
 		note := "processing of this user's data is restricted (GDPR Art. 18): nothing is assembled"
 		r := Pack(counter, budget, []Section{{Name: SectionJob, Note: note}, {Name: SectionWorking, Note: note},
-			{Name: SectionSummary, Note: note}, {Name: SectionPreferences, Note: note}, {Name: SectionMemories, Note: note}, {Name: SectionSimilarJobs, Note: note}})
+			{Name: SectionSummary, Note: note}, {Name: SectionPreferences, Note: note}, {Name: SectionMemories, Note: note}, {Name: SectionGraph, Note: note},
+			{Name: SectionSimilarJobs, Note: note}})
 		out.Sections, out.Prompt, out.Tokens = r.Sections, r.Prompt, r.Tokens
 		return out, nil
 	}
@@ -416,6 +437,23 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	}
 	out.Timings.Search = msOf(time.Since(t2))
 
+	t3 := time.Now()
+	graphSec := Section{Name: SectionGraph, Note: "no query given"}
+	switch {
+	case !hasQuery:
+	case a.d.Graph == nil:
+		graphSec.Note = "graph memory is off on this server"
+	case anyEntityErr != nil:
+		return nil, anyEntityErr
+	case !anyEntity:
+		graphSec.Note = "this org has no entities"
+	default:
+		if graphSec, err = a.graphSection(ctx, tx, scope, req.Query); err != nil {
+			return nil, err
+		}
+	}
+	out.Timings.Graph = msOf(time.Since(t3))
+
 	wr := <-workc
 	if errors.Is(wr.err, errNeedsPostgres) {
 		t := time.Now()
@@ -429,7 +467,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	workSec := wr.sec
 
 	t4 := time.Now()
-	r := Pack(counter, budget, []Section{jobSec, workSec, sumSec, prefSec, memSec, jobsSec})
+	r := Pack(counter, budget, []Section{jobSec, workSec, sumSec, prefSec, memSec, graphSec, jobsSec})
 	out.Sections, out.Prompt, out.Tokens = r.Sections, r.Prompt, r.Tokens
 	out.Timings.Pack = msOf(time.Since(t4))
 
@@ -447,7 +485,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 		}
 		return keep
 	}
-	give := append(served(memRes, r.Sections[4]), served(jobRes, r.Sections[5])...)
+	give := append(served(memRes, r.Sections[4]), served(jobRes, r.Sections[6])...)
 	if len(give) > 0 {
 		a.d.Memories.QueueServed(sess, a.d.Access, semantic.Served{Scope: scope, RequestID: req.RequestID,
 			Operation: "context", KeyID: req.KeyID, JobID: req.JobID}, give)

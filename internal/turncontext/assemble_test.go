@@ -202,7 +202,7 @@ func TestAssembleReadsEveryTierIntoTheBudget(t *testing.T) {
 		names = append(names, s.Name)
 		require.Zero(t, s.LeftOutCount, s.Name)
 	}
-	require.Equal(t, []string{tc.SectionJob, tc.SectionWorking, tc.SectionSummary, tc.SectionPreferences, tc.SectionMemories, tc.SectionSimilarJobs}, names)
+	require.Equal(t, []string{tc.SectionJob, tc.SectionWorking, tc.SectionSummary, tc.SectionPreferences, tc.SectionMemories, tc.SectionGraph, tc.SectionSimilarJobs}, names)
 	p := c.Prompt
 	last := -1
 	for _, h := range []string{"## Job promo-7 (running)", "## Working state (session sess-1", "## Preferences",
@@ -222,7 +222,7 @@ func TestAssembleReadsEveryTierIntoTheBudget(t *testing.T) {
 	require.Equal(t, &tc.Job{JobID: "promo-7", Status: "running", CurrentStep: "reframe-tiktok",
 		NextAction: "reframe the graded cut to 9:16", CheckpointVersion: 1, LastEventSeq: 2, CompletedSteps: 2, InFlight: 1}, c.Job)
 	require.Equal(t, tc.DefaultKVNamespaces, c.KVNamespaces)
-	served := len(c.Sections[4].Included) + len(c.Sections[5].Included)
+	served := len(c.Sections[4].Included) + len(c.Sections[6].Included)
 	require.Positive(t, served)
 	require.Equal(t, served, e.retrievals("context"), "what the model was given is in the retrieval log, once committed")
 
@@ -289,7 +289,7 @@ func TestAssembleForARestrictedUserYieldsNothing(t *testing.T) {
 		require.Empty(t, c.Prompt, name)
 		require.Zero(t, c.Tokens, name)
 		require.Nil(t, c.Job, name)
-		require.Len(t, c.Sections, 6, name)
+		require.Len(t, c.Sections, 7, name)
 		for _, s := range c.Sections {
 			require.Equal(t, note, s.Note, "%s: %s", name, s.Name)
 			require.Empty(t, s.Included, "%s: %s", name, s.Name)

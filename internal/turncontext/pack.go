@@ -12,6 +12,7 @@ const (
 	SectionSummary     = "summary"
 	SectionPreferences = "preferences"
 	SectionMemories    = "memories"
+	SectionGraph       = "graph"
 	SectionSimilarJobs = "similar_jobs"
 )
 
@@ -22,6 +23,8 @@ type Item struct {
 	ID string
 	// Text is what the model reads (one or more lines, no trailing newline).
 	Text string
+	// Why says why the item was chosen, when its section says (graph: "mentioned: 'Ana'").
+	Why string
 	// Order places the item when the section is rendered (ascending; ties keep priority
 	// order). Items are chosen in slice order (priority) but may be shown in another order,
 	// e.g. completed steps chosen newest first and shown oldest first.
@@ -48,11 +51,12 @@ const maxLeftOutListed = 50
 
 // Packed is one section as placed in the context.
 type Packed struct {
-	Name         string    `json:"name" enum:"job,working_state,summary,preferences,memories,similar_jobs"`
+	Name         string    `json:"name" enum:"job,working_state,summary,preferences,memories,graph,similar_jobs"`
 	Tokens       int       `json:"tokens" doc:"Tokens this section's text takes (with the model's tokenizer)."`
 	Text         string    `json:"text" doc:"The section as the model should read it (empty when nothing was included)."`
 	Candidates   int       `json:"candidates" doc:"Items that were available."`
 	Included     []string  `json:"included" doc:"Ids of the items included, in priority order."`
+	Why          []string  `json:"why,omitempty" doc:"Why each included item was chosen, in the order of included, for sections whose items say (graph: \"mentioned: 'Ana'\")."`
 	LeftOut      []LeftOut `json:"left_out" doc:"Items left out for the budget (at most 50 listed; left_out_count has the total)."`
 	LeftOutCount int       `json:"left_out_count"`
 	Note         string    `json:"note,omitempty" doc:"Why the section is empty or partial."`
@@ -156,6 +160,9 @@ func Pack(c *Counter, budget int, sections []Section) Result {
 		for _, j := range s.included {
 			in[j] = true
 			p.Included = append(p.Included, s.sec.Items[j].ID)
+			if w := s.sec.Items[j].Why; w != "" {
+				p.Why = append(p.Why, w)
+			}
 		}
 		for j, it := range s.sec.Items {
 			if in[j] {

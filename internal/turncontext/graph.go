@@ -1,0 +1,113 @@
+package turncontext
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/strata-mem/strata/internal/graph"
+	"github.com/strata-mem/strata/internal/strata"
+)
+
+// Bounds of the graph section: the entities a query mentions and their relations in force.
+const (
+	maxGraphEntities  = 5
+	maxGraphRelations = 12
+)
+
+// graphSection renders the entities the query mentions by name or alias (visible from the
+// scope) with their relations in force that the scope may see, one item per entity, most
+// specific mention first; each item says which words of the query chose it.
+func (a *Assembler) graphSection(ctx context.Context, tx pgx.Tx, scope strata.Scope, query string) (Section, error) {
+	sec := Section{Name: SectionGraph, Header: "## People and things mentioned (relations in force)"}
+	var hide []string
+	if a.d.GraphHide != nil {
+		var err error
+		if hide, err = a.d.GraphHide(ctx, tx, scope.OrgID); err != nil {
+			return sec, err
+		}
+	}
+	ms, err := a.d.Graph.Mentions(ctx, tx, scope.OrgID, graph.MentionQuery{Text: query, Scope: scope,
+		Limit: maxGraphEntities, Hide: hide})
+	if err != nil {
+		return sec, err
+	}
+	for _, m := range ms {
+		ab, err := a.d.Graph.About(ctx, tx, scope.OrgID, graph.AboutQuery{ID: m.Entity.ID, Limit: 4 * maxGraphRelations, Hide: hide})
+		if errors.Is(err, strata.ErrNotFound) || errors.Is(err, strata.ErrRestricted) {
+			continue // deleted or restricted since the lookup
+		}
+		if err != nil {
+			return sec, err
+		}
+		sec.Items = append(sec.Items, Item{ID: m.Entity.ID.String(), Order: len(sec.Items),
+			Text: renderEntity(ab, scope), Why: "mentioned: '" + Truncate(mentionedAs(query, m.Form), 100) + "'"})
+	}
+	if len(sec.Items) == 0 {
+		sec.Note = "the query mentions no entity of this scope"
+	}
+	return sec, nil
+}
+
+// relationVisible is the scope-composition rule for a relation's own scope (the scope it
+// was written in): every level it sets must be the reader's. A relation written for another
+// user about an org-level entity stays out of this user's context.
+func relationVisible(r graph.Relation, sc strata.Scope) bool {
+	return (r.UserID == "" || r.UserID == sc.UserID) && (r.AgentID == "" || r.AgentID == sc.AgentID) &&
+		(r.SessionID == "" || r.SessionID == sc.SessionID)
+}
+
+// renderEntity is one entity's item: a line naming it, then one line per relation.
+func renderEntity(ab graph.About, sc strata.Scope) string {
+	e := ab.Entity
+	var b strings.Builder
+	b.WriteString("- " + Truncate(e.Name, 200))
+	var tags []string
+	if e.Type != "" {
+		tags = append(tags, Truncate(e.Type, 50))
+	}
+	var also []string
+	for _, al := range e.Aliases {
+		if graph.Normalize(al) != graph.Normalize(e.Name) && len(also) < 5 {
+			also = append(also, Truncate(al, 100))
+		}
+	}
+	if len(also) > 0 {
+		tags = append(tags, "also: "+strings.Join(also, ", "))
+	}
+	if len(tags) > 0 {
+		b.WriteString(" (" + strings.Join(tags, "; ") + ")")
+	}
+	if e.Summary != "" {
+		b.WriteString(": " + Truncate(e.Summary, maxItemChars))
+	}
+	n := 0
+	for _, r := range ab.Relations {
+		if !relationVisible(r, sc) || n == maxGraphRelations {
+			continue
+		}
+		n++
+		line := r.Fact
+		if line == "" {
+			obj := r.ObjectName
+			if r.ObjectValue != nil {
+				obj = *r.ObjectValue
+			}
+			line = r.SubjectName + " " + r.Predicate + " " + obj
+		}
+		b.WriteString("\n  - " + Truncate(line, maxItemChars) + " (since " + r.ValidFrom.Format("2006-01-02") + ")")
+	}
+	return b.String()
+}
+
+// mentionedAs is the words of query that matched form (a normalised name or alias), as the
+// query wrote them when they can be found, else the form.
+func mentionedAs(query, form string) string {
+	lq := strings.ToLower(query)
+	if i := strings.Index(lq, form); i >= 0 && len(lq) == len(query) {
+		return query[i : i+len(form)]
+	}
+	return form
+}
