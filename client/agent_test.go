@@ -220,7 +220,7 @@ func TestClientCoversTheAgentAPI(t *testing.T) {
 	require.Len(t, tc.Sections, 7)
 	tools, err := c.Tools(ctx)
 	require.NoError(t, err)
-	require.Len(t, tools, 17) // the MCP tools, extract_memories and update_memory included
+	require.Len(t, tools, 19) // the MCP tools, extract_memories, update_memory, graph_search and graph_about included
 
 	require.NoError(t, c.DeleteSession(ctx, "s1", nil))
 	_, err = c.GetState(ctx, "s1")

@@ -27,7 +27,10 @@ type ContextSection struct {
 	Text       string   `json:"text"`
 	Candidates int      `json:"candidates"`
 	Included   []string `json:"included"`
-	LeftOut    []struct {
+	// Why says why each included item was chosen, in included's order, for sections that
+	// say (graph: "mentioned: 'Ana'").
+	Why     []string `json:"why,omitempty"`
+	LeftOut []struct {
 		ID     string `json:"id"`
 		Tokens int    `json:"tokens"`
 	} `json:"left_out"`
