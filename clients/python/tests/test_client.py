@@ -306,3 +306,39 @@ def test_admin_keys(admin: strata.Strata, url: str, org: str) -> None:
         admin.revoke_key(k["id"])
         with pytest.raises(strata.Unauthorized):
             temp.get_job("py-admin-probe")
+
+
+def test_graph(client: strata.Strata, org_admin: strata.Strata, uid) -> None:
+    user = uid("user")
+    ana = client.resolve_entity("Ana Silva", aliases=["Ana"], type="person", summary="Runs the stores", user_id=user)
+    assert ana["created"] is True and ana["embedding"]["dims"] > 0
+    assert client.resolve_entity("ana", user_id=user)["id"] == ana["id"]
+    lisbon = client.resolve_entity("Lisbon store", user_id=user)
+    porto = client.resolve_entity("Porto store", user_id=user)
+    first = client.add_relation(ana["id"], "works at", object_id=lisbon["id"], functional=True,
+                                valid_from="2026-01-01T00:00:00Z", user_id=user, idempotency_key=uid("rel"))
+    assert first["created"] and first["relation"]["predicate"] == "works_at"
+    second = client.add_relation(ana["id"], "works_at", object_id=porto["id"], functional=True,
+                                 valid_from="2026-06-01T00:00:00Z", user_id=user)
+    assert second["closed"] == [first["relation"]["id"]]
+    hits = client.search_entities("Ana", user_id=user)
+    assert hits[0]["entity"]["id"] == ana["id"] and hits[0]["exact"]
+    assert [r["object_id"] for r in client.entity(ana["id"])["relations"]] == [porto["id"]]
+    assert [r["object_id"] for r in client.entity(ana["id"], as_of="2026-03-01T00:00:00Z")["relations"]] == [lisbon["id"]]
+    assert [n["entity"]["id"] for n in client.entity_neighbors(ana["id"], depth=2)] == [porto["id"]]
+    assert len(list(client.entity_history(ana["id"], limit=1))) == 2
+    with pytest.raises(strata.ValidationError) as e:
+        client.entity_neighbors(ana["id"], depth=9)
+    assert "depth" in str(e.value)
+    dup = client.resolve_entity("A. Silva", user_id=user)
+    with pytest.raises(strata.Forbidden):
+        client.merge_entity(dup["id"], ana["id"])
+    assert "A. Silva" in org_admin.merge_entity(dup["id"], ana["id"])["survivor"]["aliases"]
+    split = org_admin.split_entity(ana["id"], "A. Silva (other)", aliases=["A. Silva"])
+    assert split["new"]["id"] != ana["id"]
+    assert client.delete_entity(porto["id"])["entities"] == 1
+    with pytest.raises(strata.NotFound):
+        client.entity(porto["id"])
+    ctx = client.context(query="How is Ana?", user_id=user)
+    graph = next(s for s in ctx["sections"] if s["name"] == "graph")
+    assert graph["included"] == [ana["id"]] and graph["why"] == ["mentioned: 'Ana'"]

@@ -4,12 +4,21 @@ import type {
   Applied,
   Claim,
   Disposition,
+  Entity,
+  EntityAbout,
+  EntityHit,
+  EntityInput,
   Event,
   EventInput,
   Job,
   JobSpec,
   JobStatus,
+  Neighbor,
+  Relation,
+  RelationAdded,
+  RelationInput,
   Resume,
+  Scope,
   StartStepOptions,
   Step,
 } from "./types.js";
@@ -374,6 +383,67 @@ export class Strata {
    */
   async appendEvent<R = unknown>(job: string, input: EventInput, opts: { signal?: AbortSignal } = {}): Promise<Event<R>> {
     return (await this.request<Event<R>>("POST", jobPath(job, "events"), { body: input, signal: opts.signal })).data;
+  }
+
+  // ---- graph memory (docs/graph.md) -----------------------------------------------------------
+
+  /** Finds the entity of the scope with this name or an alias, or creates it (created says which). */
+  async resolveEntity(input: EntityInput, opts: { signal?: AbortSignal } = {}): Promise<Entity & { created: boolean }> {
+    return (await this.request<Entity & { created: boolean }>("POST", "/v1/graph/entities", { body: input, signal: opts.signal })).data;
+  }
+
+  /** Adds subject -predicate-> object; a functional relation closes the one in force it contradicts. */
+  async addRelation(input: RelationInput, opts: { signal?: AbortSignal } = {}): Promise<RelationAdded> {
+    const r = (await this.request<RelationAdded>("POST", "/v1/graph/relations", { body: input, signal: opts.signal })).data;
+    r.closed ??= [];
+    return r;
+  }
+
+  /** Entities by name, alias or description (an exact name or alias first). */
+  async searchEntities(q: string, opts: Scope & { limit?: number; signal?: AbortSignal } = {}): Promise<EntityHit[]> {
+    const { signal, ...query } = opts;
+    return (await this.request<{ items: EntityHit[] }>("GET", "/v1/graph/entities", { query: { q, ...query }, signal })).data.items;
+  }
+
+  /** An entity and its relations in force, or true at asOf (as Strata knew them at recordedAsOf). */
+  async entity(id: string, opts: { asOf?: string; recordedAsOf?: string; limit?: number; signal?: AbortSignal } = {}): Promise<EntityAbout> {
+    const query = { as_of: opts.asOf, recorded_as_of: opts.recordedAsOf, limit: opts.limit };
+    return (await this.request<EntityAbout>("GET", `/v1/graph/entities/${seg(id)}`, { query, signal: opts.signal })).data;
+  }
+
+  /** Entities within depth (1-3) relations of an entity, nearest first. */
+  async neighbors(id: string, opts: Scope & { depth?: number; asOf?: string; limit?: number; signal?: AbortSignal } = {}): Promise<Neighbor[]> {
+    const { signal, asOf, ...rest } = opts;
+    const r = await this.request<{ items: Neighbor[] }>("GET", `/v1/graph/entities/${seg(id)}/neighbors`, { query: { ...rest, as_of: asOf }, signal });
+    return r.data.items;
+  }
+
+  /** One page of every version of an entity's relations (cursor: the previous page's next_cursor). */
+  async entityHistory(
+    id: string,
+    opts: { predicate?: string; limit?: number; cursor?: string; signal?: AbortSignal } = {},
+  ): Promise<{ items: Relation[]; next_cursor?: string }> {
+    const { signal, ...query } = opts;
+    return (await this.request<{ items: Relation[]; next_cursor?: string }>("GET", `/v1/graph/entities/${seg(id)}/history`, { query, signal })).data;
+  }
+
+  /** Merges an entity into another (admin keys). */
+  async mergeEntity(id: string, into: string, opts: { signal?: AbortSignal } = {}): Promise<{ survivor: Entity; relations: number; closed: number }> {
+    return (await this.request<{ survivor: Entity; relations: number; closed: number }>("POST", `/v1/graph/entities/${seg(id)}/merge`, { body: { into }, signal: opts.signal })).data;
+  }
+
+  /** Moves aliases and relations of an entity to a new one (admin keys). */
+  async splitEntity(
+    id: string,
+    input: { name: string; type?: string; aliases?: string[]; relations?: string[] },
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ from: Entity; new: Entity; relations: number }> {
+    return (await this.request<{ from: Entity; new: Entity; relations: number }>("POST", `/v1/graph/entities/${seg(id)}/split`, { body: input, signal: opts.signal })).data;
+  }
+
+  /** Deletes an entity with every relation version naming it. */
+  async deleteEntity(id: string, opts: { signal?: AbortSignal } = {}): Promise<{ entities: number; relations: number }> {
+    return (await this.request<{ entities: number; relations: number }>("DELETE", `/v1/graph/entities/${seg(id)}`, opts)).data;
   }
 
   // ---- durable steps ------------------------------------------------------------------------

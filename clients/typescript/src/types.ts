@@ -185,3 +185,93 @@ export interface Resume {
   events: Event[];
   last_event_seq: number;
 }
+
+// ---- graph memory (docs/graph.md) ---------------------------------------------------------
+
+/** A person, place, organisation or thing the memory is about. */
+export interface Entity extends Scope {
+  id: string;
+  name: string;
+  type?: string;
+  aliases: string[];
+  summary?: string;
+  embedding?: { embedder: string; model: string; dims: number };
+  source_memory_ids?: string[];
+  /** Set on a tombstone: the entity was merged into this one. */
+  merged_into?: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** An entity to resolve (find by name or alias in its scope, or create). */
+export interface EntityInput extends Scope {
+  name: string;
+  type?: string;
+  aliases?: string[];
+  summary?: string;
+  source_memory_id?: string;
+}
+
+/** One version of subject -predicate-> object, with world time (valid_*) and record time. */
+export interface Relation extends Scope {
+  id: string;
+  subject_id: string;
+  subject_name?: string;
+  predicate: string;
+  object_id?: string;
+  object_name?: string;
+  object_value?: string;
+  functional: boolean;
+  fact?: string;
+  provenance: { memory_id?: string; job_id?: string; event_seq?: number; key_id?: string; agent_id?: string };
+  valid_from: string;
+  valid_to?: string;
+  recorded_at: string;
+  superseded_at?: string;
+  superseded_by?: string;
+}
+
+/** A relation to add: object_id or object_value. */
+export interface RelationInput extends Scope {
+  subject_id: string;
+  predicate: string;
+  object_id?: string;
+  object_value?: string;
+  functional?: boolean;
+  fact?: string;
+  valid_from?: string;
+  valid_to?: string;
+  source_memory_id?: string;
+  provenance?: { job_id?: string; event_seq?: number; agent_id?: string };
+}
+
+/** addRelation's answer: created false when the same relation was in force. */
+export interface RelationAdded {
+  relation: Relation;
+  created: boolean;
+  closed: string[];
+}
+
+/** One entity search result. */
+export interface EntityHit {
+  entity: Entity;
+  score: number;
+  exact?: boolean;
+  text_rank?: number;
+  vector_rank?: number;
+  similarity?: number;
+}
+
+/** An entity with its relations as subject or object. */
+export interface EntityAbout {
+  entity: Entity;
+  relations: Relation[];
+}
+
+/** An entity reached by a walk, with the path and the relation of the last step. */
+export interface Neighbor {
+  entity: Entity;
+  depth: number;
+  path: string[];
+  via: Relation;
+}

@@ -488,6 +488,79 @@ class Strata:
         """Mark a memory as verified now (resets its staleness)."""
         return self._call("POST", f"/v1/memories/{_seg(memory_id)}/verify", has_body=False)
 
+    # ---- graph memory: entities and relations (docs/graph.md) --------------------------
+
+    def resolve_entity(self, name: str, *, type: Optional[str] = None, aliases: Optional[List[str]] = None,
+                             summary: Optional[str] = None, user_id: Optional[str] = None,
+                             agent_id: Optional[str] = None, session_id: Optional[str] = None,
+                             source_memory_id: Optional[str] = None,
+                             idempotency_key: Optional[str] = None) -> Dict[str, Any]:
+        """Find the entity of the scope whose name or an alias matches, or create it
+        (``created`` says which); the server embeds name + summary."""
+        body = _drop_none({"name": name, "type": type, "aliases": aliases, "summary": summary, "user_id": user_id,
+                           "agent_id": agent_id, "session_id": session_id, "source_memory_id": source_memory_id})
+        return self._call("POST", "/v1/graph/entities", json=body, idempotency_key=idempotency_key)
+
+    def add_relation(self, subject_id: str, predicate: str, *, object_id: Optional[str] = None,
+                           object_value: Optional[str] = None, functional: Optional[bool] = None,
+                           fact: Optional[str] = None, valid_from: Optional[str] = None,
+                           valid_to: Optional[str] = None, user_id: Optional[str] = None,
+                           agent_id: Optional[str] = None, session_id: Optional[str] = None,
+                           source_memory_id: Optional[str] = None, provenance: Optional[Dict[str, Any]] = None,
+                           idempotency_key: Optional[str] = None) -> Dict[str, Any]:
+        """Add subject -predicate-> object (an entity id or a literal value). A functional
+        relation closes the one in force it contradicts (``closed`` lists them)."""
+        body = _drop_none({"subject_id": subject_id, "predicate": predicate, "object_id": object_id,
+                           "object_value": object_value, "functional": functional, "fact": fact,
+                           "valid_from": valid_from, "valid_to": valid_to, "user_id": user_id,
+                           "agent_id": agent_id, "session_id": session_id, "source_memory_id": source_memory_id,
+                           "provenance": provenance})
+        return self._call("POST", "/v1/graph/relations", json=body, idempotency_key=idempotency_key)
+
+    def search_entities(self, q: str, *, limit: Optional[int] = None, user_id: Optional[str] = None,
+                              agent_id: Optional[str] = None, session_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Entities by name, alias or description (an exact name or alias first)."""
+        params = _drop_none({"q": q, "limit": limit, "user_id": user_id, "agent_id": agent_id,
+                             "session_id": session_id})
+        res = self._call("GET", "/v1/graph/entities", params=params)
+        return list(res.get("items") or [])
+
+    def entity(self, entity_id: str, *, as_of: Optional[str] = None, recorded_as_of: Optional[str] = None,
+                     limit: Optional[int] = None) -> Dict[str, Any]:
+        """An entity and its relations in force, or true at ``as_of`` (RFC 3339) as Strata
+        knew them at ``recorded_as_of``."""
+        params = _drop_none({"as_of": as_of, "recorded_as_of": recorded_as_of, "limit": limit})
+        return self._call("GET", f"/v1/graph/entities/{_seg(entity_id)}", params=params)
+
+    def entity_neighbors(self, entity_id: str, *, depth: Optional[int] = None, as_of: Optional[str] = None,
+                               limit: Optional[int] = None, user_id: Optional[str] = None,
+                               agent_id: Optional[str] = None, session_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Entities within ``depth`` (1-3) relations, nearest first."""
+        params = _drop_none({"depth": depth, "as_of": as_of, "limit": limit, "user_id": user_id,
+                             "agent_id": agent_id, "session_id": session_id})
+        res = self._call("GET", f"/v1/graph/entities/{_seg(entity_id)}/neighbors", params=params)
+        return list(res.get("items") or [])
+
+    def entity_history(self, entity_id: str, *, predicate: Optional[str] = None,
+                       limit: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+        """Every version of the entity's relations, closed ones included, page after page."""
+        return self._paginate(f"/v1/graph/entities/{_seg(entity_id)}/history",
+                              _drop_none({"predicate": predicate, "limit": limit}))
+
+    def merge_entity(self, entity_id: str, into: str) -> Dict[str, Any]:
+        """Merge ``entity_id`` into ``into`` (admin keys)."""
+        return self._call("POST", f"/v1/graph/entities/{_seg(entity_id)}/merge", json={"into": into})
+
+    def split_entity(self, entity_id: str, name: str, *, type: Optional[str] = None,
+                           aliases: Optional[List[str]] = None, relations: Optional[List[str]] = None) -> Dict[str, Any]:
+        """Move aliases and relations of ``entity_id`` to a new entity ``name`` (admin keys)."""
+        body = _drop_none({"name": name, "type": type, "aliases": aliases, "relations": relations})
+        return self._call("POST", f"/v1/graph/entities/{_seg(entity_id)}/split", json=body)
+
+    def delete_entity(self, entity_id: str) -> Dict[str, Any]:
+        """Delete an entity with every relation version naming it (counts in the answer)."""
+        return self._call("DELETE", f"/v1/graph/entities/{_seg(entity_id)}")
+
     # ---- key-value ---------------------------------------------------------------------
 
     def put_kv(self, namespace: str, key: str, value: JSON, *, if_match: Optional[ETag] = None,
