@@ -1,9 +1,13 @@
 package graph
 
 import (
+	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/strata-mem/strata/internal/strata"
 )
 
 func TestMentionForms(t *testing.T) {
@@ -24,4 +28,46 @@ func longText(n int) string {
 		b = append(b, 'a'+byte(i%26), ' ')
 	}
 	return string(b)
+}
+
+// TestMentions: the entities a text names by name or alias, visible from the scope, longest
+// form first, hidden subjects left out; QueueAnyEntity tells an org with entities from one
+// without.
+func TestMentions(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	u1 := strata.Scope{OrgID: "acme", UserID: "u1"}
+	e.resolve(t, ResolveInput{Scope: u1, Name: "Ana Silva", Aliases: []string{"Ana"}})
+	e.resolve(t, ResolveInput{Scope: strata.Scope{OrgID: "acme"}, Name: "Lisbon store"})
+	e.resolve(t, ResolveInput{Scope: strata.Scope{OrgID: "acme", UserID: "u2"}, Name: "Bob"})
+	mentions := func(sc strata.Scope, text string, hide ...string) map[string]string {
+		out := map[string]string{}
+		require.NoError(t, e.tx(t, "acme", func(ctx context.Context, tx pgx.Tx) error {
+			ms, err := e.s.Mentions(ctx, tx, "acme", MentionQuery{Text: text, Scope: sc, Hide: hide})
+			for _, m := range ms {
+				out[m.Entity.Name] = m.Form
+			}
+			return err
+		}))
+		return out
+	}
+	require.Equal(t, map[string]string{"Ana Silva": "ana silva", "Lisbon store": "lisbon store"},
+		mentions(u1, "Did Ana Silva and Bob open the Lisbon Store?"))
+	require.Equal(t, map[string]string{"Ana Silva": "ana"}, mentions(u1, "how is ana's week"))
+	require.Equal(t, map[string]string{"Lisbon store": "lisbon store"}, mentions(u1, "Ana at the lisbon store", "u1"))
+	require.Empty(t, mentions(u1, "nobody here"))
+
+	anyIn := func(org string) bool {
+		var found bool
+		var ferr error
+		require.NoError(t, e.tx(t, org, func(ctx context.Context, tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			QueueAnyEntity(b, org, &found, &ferr)
+			return tx.SendBatch(ctx, b).Close()
+		}))
+		require.NoError(t, ferr)
+		return found
+	}
+	require.True(t, anyIn("acme"))
+	require.False(t, anyIn("empty-org"))
 }
