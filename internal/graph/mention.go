@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/pg"
@@ -118,4 +119,46 @@ func MentionForms(text string) []string {
 		}
 	}
 	return out
+}
+
+// InForceQuery asks for the relations in force of several entities at once.
+type InForceQuery struct {
+	IDs []uuid.UUID // live entities (a merged id has no relations of its own)
+	// Scope, when set, keeps the relations written in a scope visible from it (the
+	// composition rule): a relation written for another user stays out.
+	Scope *strata.Scope
+	Per   int      // relations per entity [12, up to MaxLimit]
+	Hide  []string // restricted subjects, as AboutQuery.Hide
+}
+
+// InForce returns, for each of q.IDs, its relations in force now as subject or object (as
+// About orders them: as subject first, then by predicate and valid_from), at most q.Per
+// each, in one statement: the per-turn context reads every entity it shows this way.
+func (s *Store) InForce(ctx context.Context, db pg.DBTX, org string, q InForceQuery) (map[uuid.UUID][]Relation, error) {
+	out := make(map[uuid.UUID][]Relation, len(q.IDs))
+	if len(q.IDs) == 0 {
+		return out, nil
+	}
+	all, u, a, ss := scopeArgs(q.Scope)
+	rows, err := db.Query(ctx, `SELECT x.eid, l.* FROM unnest($2::uuid[]) AS x(eid)
+		CROSS JOIN LATERAL (SELECT `+relationCols+` FROM `+relationFrom+`
+			WHERE r.org_id = $1 AND (r.subject_id = x.eid OR r.object_id = x.eid)
+			  AND r.valid_to IS NULL AND r.superseded_at IS NULL
+			  AND `+visibleSQL("r", "$3", "$4", "$5", "$6")+` AND `+shownRelationSQL("$8")+`
+			ORDER BY r.subject_id <> x.eid, r.predicate, r.valid_from, r.id LIMIT $7) l`,
+		org, q.IDs, all, u, a, ss, checkLimit(q.Per, 12), hidden(q.Hide))
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var r Relation
+		if err := rows.Scan(append([]any{&id}, relationDest(&r)...)...); err != nil {
+			return nil, pg.Interpret(err)
+		}
+		relationUTC(&r)
+		out[id] = append(out[id], r)
+	}
+	return out, pg.Interpret(rows.Err())
 }

@@ -245,12 +245,17 @@ func TestContextGraphSection(t *testing.T) {
 	graphSec := func(c ctxResp) (sec struct {
 		Text, Note    string
 		Included, Why []string
-	}) { t.Helper(); for _, p := range c.Sections {
-		if p.Name == "graph" {
-			sec.Text, sec.Note, sec.Included, sec.Why = p.Text, p.Note, p.Included, p.Why
-			return sec
+	}) {
+		t.Helper()
+		for _, p := range c.Sections {
+			if p.Name == "graph" {
+				sec.Text, sec.Note, sec.Included, sec.Why = p.Text, p.Note, p.Included, p.Why
+				return sec
+			}
 		}
-	}; t.Fatal("no graph section"); return sec }
+		t.Fatal("no graph section")
+		return sec
+	}
 	c := getContext(t, s, other, map[string]any{"user_id": "u1", "query": "what does Ana manage?"})
 	require.Equal(t, "this org has no entities", graphSec(c).Note)
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -91,7 +92,7 @@ type (
 // GraphStore reads the entities a turn mentions and their relations (graph.Store).
 type GraphStore interface {
 	Mentions(ctx context.Context, db pg.DBTX, org string, q graph.MentionQuery) ([]graph.Mention, error)
-	About(ctx context.Context, db pg.DBTX, org string, q graph.AboutQuery) (graph.About, error)
+	InForce(ctx context.Context, db pg.DBTX, org string, q graph.InForceQuery) (map[uuid.UUID][]graph.Relation, error)
 }
 
 // Session is what an assembly needs of the request's unit of work (pg.Session): its

@@ -2,9 +2,9 @@ package turncontext
 
 import (
 	"context"
-	"errors"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/graph"
@@ -18,8 +18,10 @@ const (
 )
 
 // graphSection renders the entities the query mentions by name or alias (visible from the
-// scope) with their relations in force that the scope may see, one item per entity, most
-// specific mention first; each item says which words of the query chose it.
+// scope) with their relations in force written in a scope it sees (a relation written for
+// another user about an org-level entity stays out), one item per entity, longest mention
+// first; each item says which words of the query chose it. Two statements whatever the
+// number of entities: the mentions, then their relations.
 func (a *Assembler) graphSection(ctx context.Context, tx pgx.Tx, scope strata.Scope, query string) (Section, error) {
 	sec := Section{Name: SectionGraph, Header: "## People and things mentioned (relations in force)"}
 	var hide []string
@@ -34,34 +36,28 @@ func (a *Assembler) graphSection(ctx context.Context, tx pgx.Tx, scope strata.Sc
 	if err != nil {
 		return sec, err
 	}
-	for _, m := range ms {
-		ab, err := a.d.Graph.About(ctx, tx, scope.OrgID, graph.AboutQuery{ID: m.Entity.ID, Limit: 4 * maxGraphRelations, Hide: hide})
-		if errors.Is(err, strata.ErrNotFound) || errors.Is(err, strata.ErrRestricted) {
-			continue // deleted or restricted since the lookup
-		}
-		if err != nil {
-			return sec, err
-		}
-		sec.Items = append(sec.Items, Item{ID: m.Entity.ID.String(), Order: len(sec.Items),
-			Text: renderEntity(ab, scope), Why: "mentioned: '" + Truncate(mentionedAs(query, m.Form), 100) + "'"})
-	}
-	if len(sec.Items) == 0 {
+	if len(ms) == 0 {
 		sec.Note = "the query mentions no entity of this scope"
+		return sec, nil
+	}
+	ids := make([]uuid.UUID, len(ms))
+	for i, m := range ms {
+		ids[i] = m.Entity.ID
+	}
+	rels, err := a.d.Graph.InForce(ctx, tx, scope.OrgID, graph.InForceQuery{IDs: ids, Scope: &scope,
+		Per: maxGraphRelations, Hide: hide})
+	if err != nil {
+		return sec, err
+	}
+	for _, m := range ms {
+		sec.Items = append(sec.Items, Item{ID: m.Entity.ID.String(), Order: len(sec.Items),
+			Text: renderEntity(m.Entity, rels[m.Entity.ID]), Why: "mentioned: '" + Truncate(mentionedAs(query, m.Form), 100) + "'"})
 	}
 	return sec, nil
 }
 
-// relationVisible is the scope-composition rule for a relation's own scope (the scope it
-// was written in): every level it sets must be the reader's. A relation written for another
-// user about an org-level entity stays out of this user's context.
-func relationVisible(r graph.Relation, sc strata.Scope) bool {
-	return (r.UserID == "" || r.UserID == sc.UserID) && (r.AgentID == "" || r.AgentID == sc.AgentID) &&
-		(r.SessionID == "" || r.SessionID == sc.SessionID)
-}
-
 // renderEntity is one entity's item: a line naming it, then one line per relation.
-func renderEntity(ab graph.About, sc strata.Scope) string {
-	e := ab.Entity
+func renderEntity(e graph.Entity, rels []graph.Relation) string {
 	var b strings.Builder
 	b.WriteString("- " + Truncate(e.Name, 200))
 	var tags []string
@@ -83,12 +79,7 @@ func renderEntity(ab graph.About, sc strata.Scope) string {
 	if e.Summary != "" {
 		b.WriteString(": " + Truncate(e.Summary, maxItemChars))
 	}
-	n := 0
-	for _, r := range ab.Relations {
-		if !relationVisible(r, sc) || n == maxGraphRelations {
-			continue
-		}
-		n++
+	for _, r := range rels {
 		line := r.Fact
 		if line == "" {
 			obj := r.ObjectName
