@@ -130,7 +130,7 @@ func TestRollingSummariesThroughTheAPI(t *testing.T) {
 	c := need(t, s.Do("POST", "/v1/context", key, ctxb), 200).Map(t)
 	require.LessOrEqual(t, c["tokens"], float64(1200))
 	secs := c["sections"].([]any)
-	require.Len(t, secs, 6)
+	require.Len(t, secs, 7)
 	sec := secs[2].(map[string]any)
 	require.Equal(t, "summary", sec["name"])
 	require.Positive(t, sec["tokens"], "%v", sec)
