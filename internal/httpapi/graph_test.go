@@ -208,6 +208,14 @@ func TestGraphAPIRestriction(t *testing.T) {
 	r := s.Do("POST", "/v1/graph/relations", agent, map[string]any{"subject_id": ana, "predicate": "owns", "object_id": shop, "user_id": "u-ana"})
 	require.Equal(t, 201, r.Status, "%s", r.Body)
 
+	// Writes leave audit rows (the unit of work's), without the names.
+	for action, n := range map[string]int{"resolve-graph-entity": 2, "add-graph-relation": 1} {
+		r := s.Do("GET", "/v1/audit?action="+action, comp, nil)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		require.Len(t, items(t, r), n, action)
+		require.NotContains(t, string(r.Body), "Ana", "the audit log keeps no bodies")
+	}
+
 	require.Equal(t, 201, s.Do("POST", "/v1/gdpr/restrictions/u-ana", comp, map[string]any{"reason": "contested"}).Status)
 	for _, p := range []string{"", "/neighbors", "/history"} {
 		r := s.Do("GET", "/v1/graph/entities/"+ana+p, agent, nil)
