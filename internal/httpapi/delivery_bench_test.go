@@ -185,7 +185,7 @@ func BenchmarkEventDelivery(b *testing.B) {
 	// the offered one only if the generator itself could not keep the schedule.
 	b.ReportMetric(float64(n-1)/max(lastSent.Sub(began).Seconds(), 1e-9), "sent-events/s")
 	b.ReportMetric(float64(okCount.Load())/answered.Sub(began).Seconds(), "achieved-events/s")
-	b.ReportMetric(float64(n-undelivered), "delivered")
+	b.ReportMetric(100*float64(n-undelivered)/float64(n), "delivered-%")
 	b.ReportMetric(float64(errs.Load()), "write-errors")
 	b.ReportMetric(float64(lag.Milliseconds()), "generator-lag-max-ms")
 	b.ReportMetric(float64(lat.pct(0.50).Milliseconds()), "deliver-p50-ms")
