@@ -123,7 +123,7 @@ func BenchmarkEmissionCost(b *testing.B) {
 				}
 			}
 			for deadline := time.Now().Add(15 * time.Second); delivered.Load()-before < want && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // kept: waits (bounded) for the round's deliveries to the receiver
 			}
 			b.Logf("round %d: %d of %d events delivered", i, delivered.Load()-before, want)
 		}
@@ -316,7 +316,7 @@ func startServerProcess(b *testing.B, bin string, env ...string) *serverProcess 
 		}
 		logf.Close()
 	})
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) { // polls a child process
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) { // kept: polls a real child server process for /readyz
 		resp, err := s.client.Get(s.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
