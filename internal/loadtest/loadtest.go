@@ -1,6 +1,7 @@
 // Package loadtest drives a Strata server with a mixed agent workload (vegeta as a library):
 // every simulated agent turn is some mix of resume, context, working-state get and patch,
-// event append, step start and complete, memory search and key-value get. It runs at a
+// event append, step start and complete, memory search and key-value get (and, when the mix
+// asks for them, handoffs, each of which emits one event). It runs at a
 // fixed rate (open loop) or with a fixed number of clients sending back to back (closed
 // loop, --rate 0), for a duration, and reports throughput and p50/p95/p99 per endpoint and
 // errors by status. It sets up its own org, agent keys and data with an admin key, so it
