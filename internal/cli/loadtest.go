@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,8 +94,8 @@ func parseMix(s string) (map[string]int, error) {
 		if !ok || err != nil || n < 0 {
 			return nil, fmt.Errorf("--mix: %q is not endpoint=weight", part)
 		}
-		if _, known := loadtest.DefaultMix[name]; !known {
-			names := make([]string, 0, len(loadtest.DefaultMix))
+		if _, known := loadtest.DefaultMix[name]; !known && !slices.Contains(loadtest.OptionalEndpoints, name) {
+			names := slices.Clone(loadtest.OptionalEndpoints)
 			for k := range loadtest.DefaultMix {
 				names = append(names, k)
 			}
