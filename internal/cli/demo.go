@@ -36,7 +36,7 @@ func (a *app) demoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o.Client, o.URL, o.Key, o.Worker = c, a.url, a.key, workerCommand
+			o.Client, o.URL, o.Key, o.Worker = c, a.url, a.apiKey(), workerCommand
 			bar := a.newBar(int64(len(demo.Plan())), "media job")
 			o.Progress = func(done, _ int) { bar.Set(int64(done)) }
 			// The timeline's lines go above the bar: on a terminal the bar is cleared
