@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -142,4 +143,35 @@ func TestOneLogLinePerRequestWithoutBodies(t *testing.T) {
 	require.Contains(t, line, `"status":201`)
 	require.NotContains(t, s.Logs(), "body-marker-7781")
 	require.NotContains(t, s.Logs(), r.Map(t)["key"])
+}
+
+// The access log names the caller of every authenticated request (authentication runs
+// inside the logging middleware), on successes and refusals alike.
+func TestAccessLogNamesTheCaller(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Env("STRATA_LOG_LEVEL", "info"))
+	admin := s.NewKey("acme-log", "admin")
+	agent := s.NewKey("acme-log", "agent")
+	require.Equal(t, 200, s.Do("GET", "/v1/admin/keys", admin, nil, "X-Request-Id", "log-caller-200").Status)
+	require.Equal(t, 403, s.Do("GET", "/v1/admin/keys", agent, nil, "X-Request-Id", "log-caller-403").Status)
+	require.Equal(t, 401, s.Do("GET", "/v1/admin/keys", "sk_unknown", nil, "X-Request-Id", "log-caller-401").Status)
+
+	lines := map[string]map[string]any{}
+	for _, l := range strings.Split(s.Logs(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil || m["msg"] != "request" {
+			continue
+		}
+		if id, _ := m["request_id"].(string); strings.HasPrefix(id, "log-caller-") {
+			lines[id] = m
+		}
+	}
+	require.Len(t, lines, 3, s.Logs())
+	for _, id := range []string{"log-caller-200", "log-caller-403"} {
+		require.Equal(t, "acme-log", lines[id]["org_id"], id)
+		require.NotEmpty(t, lines[id]["key_id"], id)
+		require.NotContains(t, []any{admin, agent}, lines[id]["key_id"], "the key id, never the secret")
+	}
+	require.NotEqual(t, lines["log-caller-200"]["key_id"], lines["log-caller-403"]["key_id"])
+	require.Empty(t, lines["log-caller-401"]["org_id"], "an unauthenticated request names no org")
 }

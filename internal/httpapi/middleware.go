@@ -30,7 +30,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		// The console calls the API in-process for a principal it resolved from its session
 		// (internal/console): a context value no HTTP client can set.
 		if p, ok := auth.InProcessPrincipal(r.Context()); ok {
-			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+			next.ServeHTTP(w, r.WithContext(httpops.WithCaller(r.Context(), p)))
 			return
 		}
 		h := r.Header.Get("Authorization")
@@ -58,7 +58,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if via := auth.ViaOf(r.Context()); via != "" {
 			p.Via = via // an in-process call of the MCP server or the Mem0 API
 		}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		next.ServeHTTP(w, r.WithContext(httpops.WithCaller(r.Context(), p)))
 	})
 }
 

@@ -89,6 +89,22 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// callerSlot is where authentication, which runs inside Observe, leaves the caller for the
+// access log line that Observe writes once the request is done: the authenticated request's
+// context is not the one Observe holds, so the principal travels back through this pointer.
+type callerSlot struct{ p auth.Principal }
+
+type callerSlotKey struct{}
+
+// WithCaller attaches the authenticated caller to ctx (auth.WithPrincipal) and tells the
+// enclosing Observe, so the request's log line names its org_id and key_id.
+func WithCaller(ctx context.Context, p auth.Principal) context.Context {
+	if slot, ok := ctx.Value(callerSlotKey{}).(*callerSlot); ok {
+		slot.p = p
+	}
+	return auth.WithPrincipal(ctx, p)
+}
+
 // Observe logs one line per request (ids, route, status, timing; never a body or a
 // parameter value) and records the request metrics; it turns a panic into a 500 problem
 // that names the request id and nothing else, and bounds each request by timeout.
@@ -97,6 +113,7 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			sw := &statusWriter{ResponseWriter: w}
+			slot := &callerSlot{}
 			defer func() {
 				if rec := recover(); rec != nil {
 					if rec == http.ErrAbortHandler {
@@ -119,7 +136,10 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 				d := time.Since(start)
 				m.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
 				m.duration.WithLabelValues(r.Method, route).Observe(d.Seconds())
-				p, _ := auth.FromContext(r.Context())
+				p := slot.p
+				if p.OrgID == "" { // a caller attached before Observe ran (an in-process request)
+					p, _ = auth.FromContext(r.Context())
+				}
 				level := slog.LevelInfo
 				if status >= 500 {
 					level = slog.LevelError
@@ -134,7 +154,7 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 						"org_id", p.OrgID, "key_id", p.KeyID)
 				}
 			}()
-			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callerSlotKey{}, slot), timeout)
 			defer cancel()
 			next.ServeHTTP(sw, r.WithContext(ctx))
 		})
