@@ -93,7 +93,11 @@ func explain(err error) string {
 		case 401:
 			hint = " — check STRATA_API_KEY (--api-key): it is missing, unknown or revoked"
 		case 403:
-			hint = " — this key's role may not do this; use a key with the right role (agent, compliance or admin)"
+			// The server names the key the call needs ("it needs a compliance key"); a 403
+			// for other reasons (a restricted data subject) says why itself.
+			if strings.Contains(e.Detail, "it needs ") {
+				hint = " — use such a key (an admin creates one with `strata keys create --role <role>`)"
+			}
 		case 404:
 			hint = " — nothing with that id exists in this key's org"
 		case 409:
