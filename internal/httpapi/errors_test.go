@@ -175,3 +175,59 @@ func TestAccessLogNamesTheCaller(t *testing.T) {
 	require.NotEqual(t, lines["log-caller-200"]["key_id"], lines["log-caller-403"]["key_id"])
 	require.Empty(t, lines["log-caller-401"]["org_id"], "an unauthenticated request names no org")
 }
+
+// A problem names the field and what to do, and never repeats what was submitted: a large
+// body (personal data, say) does not come back in its 4xx.
+func TestProblemsNameTheFieldNotTheValue(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	agent := s.NewKey("acme-problems", "agent")
+	marker := "personal-data-marker-"
+	big := marker + strings.Repeat("x", 900<<10)
+
+	small := func(r *apptest.Response) map[string]any {
+		t.Helper()
+		require.Less(t, len(r.Body), 4096, "the problem does not echo the body: %.300s", r.Body)
+		require.NotContains(t, string(r.Body), marker)
+		return r.Map(t)
+	}
+	detail := func(m map[string]any) string { return fmt.Sprint(m["detail"]) }
+
+	// Validation failures with a 900 KB field beside them: huma would echo the whole body
+	// (or the field) as errors[].value.
+	r := s.Do("POST", "/v1/memories", agent, map[string]any{"text": big, "bogus": 1})
+	requireProblem(t, r, 422, "")
+	small(r)
+	r = s.Do("PUT", "/v1/kv/ns/k", agent, map[string]any{"user_id": big})
+	requireProblem(t, r, 422, "body.value")
+	small(r)
+	r = s.Do("POST", "/v1/jobs/j/steps/t/start", agent, map[string]any{"lease_seconds": 10, "input": map[string]any{"tool": big}})
+	requireProblem(t, r, 422, "body.owner")
+	small(r)
+
+	// Malformed JSON: 400 says so, and where; the body is not repeated.
+	r = s.Do("POST", "/v1/memories", agent, `{"text": "`+big+`",`+"\n"+`  }`)
+	requireProblem(t, r, 400, "body")
+	m := small(r)
+	require.Contains(t, detail(m), "malformed JSON at line 2, column 3")
+
+	// Not JSON: 415 says what to send.
+	r = s.Do("POST", "/v1/memories", agent, `text=`+big, "Content-Type", "application/x-www-form-urlencoded")
+	requireProblem(t, r, 415, "header.Content-Type")
+	require.Contains(t, detail(small(r)), "Content-Type: application/json")
+
+	// Too large: 413 says how to split it and which setting raises the limit.
+	r = s.Do("POST", "/v1/memories", agent, map[string]any{"text": big + strings.Repeat("y", 200<<10)})
+	requireProblem(t, r, 413, "")
+	m = small(r)
+	require.Contains(t, detail(m), "split it")
+	require.Contains(t, detail(m), "STRATA_MAX_BODY_BYTES")
+
+	// Wrong role: 403 names the key needed.
+	r = s.Do("GET", "/v1/admin/keys", agent, nil)
+	requireProblem(t, r, 403, "")
+	require.Contains(t, detail(r.Map(t)), "it needs an admin key")
+	r = s.Do("GET", "/v1/audit", agent, nil)
+	requireProblem(t, r, 403, "")
+	require.Contains(t, detail(r.Map(t)), "it needs a compliance key (or an admin key)")
+}

@@ -423,7 +423,7 @@ func TestJobBadInput(t *testing.T) {
 		{"POST", "/v1/jobs/j/steps/bad$id/start", map[string]any{"owner": "a"}, 422, "path.step", nil},
 		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"owner": "a", "lease_seconds": 0}, 422, "body.lease_seconds", nil},
 		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"owner": "a", "lease_seconds": 86401}, 422, "body.lease_seconds", nil},
-		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"lease_seconds": 10}, 422, "body", nil}, // "expected required property owner"
+		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"lease_seconds": 10}, 422, "body.owner", nil}, // a missing property is located at itself
 		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"owner": "a", "input": map[string]any{"params": map[string]any{"k": "\u0000"}}}, 422, "body.input.params.k", nil},
 		{"POST", "/v1/jobs/j/steps/s/fail", map[string]any{"fencing_token": 1, "error": "e", "disposition": "shrug"}, 422, "body.disposition", nil},
 		{"POST", "/v1/jobs/j/steps/s/complete", map[string]any{"fencing_token": 0}, 422, "body.fencing_token", nil},

@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -20,6 +23,75 @@ func scrubInternal(_ huma.Context, _ string, v any) (any, error) {
 		em.Detail, em.Errors = httpops.InternalDetail, nil
 	}
 	return v, nil
+}
+
+// clarifyProblems is a response transformer for the problems huma writes itself when a
+// request fails validation ("validation failed"), before any handler runs:
+//   - no detail repeats what was submitted (huma puts the offending value, often the whole
+//     body, in errors[].value: a 900 KB body would come back in a 900 KB problem, personal
+//     data included) — the location names the field instead;
+//   - a missing required property is located at the property ("body.text"), not at the
+//     object that lacks it ("body");
+//   - 400 says the JSON is malformed and where (jsonFormat's message), 415 says to send
+//     application/json.
+func clarifyProblems(ctx huma.Context, _ string, v any) (any, error) {
+	em, ok := v.(*huma.ErrorModel)
+	if !ok || em.Detail != "validation failed" {
+		return v, nil
+	}
+	for _, d := range em.Errors {
+		d.Value = nil
+		var name string
+		if _, err := fmt.Sscanf(d.Message, "expected required property %s to be present", &name); err == nil && name != "" {
+			if d.Location == "" {
+				d.Location = "body"
+			}
+			d.Location += "." + name
+			d.Message = "is required"
+		}
+	}
+	switch em.Status {
+	case http.StatusBadRequest:
+		em.Detail = "the request body is not valid JSON"
+		for _, d := range em.Errors {
+			if d.Location == "body" && d.Message != "" {
+				em.Detail = d.Message
+				break
+			}
+		}
+	case http.StatusUnsupportedMediaType:
+		got := ctx.Header("Content-Type")
+		em.Detail = "send the request body as JSON with Content-Type: application/json (this request's was " + fmt.Sprintf("%q", got) + ")"
+		for _, d := range em.Errors {
+			d.Location, d.Message = "header.Content-Type", "must be application/json"
+		}
+	}
+	return v, nil
+}
+
+// jsonFormat is huma's JSON format with a syntax error that says where: "malformed JSON at
+// line 3, column 7: invalid character '}' looking for beginning of object key string".
+var jsonFormat = huma.Format{
+	Marshal: huma.DefaultJSONFormat.Marshal,
+	Unmarshal: func(data []byte, v any) error {
+		err := json.Unmarshal(data, v)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := lineColumn(data, se.Offset)
+			return fmt.Errorf("malformed JSON at line %d, column %d (byte %d): %s", line, col, se.Offset, se.Error())
+		}
+		return err
+	},
+}
+
+// lineColumn finds the line and column (both from 1) of the byte before offset, where
+// encoding/json reports a syntax error.
+func lineColumn(data []byte, offset int64) (line, col int) {
+	at := int(min(max(offset-1, 0), int64(len(data))))
+	before := data[:at]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = at - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return line, col
 }
 
 // problem turns a tier error into the huma error the client sees, logging what the client
