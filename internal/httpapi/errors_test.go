@@ -231,3 +231,26 @@ func TestProblemsNameTheFieldNotTheValue(t *testing.T) {
 	requireProblem(t, r, 403, "")
 	require.Contains(t, detail(r.Map(t)), "it needs a compliance key (or an admin key)")
 }
+
+// An unexpected property's problem lists the properties allowed where it was found.
+func TestUnexpectedPropertyListsTheAllowedOnes(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	agent := s.NewKey("acme-props", "agent")
+	message := func(r *apptest.Response, location string) string {
+		t.Helper()
+		requireProblem(t, r, 422, location)
+		for _, e := range r.Map(t)["errors"].([]any) {
+			if e := e.(map[string]any); e["location"] == location {
+				return fmt.Sprint(e["message"])
+			}
+		}
+		return ""
+	}
+	r := s.Do("POST", "/v1/jobs/j/steps/s/start", agent, map[string]any{"owner": "w", "input": map[string]any{"tool": "ffmpeg", "args": []string{"-y"}}})
+	require.Equal(t, "unexpected property; allowed: model, params, tool", message(r, "body.input.args"))
+	r = s.Do("POST", "/v1/memories", agent, map[string]any{"text": "ok", "org_id": "other"})
+	require.Contains(t, message(r, "body.org_id"), "allowed: agent_id, ")
+	r = s.Do("POST", "/v1/jobs/j/events", agent, []map[string]any{{"op": "a"}, {"op": "b", "colour": 1}})
+	require.Contains(t, message(r, "body[1].colour"), "allowed: ")
+}

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -33,14 +35,25 @@ func scrubInternal(_ huma.Context, _ string, v any) (any, error) {
 //   - a missing required property is located at the property ("body.text"), not at the
 //     object that lacks it ("body");
 //   - 400 says the JSON is malformed and where (jsonFormat's message), 415 says to send
-//     application/json.
-func clarifyProblems(ctx huma.Context, _ string, v any) (any, error) {
+//     application/json;
+//   - an unexpected property's problem lists the properties allowed there (reg resolves the
+//     body schema's references).
+func clarifyProblems(reg huma.Registry) huma.Transformer {
+	return func(ctx huma.Context, _ string, v any) (any, error) { return clarifyProblem(ctx, reg, v), nil }
+}
+
+func clarifyProblem(ctx huma.Context, reg huma.Registry, v any) any {
 	em, ok := v.(*huma.ErrorModel)
 	if !ok || em.Detail != "validation failed" {
-		return v, nil
+		return v
 	}
 	for _, d := range em.Errors {
 		d.Value = nil
+		if d.Message == "unexpected property" {
+			if allowed := allowedProperties(reg, ctx.Operation(), d.Location); len(allowed) > 0 {
+				d.Message = "unexpected property; allowed: " + strings.Join(allowed, ", ")
+			}
+		}
 		var name string
 		if _, err := fmt.Sscanf(d.Message, "expected required property %s to be present", &name); err == nil && name != "" {
 			if d.Location == "" {
@@ -66,32 +79,59 @@ func clarifyProblems(ctx huma.Context, _ string, v any) (any, error) {
 			d.Location, d.Message = "header.Content-Type", "must be application/json"
 		}
 	}
-	return v, nil
+	return v
+}
+
+// allowedProperties lists the properties the request body's schema allows in the object
+// that holds the property at location ("body.input.bogus" → the properties of input),
+// sorted; nil when the schema cannot be followed there.
+func allowedProperties(reg huma.Registry, op *huma.Operation, location string) []string {
+	rest, ok := strings.CutPrefix(location, "body.")
+	if op == nil || op.RequestBody == nil || !ok {
+		return nil
+	}
+	mt := op.RequestBody.Content["application/json"]
+	if mt == nil || mt.Schema == nil {
+		return nil
+	}
+	resolve := func(sc *huma.Schema) *huma.Schema {
+		if sc != nil && sc.Ref != "" {
+			return reg.SchemaFromRef(sc.Ref)
+		}
+		return sc
+	}
+	sc := resolve(mt.Schema)
+	segs := strings.Split(rest, ".")
+	for _, seg := range segs[:len(segs)-1] {
+		name, idx, _ := strings.Cut(seg, "[")
+		if sc = resolve(sc); sc == nil {
+			return nil
+		}
+		if name != "" {
+			sc = resolve(sc.Properties[name])
+		}
+		for ; idx != "" && sc != nil; _, idx, _ = strings.Cut(idx, "[") {
+			sc = resolve(sc.Items)
+		}
+	}
+	if sc = resolve(sc); sc == nil || len(sc.Properties) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(sc.Properties))
 }
 
 // jsonFormat is huma's JSON format with a syntax error that says where: "malformed JSON at
-// line 3, column 7: invalid character '}' looking for beginning of object key string".
+// line 3, column 7 (byte 42): invalid character '}' looking for beginning of object key string".
 var jsonFormat = huma.Format{
 	Marshal: huma.DefaultJSONFormat.Marshal,
 	Unmarshal: func(data []byte, v any) error {
 		err := json.Unmarshal(data, v)
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			line, col := lineColumn(data, se.Offset)
-			return fmt.Errorf("malformed JSON at line %d, column %d (byte %d): %s", line, col, se.Offset, se.Error())
+			return errors.New(strata.MalformedJSON(data, err))
 		}
 		return err
 	},
-}
-
-// lineColumn finds the line and column (both from 1) of the byte before offset, where
-// encoding/json reports a syntax error.
-func lineColumn(data []byte, offset int64) (line, col int) {
-	at := int(min(max(offset-1, 0), int64(len(data))))
-	before := data[:at]
-	line = bytes.Count(before, []byte("\n")) + 1
-	col = at - (bytes.LastIndexByte(before, '\n') + 1) + 1
-	return line, col
 }
 
 // problem turns a tier error into the huma error the client sees, logging what the client
