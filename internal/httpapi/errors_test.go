@@ -146,7 +146,8 @@ func TestOneLogLinePerRequestWithoutBodies(t *testing.T) {
 }
 
 // The access log names the caller of every authenticated request (authentication runs
-// inside the logging middleware), on successes and refusals alike.
+// inside the logging middleware), on successes and refusals alike, and an outer request
+// served by in-process calls of the API (the Mem0 API) the caller those found.
 func TestAccessLogNamesTheCaller(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t, apptest.Env("STRATA_LOG_LEVEL", "info"))
@@ -155,25 +156,35 @@ func TestAccessLogNamesTheCaller(t *testing.T) {
 	require.Equal(t, 200, s.Do("GET", "/v1/admin/keys", admin, nil, "X-Request-Id", "log-caller-200").Status)
 	require.Equal(t, 403, s.Do("GET", "/v1/admin/keys", agent, nil, "X-Request-Id", "log-caller-403").Status)
 	require.Equal(t, 401, s.Do("GET", "/v1/admin/keys", "sk_unknown", nil, "X-Request-Id", "log-caller-401").Status)
+	r := s.Do("GET", "/mem0/v1/memories/?user_id=u1", "", nil, "Authorization", "Token "+agent, "X-Request-Id", "log-caller-mem0")
+	require.Equal(t, 200, r.Status, string(r.Body))
 
-	lines := map[string]map[string]any{}
+	lines := map[string][]map[string]any{}
 	for _, l := range strings.Split(s.Logs(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) != nil || m["msg"] != "request" {
 			continue
 		}
 		if id, _ := m["request_id"].(string); strings.HasPrefix(id, "log-caller-") {
-			lines[id] = m
+			lines[id] = append(lines[id], m)
 		}
 	}
-	require.Len(t, lines, 3, s.Logs())
-	for _, id := range []string{"log-caller-200", "log-caller-403"} {
-		require.Equal(t, "acme-log", lines[id]["org_id"], id)
-		require.NotEmpty(t, lines[id]["key_id"], id)
-		require.NotContains(t, []any{admin, agent}, lines[id]["key_id"], "the key id, never the secret")
+	for _, id := range []string{"log-caller-200", "log-caller-403", "log-caller-401"} {
+		require.Len(t, lines[id], 1, id)
 	}
-	require.NotEqual(t, lines["log-caller-200"]["key_id"], lines["log-caller-403"]["key_id"])
-	require.Empty(t, lines["log-caller-401"]["org_id"], "an unauthenticated request names no org")
+	require.Len(t, lines["log-caller-mem0"], 2, "the /mem0 request and the /v1 call it made")
+	keyIDs := map[string]any{}
+	for _, id := range []string{"log-caller-200", "log-caller-403", "log-caller-mem0"} {
+		for _, l := range lines[id] {
+			require.Equal(t, "acme-log", l["org_id"], "%s %s", id, l["route"])
+			require.NotEmpty(t, l["key_id"], "%s %s", id, l["route"])
+			require.NotContains(t, []any{admin, agent}, l["key_id"], "the key id, never the secret")
+			keyIDs[id] = l["key_id"]
+		}
+	}
+	require.NotEqual(t, keyIDs["log-caller-200"], keyIDs["log-caller-403"])
+	require.Equal(t, keyIDs["log-caller-403"], keyIDs["log-caller-mem0"], "the same agent key")
+	require.Empty(t, lines["log-caller-401"][0]["org_id"], "an unauthenticated request names no org")
 }
 
 // A problem names the field and what to do, and never repeats what was submitted: a large
