@@ -74,6 +74,9 @@ func clarifyProblem(ctx huma.Context, reg huma.Registry, v any) any {
 		}
 	case http.StatusUnsupportedMediaType:
 		got := ctx.Header("Content-Type")
+		if len(got) > 80 { // a media type, not a place to hand text back
+			got = got[:80] + "…"
+		}
 		em.Detail = "send the request body as JSON with Content-Type: application/json (this request's was " + fmt.Sprintf("%q", got) + ")"
 		for _, d := range em.Errors {
 			d.Location, d.Message = "header.Content-Type", "must be application/json"
