@@ -287,8 +287,8 @@ func TestForkSharesHistoryAndEvents(t *testing.T) {
 	appendEvents("p", "outline", "draft")
 	require.Equal(t, 201, s.Do("PUT", "/v1/jobs/p/checkpoint", k, map[string]any{"next_action": "review"}).Status)
 	appendEvents("p", "review")
-	r := s.Do("PUT", "/v1/jobs/p/checkpoint", k, map[string]any{"next_action": "publish"})
-	require.Equal(t, 201, r.Status)
+	r := s.Do("PUT", "/v1/jobs/p/checkpoint", k, map[string]any{"next_action": "publish"}, "If-Match", `"1"`)
+	require.Equal(t, 201, r.Status, string(r.Body))
 	require.EqualValues(t, 3, r.Map(t)["event_seq"])
 
 	r = s.Do("POST", "/v1/jobs/p/checkpoints/1/fork", k, map[string]any{"new_job_id": "p-alt"})
