@@ -233,6 +233,10 @@ func TestProblemsNameTheFieldNotTheValue(t *testing.T) {
 	m = small(r)
 	require.Contains(t, detail(m), "split it")
 	require.Contains(t, detail(m), "STRATA_MAX_BODY_BYTES")
+	// A field over its own limit says which setting that is.
+	r = s.Do("PUT", "/v1/kv/ns/big", agent, map[string]any{"value": marker + strings.Repeat("v", 70<<10)})
+	requireProblem(t, r, 413, "body.value")
+	require.Contains(t, fmt.Sprint(small(r)["errors"]), "STRATA_KV_MAX_VALUE_BYTES")
 
 	// Wrong role: 403 names the key needed.
 	r = s.Do("GET", "/v1/admin/keys", agent, nil)
