@@ -193,6 +193,11 @@ func (b *Bar) Redraw() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.redraw()
+}
+
+// redraw is Redraw with b.mu held.
+func (b *Bar) redraw() {
 	if b.tty != nil && !b.done {
 		if b.synced != b.cur {
 			b.sync()
@@ -246,9 +251,13 @@ type above struct {
 }
 
 func (a above) Write(p []byte) (int, error) {
-	a.b.Clear()
+	// Under the bar's lock throughout: a trailing draw (draw's timer) must not land between
+	// the clearing and the line.
+	a.b.mu.Lock()
+	defer a.b.mu.Unlock()
+	_ = a.b.tty.Clear()
 	n, err := a.w.Write(p)
-	a.b.Redraw()
+	a.b.redraw()
 	return n, err
 }
 
