@@ -458,7 +458,8 @@ func randomHex(n int) string {
 }
 
 // call is one setup request; it fails unless the status is want (or any 2xx if want 0).
-func call(ctx context.Context, c *http.Client, method, url, key string, body any, want int) ([]byte, int, error) {
+// call sends one request (hdr: extra header name/value pairs) and wants status want (0: any 2xx).
+func call(ctx context.Context, c *http.Client, method, url, key string, body any, want int, hdr ...string) ([]byte, int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -474,6 +475,9 @@ func call(ctx context.Context, c *http.Client, method, url, key string, body any
 	req.Header.Set("Authorization", "Bearer "+key)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := c.Do(req)
 	if err != nil {

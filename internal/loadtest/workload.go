@@ -218,17 +218,20 @@ func setupAgent(ctx context.Context, c *http.Client, base string, a *agent) erro
 		for s := range 5 {
 			steps = append(steps, fmt.Sprintf("setup-%d", s))
 		}
+		// The checkpoint is written over whatever a previous run against the same org left
+		// (If-Match: *, the explicit overwrite; without it the server answers 428 then).
 		reqs := []struct {
 			method, path string
 			body         any
+			hdr          []string
 		}{
-			{"PUT", "/v1/jobs/" + job, map[string]any{"goal": "edit the launch video for " + a.user, "user_id": a.user, "agent_id": a.id}},
+			{"PUT", "/v1/jobs/" + job, map[string]any{"goal": "edit the launch video for " + a.user, "user_id": a.user, "agent_id": a.id}, nil},
 			{"PUT", "/v1/jobs/" + job + "/checkpoint", map[string]any{"goal": "edit the launch video", "current_step": "colour",
 				"done": steps, "pending": []string{"export"}, "next_action": "grade the second scene",
-				"state": map[string]any{"scene": 2, "lut": "kodak", "notes": strings.Repeat("n", 200)}}},
+				"state": map[string]any{"scene": 2, "lut": "kodak", "notes": strings.Repeat("n", 200)}}, []string{"If-Match", "*"}},
 		}
 		for _, r := range reqs {
-			if _, _, err := call(ctx, c, r.method, base+r.path, a.key, r.body, 0); err != nil {
+			if _, _, err := call(ctx, c, r.method, base+r.path, a.key, r.body, 0, r.hdr...); err != nil {
 				return err
 			}
 		}
