@@ -22,8 +22,8 @@ beforeAll(async () => {
 });
 afterAll(async () => { await browser?.close(); });
 
-async function api(method, path, key, body) {
-  const r = await fetch(base + path, { method, headers: { Authorization: "Bearer " + key, "Content-Type": "application/json" },
+async function api(method, path, key, body, headers = {}) {
+  const r = await fetch(base + path, { method, headers: { Authorization: "Bearer " + key, "Content-Type": "application/json", ...headers },
     body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await r.text();
   if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
@@ -252,7 +252,7 @@ describe("console", () => {
     await api("POST", `/v1/jobs/${job}/steps/render/fail`, keys.agent, { fencing_token: claim.fencing_token, error: P, disposition: "retryable" });
     await api("POST", `/v1/jobs/${job}/steps/render/start`, keys.agent, { owner: "w2", input: { params: { q: P } } });
     await api("PUT", `/v1/jobs/${job}/checkpoint`, keys.agent, { current_step: P.slice(0, 200), next_action: P, state: { v: P } });
-    await api("PUT", `/v1/jobs/${job}/checkpoint`, keys.agent, { current_step: "two", next_action: P, state: { v: P + "2" } });
+    await api("PUT", `/v1/jobs/${job}/checkpoint`, keys.agent, { current_step: "two", next_action: P, state: { v: P + "2" } }, { "If-Match": '"1"' });
     await api("POST", `/v1/admin/keys`, keys.admin, { role: "agent", name: P.slice(0, 200) });
     await api("POST", "/v1/memories", keys.agent, { text: "to be erased", user_id: gone });
     const erasure = await api("POST", "/v1/gdpr/erasures", keys.compliance, { user_id: gone, reason: P });
