@@ -229,6 +229,7 @@ describe("console", () => {
     expect(await page.locator(".results script, .results img").count()).toBe(0);
     const bd = await first.locator("table.breakdown").textContent();
     for (const f of ["Score", "RRF", "Vector similarity", "Text score", "Recency", "Importance"]) expect(bd).toContain(f);
+    expect(bd).not.toContain("()"); // a leg that did not find it says so, no empty rank
     await shot(page, "memories");
     // A memory's page shows its versions and provenance, escaped too.
     await page.locator(".result", { hasText: "window.__pwned" }).getByRole("link").first().click();
