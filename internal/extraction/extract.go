@@ -170,6 +170,9 @@ type Entity struct {
 	// What applying it did (absent on a dry run).
 	Result   string     `json:"result,omitempty" enum:"created,resolved" doc:"created: a new entity; resolved: a known entity (by name or alias, embedding similarity, or the model's ref) took the forms it did not know."`
 	EntityID *uuid.UUID `json:"entity_id,omitempty"`
+	// Merged are known entities this answer showed to be the same one (its forms named each
+	// of them): merged into EntityID, kept as tombstones.
+	Merged []uuid.UUID `json:"merged,omitempty" doc:"Known entities the answer showed to be this one (its name and aliases named each), merged into it."`
 
 	known  *uuid.UUID // the entity the model's ref named
 	vector []float32
@@ -620,6 +623,9 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 			aliases = append([]string{name}, aliases...)
 			name = target.Name
 		}
+		if e.Merged, err = x.mergeNamed(ctx, tx, r.Org, sc, target, name, aliases); err != nil {
+			return err
+		}
 		in := graph.ResolveInput{Scope: sc, Name: name, Type: e.Type, Aliases: aliases, Summary: e.Summary,
 			SourceMemoryID: sources[i]}
 		// A vector of a bare name must not replace a known entity's name + summary vector.
@@ -675,6 +681,56 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 		}
 	}
 	return nil
+}
+
+// mergeNamed merges the known entities of sc that name and aliases name — "Ana Silva"
+// with the alias "Ana" when "Ana" and "Ana Silva" were resolved apart earlier — into one, so
+// Resolve then finds a single entity: the model's answer is that they are the same. The
+// survivor is target (the model's ref or the similar entity), else the entity whose name
+// is name, else the oldest. The caller holds the scope's lock.
+func (x *Extractor) mergeNamed(ctx context.Context, tx pgx.Tx, org string, sc strata.Scope, target *graph.Entity,
+	name string, aliases []string) ([]uuid.UUID, error) {
+	var found []graph.Entity
+	seen := map[uuid.UUID]bool{}
+	if target != nil {
+		found, seen[target.ID] = append(found, *target), true
+	}
+	for _, f := range append([]string{name}, aliases...) {
+		es, err := x.Graph.Lookup(ctx, tx, org, graph.LookupQuery{Name: f, Scope: &sc, Limit: 20})
+		if err != nil {
+			return nil, fmt.Errorf("extraction: looking up an entity: %w", err)
+		}
+		for _, g := range es {
+			if !seen[g.ID] && g.UserID == sc.UserID && g.AgentID == sc.AgentID && g.SessionID == sc.SessionID {
+				found, seen[g.ID] = append(found, g), true
+			}
+		}
+	}
+	if len(found) < 2 {
+		return nil, nil
+	}
+	survivor := found[0]
+	if target == nil {
+		slices.SortStableFunc(found, func(a, b graph.Entity) int { return a.CreatedAt.Compare(b.CreatedAt) })
+		survivor = found[0]
+		for _, g := range found {
+			if graph.Normalize(g.Name) == graph.Normalize(name) {
+				survivor = g
+				break
+			}
+		}
+	}
+	var merged []uuid.UUID
+	for _, g := range found {
+		if g.ID == survivor.ID {
+			continue
+		}
+		if _, err := x.Graph.Merge(ctx, tx, org, survivor.ID, g.ID); err != nil {
+			return nil, fmt.Errorf("extraction: merging entities the answer named as one: %w", err)
+		}
+		merged = append(merged, g.ID)
+	}
+	return merged, nil
 }
 
 // relationMemory is the memory version written by the decision relation i came with (nil:

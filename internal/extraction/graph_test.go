@@ -377,3 +377,38 @@ func TestExtractionGraphDryRun(t *testing.T) {
 	require.NotNil(t, d.Relations[0].RelationID)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM graph_relations WHERE org_id = $1 AND created_by_key = 'key_caller'`, org))
 }
+
+// TestExtractionMergesWhatTheAnswerNamesAsOne: "Ana" and "Ana Silva" met apart are two
+// entities; an answer naming "Ana Silva" with the alias "Ana" merges them (the relations
+// follow, the other stays as a tombstone).
+func TestExtractionMergesWhatTheAnswerNamesAsOne(t *testing.T) {
+	t.Parallel()
+	answers := []func(p llmtest.Prompt) string{
+		func(p llmtest.Prompt) string {
+			return llmtest.GraphAnswer(nil, []llmtest.E{{Name: "Ana", Type: "person"}},
+				[]llmtest.R{{Subject: "Ana", Predicate: "likes", Value: "coffee", Decision: -1, Turns: p.Doc.Seqs()}})
+		},
+		func(p llmtest.Prompt) string {
+			return llmtest.GraphAnswer(nil, []llmtest.E{{Name: "Ana Silva", Type: "person"}},
+				[]llmtest.R{{Subject: "Ana Silva", Predicate: "lives_in", Value: "Lisbon", Decision: -1, Turns: p.Doc.Seqs()}})
+		},
+		func(p llmtest.Prompt) string {
+			return llmtest.GraphAnswer(nil, []llmtest.E{{Name: "Ana Silva", Type: "person", Aliases: []string{"Ana"}}}, nil)
+		},
+	}
+	e := newEnv(t, script(answers...))
+	for i := range answers {
+		e.say(fmt.Sprintf("s%d", i), "u1", "Ana.")
+		_, err := e.x.RunSession(e.ctx, org, fmt.Sprintf("s%d", i))
+		require.NoError(t, err)
+		if i == 1 {
+			require.Len(t, e.entities("u1"), 2, "names alone do not say they are one")
+		}
+	}
+	ents := e.entities("u1")
+	require.Len(t, ents, 1)
+	ana := ents["Ana Silva"]
+	require.Equal(t, []string{"Ana"}, ana.Aliases)
+	require.Len(t, e.about(ana.ID, graph.AsOf{}).Relations, 2)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM graph_entities WHERE org_id = $1 AND merged_into = $2`, org, ana.ID))
+}
