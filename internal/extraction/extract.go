@@ -142,6 +142,11 @@ type Request struct {
 	KeyID string
 	// Model overrides the org's model (the org policy's extraction.model, else the server's).
 	Model string
+
+	// Set by ExtractGraph: the graph is written in this exact scope (a memory's), every
+	// relation with this memory as its source, and the answer's decisions are not applied.
+	graphScope   *strata.Scope
+	sourceMemory *uuid.UUID
 }
 
 // Decision is one thing the model decided, and what applying it did.
@@ -222,6 +227,9 @@ func (d Decisions) Counts() map[string]int {
 // factScope is where a request's facts live: the user's level when there is a user (facts
 // outlive the session), otherwise the session's own scope.
 func (r Request) factScope() strata.Scope {
+	if r.graphScope != nil {
+		return *r.graphScope
+	}
 	if r.UserID != "" {
 		return strata.Scope{OrgID: r.Org, UserID: r.UserID}
 	}
@@ -458,6 +466,41 @@ func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decision
 	return out, nil
 }
 
+// GraphMemory is a memory whose entities and relations ExtractGraph adds to the graph.
+type GraphMemory struct {
+	Scope    strata.Scope // the memory's scope: the graph is written in it
+	MemoryID uuid.UUID
+	Text     string
+	KeyID    string // the writer (provenance; quarantine by key)
+	AgentID  string // the writing agent (provenance; quarantine by agent)
+}
+
+// ExtractGraph asks the model, in one call, for the entities and relations of one memory's
+// text (POST /v1/memories with "graph": true) and writes them on tx in the memory's exact
+// scope, every relation with the memory as its source. The answer's memory decisions are
+// discarded: the caller wrote the memory itself. A restricted subject is
+// strata.ErrRestricted before any call; a malformed answer is ErrMalformed and nothing is
+// written.
+func (x *Extractor) ExtractGraph(ctx context.Context, tx pgx.Tx, m GraphMemory) (Decisions, error) {
+	if x.Graph == nil {
+		return Decisions{}, errors.New("extraction: no graph store")
+	}
+	sc := m.Scope
+	r := Request{Org: sc.OrgID, UserID: sc.UserID, AgentID: cmpOr(m.AgentID, sc.AgentID), SessionID: sc.SessionID,
+		KeyID: m.KeyID, Turns: []Turn{{Seq: 1, Role: "user", Content: m.Text, WrittenBy: m.KeyID}},
+		graphScope: &sc, sourceMemory: &m.MemoryID}
+	d, err := x.Extract(ctx, tx, r)
+	if err != nil {
+		return d, err
+	}
+	d.Decisions = []Decision{}
+	if err := x.applyGraph(ctx, tx, r, &d); err != nil {
+		return d, err
+	}
+	d.Applied = true
+	return d, nil
+}
+
 // entityText is what an entity's embedding is made of: its name and summary.
 func entityText(e Entity) string {
 	if e.Summary == "" {
@@ -602,7 +645,7 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 	// The memory each entity came with: the first relation naming it that came with a decision.
 	sources := make([]*uuid.UUID, len(d.Entities))
 	for i := range d.Relations {
-		m := x.relationMemory(d, i)
+		m := x.relationMemory(r, d, i)
 		for _, at := range []int{d.Relations[i].subj, d.Relations[i].obj} {
 			if m != nil && at >= 0 && sources[at] == nil {
 				sources[at] = m
@@ -651,7 +694,7 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 		rel := &d.Relations[i]
 		in := graph.RelationInput{Scope: sc, SubjectID: *d.Entities[rel.subj].EntityID, Predicate: rel.Predicate,
 			Functional: rel.Functional, Fact: rel.Fact, ValidFrom: rel.ValidFrom,
-			Provenance: graph.Provenance{MemoryID: x.relationMemory(d, i), KeyID: rel.writer, AgentID: r.AgentID}}
+			Provenance: graph.Provenance{MemoryID: x.relationMemory(r, d, i), KeyID: rel.writer, AgentID: r.AgentID}}
 		if rel.obj >= 0 {
 			in.ObjectID = d.Entities[rel.obj].EntityID
 			if *in.ObjectID == in.SubjectID { // two names of the answer resolved to one entity
@@ -735,7 +778,10 @@ func (x *Extractor) mergeNamed(ctx context.Context, tx pgx.Tx, org string, sc st
 
 // relationMemory is the memory version written by the decision relation i came with (nil:
 // none, or a retraction).
-func (x *Extractor) relationMemory(d *Decisions, i int) *uuid.UUID {
+func (x *Extractor) relationMemory(r Request, d *Decisions, i int) *uuid.UUID {
+	if r.sourceMemory != nil {
+		return r.sourceMemory
+	}
 	at := d.Relations[i].decision
 	if at < 0 || at >= len(d.Decisions) {
 		return nil
