@@ -140,6 +140,18 @@ func TestExtractionGraph(t *testing.T) {
 	require.Equal(t, "extract-v2", version)
 	require.Equal(t, mems[0].ID, *memID)
 	require.Equal(t, 2, e.count(`SELECT count(*) FROM extraction_provenance WHERE org_id = $1 AND relation_id IS NOT NULL`, org))
+	var relProv, memProv []extraction.ProvenanceRecord
+	e.tx(func(tx pgx.Tx) (err error) {
+		if relProv, err = extraction.RelationProvenance(e.ctx, tx, org, worksAt.ID); err != nil {
+			return err
+		}
+		memProv, err = extraction.MemoryProvenance(e.ctx, tx, org, mems[0].ID)
+		return err
+	})
+	require.Len(t, relProv, 1)
+	require.Equal(t, "s1", relProv[0].SessionID)
+	require.Equal(t, "key_writer", relProv[0].WrittenBy)
+	require.Len(t, memProv, 1, "a memory's provenance lists its own records, not its relations'")
 
 	// A later conversation: Ana moved. The functional works_at in force is closed, not deleted.
 	e.say("s2", "u1", "She (Ana) moved to the Porto store on June 1.", "Noted.")
