@@ -173,7 +173,7 @@ type Entity struct {
 	Aliases []string `json:"aliases"`
 	Summary string   `json:"summary,omitempty"`
 	// What applying it did (absent on a dry run).
-	Result   string     `json:"result,omitempty" enum:"created,resolved" doc:"created: a new entity; resolved: a known entity (by name or alias, embedding similarity, or the model's ref) took the forms it did not know."`
+	Result   string     `json:"result,omitempty" enum:"created,resolved,quarantined" doc:"created: a new entity; resolved: a known entity (by name or alias, embedding similarity, or the model's ref) took the forms it did not know; quarantined: not written, a writer of the turns is quarantined."`
 	EntityID *uuid.UUID `json:"entity_id,omitempty"`
 	// Merged are known entities this answer showed to be the same one (its forms named each
 	// of them): merged into EntityID, kept as tombstones.
@@ -194,7 +194,7 @@ type Relation struct {
 	Fact       string     `json:"fact,omitempty"`
 	Turns      []int64    `json:"turns"`
 	// What applying it did (absent on a dry run).
-	Result         string      `json:"result,omitempty" enum:"added,unchanged" doc:"unchanged: the same relation was already in force."`
+	Result         string      `json:"result,omitempty" enum:"added,unchanged,skipped,quarantined" doc:"unchanged: the same relation was already in force; skipped: its subject and object resolved to one entity; quarantined: not written, a writer of the turns is quarantined."`
 	RelationID     *uuid.UUID  `json:"relation_id,omitempty"`
 	SourceMemoryID *uuid.UUID  `json:"source_memory_id,omitempty" doc:"The memory written by the decision the relation came with."`
 	Closed         []uuid.UUID `json:"closed,omitempty" doc:"Relations in force it contradicted and closed (valid_to set, history kept)."`
@@ -651,6 +651,26 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 				sources[at] = m
 			}
 		}
+	}
+	// Quarantine: memories a quarantined key or agent writes are held (hidden until a
+	// release); the graph has no held state, so the graph part of a batch any quarantined
+	// writer contributed to is not written at all.
+	keys := []string{cmpOr(r.KeyID, WorkerKey)}
+	for _, rel := range d.Relations {
+		keys = append(keys, rel.writer)
+	}
+	held, err := x.Semantic.WritersQuarantined(ctx, tx, r.Org, keys, []string{r.AgentID}, now)
+	if err != nil {
+		return fmt.Errorf("extraction: checking quarantines: %w", err)
+	}
+	if held {
+		for i := range d.Entities {
+			d.Entities[i].Result = "quarantined"
+		}
+		for i := range d.Relations {
+			d.Relations[i].Result = "quarantined"
+		}
+		return nil
 	}
 	if err := x.Graph.LockScope(ctx, tx, sc); err != nil {
 		return fmt.Errorf("extraction: locking the scope's entities: %w", err)

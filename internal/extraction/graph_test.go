@@ -13,6 +13,7 @@ import (
 	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/graph"
 	"github.com/strata-mem/strata/internal/llmtest"
+	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/testenv"
 )
@@ -423,4 +424,38 @@ func TestExtractionMergesWhatTheAnswerNamesAsOne(t *testing.T) {
 	require.Equal(t, []string{"Ana"}, ana.Aliases)
 	require.Len(t, e.about(ana.ID, graph.AsOf{}).Relations, 2)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM graph_entities WHERE org_id = $1 AND merged_into = $2`, org, ana.ID))
+}
+
+// TestExtractionGraphQuarantine: while the key that wrote the turns is quarantined, its
+// extracted memories are held (hidden) as before and its graph part is not written; once
+// released, new turns write the graph again.
+func TestExtractionGraphQuarantine(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(p llmtest.Prompt) string {
+		return llmtest.GraphAnswer([]llmtest.D{{Op: "ADD", Kind: "fact", Text: "Ana manages the Lisbon store", Turns: p.Doc.Seqs()[:1]}},
+			[]llmtest.E{{Name: "Ana", Type: "person"}, {Name: "Lisbon store", Type: "place"}},
+			[]llmtest.R{{Subject: "Ana", Predicate: "manages", Object: "Lisbon store", Decision: 0, Turns: p.Doc.Seqs()[:1]}})
+	})
+	var q semantic.Quarantine
+	e.tx(func(tx pgx.Tx) (err error) {
+		q, err = e.mem.CreateQuarantine(e.ctx, tx, org, semantic.NewQuarantine{KeyID: "key_writer",
+			Since: time.Now().Add(-time.Hour), CreatedBy: "admin"})
+		return err
+	})
+	e.say("s1", "u1", "Ana manages the Lisbon store.")
+	res, err := e.x.RunSession(e.ctx, org, "s1")
+	require.NoError(t, err)
+	require.Equal(t, "extracted", res.Status)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM memories WHERE org_id = $1 AND quarantined`, org), "the memory is held")
+	require.Zero(t, e.count(`SELECT count(*) FROM graph_entities WHERE org_id = $1`, org))
+	require.Zero(t, e.count(`SELECT count(*) FROM graph_relations WHERE org_id = $1`, org))
+
+	e.tx(func(tx pgx.Tx) error {
+		_, err := e.mem.ReleaseQuarantine(e.ctx, tx, org, q.ID, "admin")
+		return err
+	})
+	e.say("s2", "u1", "Ana manages the Lisbon store.")
+	_, err = e.x.RunSession(e.ctx, org, "s2")
+	require.NoError(t, err)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM graph_relations WHERE org_id = $1 AND created_by_key = 'key_writer'`, org))
 }
