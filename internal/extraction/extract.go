@@ -498,6 +498,7 @@ func (x *Extractor) ExtractGraph(ctx context.Context, tx pgx.Tx, m GraphMemory) 
 		return d, err
 	}
 	d.Applied = true
+	x.Metrics.decided(d)
 	return d, nil
 }
 

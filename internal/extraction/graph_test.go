@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/extraction"
@@ -369,6 +370,8 @@ func TestExtractionGraphDryRun(t *testing.T) {
 		return llmtest.GraphAnswer(nil, []llmtest.E{{Name: "Ana", Type: "person"}, {Name: "Lisbon store", Type: "place"}},
 			[]llmtest.R{{Subject: "Ana", Predicate: "Manages", Object: "Lisbon store", Decision: -1, Turns: []int64{1}}})
 	})
+	reg := prometheus.NewRegistry()
+	e.x.Metrics = extraction.NewMetrics(reg)
 	r := extraction.Request{Org: org, UserID: "u1", AgentID: "agent-1", KeyID: "key_caller",
 		Turns: []extraction.Turn{{Seq: 1, Role: "user", Content: "Ana manages the Lisbon store."}}}
 	var d extraction.Decisions
@@ -389,6 +392,22 @@ func TestExtractionGraphDryRun(t *testing.T) {
 	require.Equal(t, "added", d.Relations[0].Result)
 	require.NotNil(t, d.Relations[0].RelationID)
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM graph_relations WHERE org_id = $1 AND created_by_key = 'key_caller'`, org))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	counted := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "strata_extraction_graph_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			key := ""
+			for _, l := range m.GetLabel() {
+				key += l.GetValue() + "/"
+			}
+			counted[key] = m.GetCounter().GetValue()
+		}
+	}
+	require.Equal(t, map[string]float64{"entity/created/": 2, "relation/added/": 1}, counted)
 }
 
 // TestExtractionMergesWhatTheAnswerNamesAsOne: "Ana" and "Ana Silva" met apart are two
