@@ -3,7 +3,7 @@
 # table of docs/benchmarks.md (Strata figure, floor figure, ratio, target) with the machine
 # description and these exact commands.
 #
-#   make bench                        # ~13 minutes on 2 cores
+#   make bench                        # ~18 minutes on 2 cores
 #   STRATA_BENCH_100K=1 make bench    # also the 100k-memory semantic benchmark (~15 more)
 #   BENCH_COUNT=1 make bench          # one run of each instead of three
 #   STRATA_BENCH_100K=1 BENCH_REUSE_LATEST=1 make bench   # only the 100k benchmark; tier rows as recorded
@@ -56,6 +56,12 @@ else
 		-run '^$' -bench 'BenchmarkEventAppend' -benchtime 3000x -count "$COUNT" -timeout 30m ./internal/episodic/
 	bench "go test -run '^\$' -bench BenchmarkResume -benchtime 3000x -count 1 ./internal/httpapi/" \
 		-run '^$' -bench 'BenchmarkResume' -benchtime 3000x -count 1 -timeout 30m ./internal/httpapi/
+	# Events (issue 41, item 5): event to delivery open loop at 500 writes/s for 60 s, and
+	# what a webhook subscription costs the load-test mix (alternating rounds, ~3 minutes).
+	bench "go test -run '^\$' -bench BenchmarkEventDelivery -benchtime 1x ./internal/httpapi/" \
+		-run '^$' -bench 'BenchmarkEventDelivery' -benchtime 1x -timeout 10m ./internal/httpapi/
+	bench "go test -run '^\$' -bench BenchmarkEmissionCost -benchtime 1x ./internal/loadtest/" \
+		-run '^$' -bench 'BenchmarkEmissionCost' -benchtime 1x -timeout 20m ./internal/loadtest/
 	echo "STRATA_BENCH_CONTEXT=1 go test -run '^\$' -bench BenchmarkContext100k -benchtime 2000x -count 1 -v ./internal/httpapi/" >>"$cmds"
 	echo ">>> context 100k" >&2
 	if ! STRATA_BENCH_CONTEXT=1 "$GO" test -run '^$' -bench 'BenchmarkContext100k' -benchtime 2000x -count 1 -timeout 30m -v ./internal/httpapi/ 2>&1 |

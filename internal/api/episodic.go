@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ func (b *AppendBody) Decode() (in []episodic.EventInput, array bool, err error) 
 	if !json.Valid(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v)
-		return nil, false, strata.Malformed("body", "malformed JSON: %s", err.Error())
+		return nil, false, strata.Malformed("body", "%s", strata.MalformedJSON(raw, err))
 	}
 	var elems []json.RawMessage
 	if raw[0] == '[' {
@@ -79,12 +80,25 @@ func (b *AppendBody) Decode() (in []episodic.EventInput, array bool, err error) 
 				return nil, array, strata.Invalid(loc(i)+"."+te.Field, "must be a %s, not a JSON %s", JsonKind(te.Type), te.Value)
 			}
 			if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-				return nil, array, strata.Invalid(loc(i)+"."+strings.Trim(f, `"`), "unknown field")
+				return nil, array, strata.Invalid(loc(i)+"."+strings.Trim(f, `"`), "unknown field; allowed: %s", strings.Join(eventFields(), ", "))
 			}
 			return nil, array, strata.Invalid(loc(i), "%s", err.Error())
 		}
 	}
 	return in, array, nil
+}
+
+// eventFields are the JSON names of an event's fields, sorted (for the problem of an unknown one).
+func eventFields() []string {
+	var names []string
+	t := reflect.TypeFor[episodic.EventInput]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 func JsonKind(t reflect.Type) string {

@@ -64,7 +64,7 @@ type CompleteJobInput struct {
 
 type PutCheckpointInput struct {
 	JobPath
-	IfMatch string `header:"If-Match" doc:"The latest checkpoint version this write builds on (\"0\": none yet). Stale → 409, nothing written. Agents should always send it."`
+	IfMatch string `header:"If-Match" doc:"The latest checkpoint version this write builds on (\"0\": none yet). Stale → 409, nothing written. Absent on a job that has a checkpoint → 428, nothing written. \"*\" overwrites whatever the latest version is (an explicit opt-out of the check)."`
 	Body    struct {
 		Goal         string          `json:"goal,omitempty" maxLength:"10000"`
 		CurrentStep  string          `json:"current_step,omitempty" maxLength:"200"`
@@ -257,9 +257,13 @@ var OpCompleteJob = huma.Operation{
 
 var OpPutCheckpoint = huma.Operation{
 	OperationID: "put-checkpoint", Method: http.MethodPut, Path: "/v1/jobs/{job}/checkpoint", Tags: []string{"jobs"},
-	Summary:       "Write the job's next checkpoint version",
-	Description:   "Every write is a new version (201). If-Match names the version it builds on; a stale one → 409 and nothing is written.",
+	Summary: "Write the job's next checkpoint version",
+	Description: "Every write is a new version (201). If-Match names the version it builds on; a stale one → 409 and nothing is written. " +
+		"Without If-Match only a job's first checkpoint is written: on a job that has one the write is refused with 428 " +
+		"(Precondition Required), so that no writer buries another's progress unawares. `If-Match: *` is the explicit " +
+		"overwrite: it writes the next version whatever the latest is.",
 	DefaultStatus: http.StatusCreated,
+	Errors:        []int{http.StatusPreconditionRequired},
 }
 
 var OpListCheckpoints = huma.Operation{

@@ -7,6 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/semantic"
 )
 
@@ -26,6 +27,7 @@ type CreateMemoryInput struct {
 		Pinned     bool            `json:"pinned,omitempty" doc:"Pinned memories do not decay with age (and eviction keeps them)."`
 		Trust      string          `json:"trust,omitempty" enum:"verified,user_stated,agent_inferred,tool_output,consolidated,extracted" doc:"Where the content came from (default agent_inferred)."`
 		Provenance *ProvenanceBody `json:"provenance,omitempty"`
+		Graph      bool            `json:"graph,omitempty" doc:"Also extract the text's entities and relations into graph memory (one model call, in the same transaction, in the memory's scope, each relation with this memory as its source). 503 without STRATA_LLM_MODEL; 502 when the model's answers are malformed (nothing is written)."`
 	}
 }
 
@@ -33,6 +35,16 @@ type MemoryOut struct {
 	semantic.Memory
 	Deduplicated bool            `json:"deduplicated" doc:"true when no row was created: the memory answered is the existing duplicate."`
 	Dedup        *semantic.Dedup `json:"dedup,omitempty"`
+	Graph        *MemoryGraph    `json:"graph,omitempty" doc:"With graph: true, the entities and relations extracted from the text."`
+}
+
+// MemoryGraph is what "graph": true wrote.
+type MemoryGraph struct {
+	Model         string                `json:"model"`
+	PromptVersion string                `json:"prompt_version"`
+	Entities      []extraction.Entity   `json:"entities"`
+	Relations     []extraction.Relation `json:"relations"`
+	Usage         extraction.Usage      `json:"usage"`
 }
 
 type MemoryOutput struct {

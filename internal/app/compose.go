@@ -128,6 +128,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		}
 		p.extractor, err = extraction.New(extraction.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
 			Model: cfg.LLMModel}, extraction.Extractor{Pool: pool, Semantic: p.memories, KV: p.kv, Working: p.working,
+			Graph:    graph.NewStore(graph.Options{}),
 			Embedder: emb, Restricted: p.restrictions.HeldOn, Defaults: p.policy, Log: log,
 			Metrics: extraction.NewMetrics(p.metrics), ApplyPause: cfg.ExtractionApplyPause})
 		if err != nil {

@@ -113,6 +113,8 @@ const (
 	smT   = "BenchmarkSemantic100k/"
 	lgT   = "BenchmarkLoadMix/"
 	ctxT  = "BenchmarkContext100k/"
+	evT   = "BenchmarkEventDelivery"
+	emT   = "BenchmarkEmissionCost"
 )
 
 // Rules is the table of docs/benchmarks.md, in order.
@@ -161,6 +163,26 @@ var Rules = []Rule{
 	{Area: "Episodic", Measure: "event append (store, own transaction), 1 writer",
 		Strata: Side{epT + "c=1", "store_ops/s", Rate, "pg.InOrgTx + episodic.Store.Append"},
 		Floor:  Side{epT + "c=1", "floor_ops/s", Rate, "pgx single-row INSERT (autocommit)"}},
+	// Events (issue 41, item 5): event to delivery open loop, and what a subscription costs
+	// the write path on the load-test mix.
+	{Area: "Events", Measure: "event to delivery, open loop, 500 writes/s offered for 60 s, one event each: p99",
+		Strata: Side{evT, "deliver-p99-ms", Time, "write's planned send → webhook receiver"},
+		Also: []Side{{evT, "deliver-p50-ms", Time, "p50"}, {evT, "offered-events/s", Rate, "offered"},
+			{evT, "achieved-events/s", Rate, "achieved"}, {evT, "delivered-%", Rate, "delivered"}},
+		Target: &Check{Desc: "p99 < 1 s at 500/s offered", OK: func(r *Row) bool {
+			return Median(r.Strata) < 1000 && len(r.Also) > 1 && Median(r.Also[1]) >= 500
+		}}},
+	{Area: "Events", Measure: "load-test mix + 5 % handoffs at a fixed rate, with vs without a webhook subscription: server CPU per request",
+		Strata: Side{emT, "with-cpu-µs/req", Time, "server process CPU per request, subscription to *"},
+		Floor:  Side{emT, "without-cpu-µs/req", Time, "same, no subscription; rounds alternate"},
+		Also: []Side{{emT, "with-p99-ms", Time, "p99"}, {emT, "without-p99-ms", Time, "p99 without"},
+			{emT, "p99-with/without", Time, "p99 with ÷ without"}, {emT, "offered-req/s", Rate, "offered"},
+			{emT, "write-extra-with-µs", Time, "cheapest emitting write's extra time over STRATA_EVENTS=false, with a subscription (diagnostic)"},
+			{emT, "write-extra-without-µs", Time, "without"},
+			{emT, "cpu+pg-with/without", Time, "server + its Postgres backends' CPU with ÷ without"}},
+		Target: &Check{Desc: "CPU/request (server, and with its Postgres backends) and p99 within 5 %", OK: func(r *Row) bool {
+			return len(r.Speed) > 0 && 1/Median(r.Speed) <= 1.05 && len(r.Also) > 6 && Median(r.Also[2]) <= 1.05 && Median(r.Also[6]) <= 1.05
+		}}},
 	{Area: "Jobs", Measure: "resume via HTTP, 10k jobs × 50 steps: p99",
 		Strata: Side{rsT + "http-resume", "p99-µs", Time, "GET /v1/jobs/{job}/resume"},
 		Floor:  Side{rsT + "floor-select-job-row", "p99-µs", Time, "pgx SELECT of the job row"},

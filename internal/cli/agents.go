@@ -167,7 +167,12 @@ func (a *app) jobsCmd() *cobra.Command {
 			if r.Checkpoint != nil && r.Checkpoint.CurrentStep != "" {
 				fmt.Fprintf(a.out, "Current step: %s\n", r.Checkpoint.CurrentStep)
 			}
-			if r.NextAction != "" {
+			switch {
+			case j.Status != "running":
+				// The last checkpoint's next action was written while the job ran; a finished
+				// job takes no more steps.
+				fmt.Fprintf(a.out, "Next action: none, the job is %s (fork it from a checkpoint to continue)\n", j.Status)
+			case r.NextAction != "":
 				fmt.Fprintf(a.out, "Next action: %s\n", r.NextAction)
 			}
 			rows := [][]string{}

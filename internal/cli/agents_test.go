@@ -85,6 +85,35 @@ func TestDemoCrashesResumesExactlyOnce(t *testing.T) {
 	code, out, _ = run(t, env, "jobs", "steps", "demo-1")
 	require.Zero(t, code)
 	require.Equal(t, 10, strings.Count(out, "\n"), out)
+
+	// A completed job has no next action: its last checkpoint's is not offered as one.
+	code, out, errs = run(t, env, "context", "--job", "demo-1", "--user", "demo-user", "--kv", "brand")
+	require.Zero(t, code, errs)
+	require.Contains(t, out, "## Job demo-1 (completed)")
+	require.Contains(t, out, "Next action: none, the job is completed.")
+	require.NotContains(t, out, "complete it")
+	require.NotContains(t, out, "mark the job completed")
+	code, out, errs = run(t, env, "jobs", "resume", "demo-1")
+	require.Zero(t, code, errs)
+	require.Contains(t, out, "Next action: none, the job is completed")
+}
+
+// `strata demo; strata demo`: each run is a job of its own, so the second succeeds too.
+func TestDemoTwiceInARow(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	env := map[string]string{"STRATA_URL": s.URL, "STRATA_API_KEY": s.NewKey("acme", "agent")}
+	jobs := map[string]bool{}
+	for range 2 {
+		code, out, errs := run(t, env, "demo", "--out", t.TempDir(), "-o", "json")
+		require.Zero(t, code, errs)
+		var rep demo.Report
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		require.True(t, rep.ExactlyOnce(), "%+v", rep)
+		require.Regexp(t, `^media-demo-\d{8}-\d{6}-[0-9a-f]{8}$`, rep.Job)
+		jobs[rep.Job] = true
+	}
+	require.Len(t, jobs, 2, "each run its own job")
 }
 
 func TestAgentCommands(t *testing.T) {

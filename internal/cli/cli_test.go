@@ -57,3 +57,15 @@ func TestKeysAndAuditCommands(t *testing.T) {
 	require.Zero(t, code)
 	require.True(t, strings.Contains(out, "bash completion"))
 }
+
+func TestHelpNeverPrintsTheAPIKey(t *testing.T) {
+	t.Parallel()
+	secret := "sk_live_do_not_print_me_0123456789"
+	env := map[string]string{"STRATA_API_KEY": secret, "STRATA_URL": "http://127.0.0.1:1"}
+	for _, args := range [][]string{{"--help"}, {"jobs", "--help"}, {"demo", "--help"}, {"gdpr", "export", "--help"}} {
+		code, out, errs := run(t, env, args...)
+		require.Zero(t, code, errs)
+		require.NotContains(t, out+errs, secret, args)
+		require.Contains(t, out, "(from STRATA_API_KEY)", args)
+	}
+}

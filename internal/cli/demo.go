@@ -36,7 +36,7 @@ func (a *app) demoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o.Client, o.URL, o.Key, o.Worker = c, a.url, a.key, workerCommand
+			o.Client, o.URL, o.Key, o.Worker = c, a.url, a.apiKey(), workerCommand
 			bar := a.newBar(int64(len(demo.Plan())), "media job")
 			o.Progress = func(done, _ int) { bar.Set(int64(done)) }
 			// The timeline's lines go above the bar: on a terminal the bar is cleared
@@ -65,7 +65,7 @@ func (a *app) demoCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.Job, "job", "", "job id (default media-demo-<unix time>)")
+	cmd.Flags().StringVar(&o.Job, "job", "", "job id (default media-demo-<UTC time>-<random>: a new job each run)")
 	cmd.Flags().StringVar(&o.User, "user", "demo-user", "the data subject the job is for")
 	cmd.Flags().StringVar(&o.CrashAt, "crash-at", demo.DefaultCrashAt, "step after whose render the worker is killed (none: no crash)")
 	_ = cmd.RegisterFlagCompletionFunc("crash-at", cobra.FixedCompletions(append(demo.StepIDs(), "none"), cobra.ShellCompDirectiveNoFileComp))

@@ -51,7 +51,7 @@ type extractResult struct {
 func (a *app) memoriesExtractCmd() *cobra.Command {
 	var session, user, agent, file string
 	var dry bool
-	cmd := &cobra.Command{Use: "extract", Short: "Extract facts and preferences from a session's new turns or from messages (LLM)",
+	cmd := &cobra.Command{Use: "extract (--session ID | --messages FILE)", Short: "Extract facts and preferences from a session's new turns or from messages (LLM)",
 		Example: "  strata memories extract --session s1\n  strata memories extract --user u1 --messages chat.json --dry-run   # [{\"role\":\"user\",\"content\":\"...\"}]",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			body := map[string]any{"dry_run": dry}

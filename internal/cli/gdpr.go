@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,9 +79,12 @@ func (a *app) gdprCmd() *cobra.Command {
 
 	var file string
 	export := &cobra.Command{
-		Use:   "export USER_ID",
+		Use:   "export USER_ID -f FILE",
 		Short: "Export everything held about a data subject (GDPR Art. 15) to an NDJSON file",
-		Args:  cobra.ExactArgs(1),
+		Long: "Export everything held about a data subject (GDPR Art. 15) to an NDJSON file. The export is " +
+			"written to a temporary file beside FILE (readable by you only) and renamed to FILE once complete: " +
+			"a failed export (a wrong key, a lost connection) leaves no file, and an existing FILE untouched.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {
@@ -89,10 +93,14 @@ func (a *app) gdprCmd() *cobra.Command {
 			if file == "" {
 				return errors.New("--file is required (the export can be large; it is written as it arrives)")
 			}
-			f, err := os.Create(file)
+			// Written beside FILE and renamed when complete, so a failure leaves neither an
+			// empty nor a partial export.
+			f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".part-*")
 			if err != nil {
 				return err
 			}
+			tmp := f.Name()
+			defer os.Remove(tmp) // nothing to remove once renamed
 			w := bufio.NewWriterSize(f, 1<<20)
 			bar := progress.New(a.errOut, -1, "exporting", progress.Options{Hidden: noProgress, Bytes: true, ShowCount: true,
 				ClearOnFinish: true})
@@ -104,6 +112,9 @@ func (a *app) gdprCmd() *cobra.Command {
 			}
 			if cerr := f.Close(); err == nil {
 				err = cerr
+			}
+			if err == nil {
+				err = os.Rename(tmp, file)
 			}
 			if err != nil {
 				return fmt.Errorf("export to %s: %w", file, err)

@@ -33,6 +33,24 @@ func TestGDPRCommands(t *testing.T) {
 	require.GreaterOrEqual(t, len(lines), 6, "header, 2 entries, 2 versions, summary")
 	require.Contains(t, lines[len(lines)-1], `"type":"summary"`)
 
+	// A failed export leaves no file behind (and an existing one as it was).
+	failed := filepath.Join(t.TempDir(), "failed.ndjson")
+	wrong := map[string]string{"STRATA_URL": s.URL, "STRATA_API_KEY": "sk_wrong"}
+	code, _, errs = run(t, wrong, "gdpr", "export", "cli-user", "-f", failed, "--no-progress")
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, "401")
+	entries, err := os.ReadDir(filepath.Dir(failed))
+	require.NoError(t, err)
+	require.Empty(t, entries, "no empty or partial export file")
+	code, _, _ = run(t, wrong, "gdpr", "export", "cli-user", "-f", file, "--no-progress")
+	require.Equal(t, 1, code)
+	again, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, b, again, "the earlier export is untouched")
+	code, out, _ = run(t, comp, "gdpr", "export", "--help")
+	require.Zero(t, code)
+	require.Contains(t, out, "export USER_ID -f FILE")
+
 	code, out, errs = run(t, comp, "gdpr", "restrict", "cli-user", "--reason", "contested")
 	require.Zero(t, code, errs)
 	require.Contains(t, out, "yes")

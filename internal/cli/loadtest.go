@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ runs at 70 % of it. --max-p99 and --max-errors make it exit 1 when missed.`,
 		Example: `  strata loadtest --rate 0 --concurrency 32 --duration 60s -o json
   strata loadtest --rate-fraction 0.7 --probe 60s --duration 10m --max-p99 50ms --max-errors 0`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.URL, cfg.AdminKey = a.url, a.key
+			cfg.URL, cfg.AdminKey = a.url, a.apiKey()
 			if cfg.AdminKey == "" {
 				return fmt.Errorf("no API key: the load test needs an admin key (STRATA_API_KEY or --api-key) to create its org, keys and data")
 			}
@@ -93,8 +94,8 @@ func parseMix(s string) (map[string]int, error) {
 		if !ok || err != nil || n < 0 {
 			return nil, fmt.Errorf("--mix: %q is not endpoint=weight", part)
 		}
-		if _, known := loadtest.DefaultMix[name]; !known {
-			names := make([]string, 0, len(loadtest.DefaultMix))
+		if _, known := loadtest.DefaultMix[name]; !known && !slices.Contains(loadtest.OptionalEndpoints, name) {
+			names := slices.Clone(loadtest.OptionalEndpoints)
 			for k := range loadtest.DefaultMix {
 				names = append(names, k)
 			}

@@ -43,3 +43,14 @@ func TestLoadtestCommand(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "admin key")
 }
+
+// --mix takes the optional endpoints (handoff.create, which emits an event per request)
+// beside the default mix's, and names them when refusing an unknown one.
+func TestLoadtestMixTakesOptionalEndpoints(t *testing.T) {
+	t.Parallel()
+	m, err := parseMix("state.get=20,handoff.create=5")
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"state.get": 20, "handoff.create": 5}, m)
+	_, err = parseMix("nope=1")
+	require.ErrorContains(t, err, "handoff.create")
+}

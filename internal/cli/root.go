@@ -23,11 +23,21 @@ type app struct {
 	out, errOut      io.Writer
 }
 
+// apiKey is --api-key, or STRATA_API_KEY when the flag is not given. The environment is read
+// here rather than as the flag's default, so that --help never prints the secret.
+func (a *app) apiKey() string {
+	if a.key != "" {
+		return a.key
+	}
+	return a.getenv("STRATA_API_KEY")
+}
+
 func (a *app) client() (*client.Client, error) {
-	if a.key == "" {
+	key := a.apiKey()
+	if key == "" {
 		return nil, errors.New("no API key: set STRATA_API_KEY or pass --api-key (an admin creates keys with `strata keys create`)")
 	}
-	return client.New(a.url, a.key, client.WithUserAgent("strata-cli/1")), nil
+	return client.New(a.url, key, client.WithUserAgent("strata-cli/1")), nil
 }
 
 // Main runs the CLI and returns the process exit code.
@@ -57,7 +67,7 @@ func (a *app) rootCmd() *cobra.Command {
 		url = "http://localhost:8080"
 	}
 	root.PersistentFlags().StringVar(&a.url, "url", url, "Strata server URL (env STRATA_URL)")
-	root.PersistentFlags().StringVar(&a.key, "api-key", a.getenv("STRATA_API_KEY"), "API key (env STRATA_API_KEY)")
+	root.PersistentFlags().StringVar(&a.key, "api-key", "", "API key (from STRATA_API_KEY)")
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if a.output != "table" && a.output != "json" {
@@ -83,7 +93,11 @@ func explain(err error) string {
 		case 401:
 			hint = " — check STRATA_API_KEY (--api-key): it is missing, unknown or revoked"
 		case 403:
-			hint = " — this key's role may not do this; use a key with the right role (agent, compliance or admin)"
+			// The server names the key the call needs ("it needs a compliance key"); a 403
+			// for other reasons (a restricted data subject) says why itself.
+			if strings.Contains(e.Detail, "it needs ") {
+				hint = " — use such a key (an admin creates one with `strata keys create --role <role>`)"
+			}
 		case 404:
 			hint = " — nothing with that id exists in this key's org"
 		case 409:

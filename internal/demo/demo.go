@@ -10,6 +10,7 @@ package demo
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -247,7 +248,7 @@ func Worker(ctx context.Context, c *client.Client, wc WorkerConfig, stdout io.Wr
 		for _, p := range plan[i+1:] {
 			pending = append(pending, p.ID)
 		}
-		next := "job done: complete it"
+		next := "all steps done: mark the job completed"
 		if len(pending) > 0 {
 			next = "start step " + pending[0]
 		}
@@ -272,7 +273,7 @@ type Options struct {
 	Client *client.Client
 	// URL and Key are passed to the worker process.
 	URL, Key string
-	Job      string // default media-demo-<unix time>
+	Job      string // default NewJobID: each run its own job
 	User     string // default demo-user
 	CrashAt  string // default DefaultCrashAt; "none" never crashes
 	OutDir   string // default a temp directory
@@ -320,12 +321,22 @@ func (r Report) ExactlyOnce() bool {
 	return r.ProfileComputed == 1 && len(r.Steps) == len(Plan())
 }
 
+// NewJobID is a fresh job id for a run of the demo: media-demo-<UTC time>-<random>, unique
+// per run (two runs in one second, or against a server that kept an earlier run's job, each
+// get their own job; a job id from the clock alone made the second of two quick runs resume
+// the first's completed job and fail).
+func NewJobID(now time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b) // crypto/rand never fails on Linux
+	return "media-demo-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
 // Run runs the demo: set the brand palette if absent, create the job, run a worker and
 // kill -9 it at the crash point, run another that resumes, then verify from Strata and print
 // the timeline.
 func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Job == "" {
-		o.Job = "media-demo-" + strconv.FormatInt(time.Now().Unix(), 10)
+		o.Job = NewJobID(time.Now())
 	}
 	if o.User == "" {
 		o.User = "demo-user"

@@ -17,6 +17,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/strata-mem/strata/internal/embed"
+	"github.com/strata-mem/strata/internal/graph"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
@@ -53,16 +54,22 @@ type Restricted func(ctx context.Context, db pg.DBTX, org, user string) (bool, e
 
 // Extractor extracts and applies memories. Build it with New.
 type Extractor struct {
-	Pool       *pgxpool.Pool
-	Semantic   *semantic.Store
-	KV         *keyvalue.Store
-	Working    *working.Store
-	Embedder   embed.Embedder
-	Restricted Restricted
-	Defaults   policy.LifecyclePolicy
-	Log        *slog.Logger
-	Metrics    *Metrics // nil: not counted
-	Now        func() time.Time
+	Pool     *pgxpool.Pool
+	Semantic *semantic.Store
+	KV       *keyvalue.Store
+	Working  *working.Store
+	// Graph, when set, receives the entities and relations of every answer (issue 43); nil
+	// leaves the graph alone (the answer's graph part is validated and reported only).
+	Graph *graph.Store
+	// EntitySimilarity is the cosine similarity of name + summary embeddings above which a
+	// new entity is taken to be a known entity of the same scope [0.9].
+	EntitySimilarity float64
+	Embedder         embed.Embedder
+	Restricted       Restricted
+	Defaults         policy.LifecyclePolicy
+	Log              *slog.Logger
+	Metrics          *Metrics // nil: not counted
+	Now              func() time.Time
 	// ApplyPause sleeps between applied decisions of a background run
 	// (STRATA_EXTRACTION_APPLY_PAUSE; the crash test kills the server inside an apply).
 	ApplyPause time.Duration
@@ -135,6 +142,11 @@ type Request struct {
 	KeyID string
 	// Model overrides the org's model (the org policy's extraction.model, else the server's).
 	Model string
+
+	// Set by ExtractGraph: the graph is written in this exact scope (a memory's), every
+	// relation with this memory as its source, and the answer's decisions are not applied.
+	graphScope   *strata.Scope
+	sourceMemory *uuid.UUID
 }
 
 // Decision is one thing the model decided, and what applying it did.
@@ -154,11 +166,51 @@ type Decision struct {
 	writer string
 }
 
+// Entity is an entity the model named, and what applying it did.
+type Entity struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type,omitempty"`
+	Aliases []string `json:"aliases"`
+	Summary string   `json:"summary,omitempty"`
+	// What applying it did (absent on a dry run).
+	Result   string     `json:"result,omitempty" enum:"created,resolved,quarantined" doc:"created: a new entity; resolved: a known entity (by name or alias, embedding similarity, or the model's ref) took the forms it did not know; quarantined: not written, a writer of the turns is quarantined."`
+	EntityID *uuid.UUID `json:"entity_id,omitempty"`
+	// Merged are known entities this answer showed to be the same one (its forms named each
+	// of them): merged into EntityID, kept as tombstones.
+	Merged []uuid.UUID `json:"merged,omitempty" doc:"Known entities the answer showed to be this one (its name and aliases named each), merged into it."`
+
+	known  *uuid.UUID // the entity the model's ref named
+	vector []float32
+}
+
+// Relation is a relation the model named, and what applying it did.
+type Relation struct {
+	Subject    string     `json:"subject"`
+	Predicate  string     `json:"predicate"`
+	Object     string     `json:"object,omitempty" doc:"The object entity's name (or value)."`
+	Value      string     `json:"value,omitempty" doc:"A literal object."`
+	Functional bool       `json:"functional"`
+	ValidFrom  *time.Time `json:"valid_from,omitempty"`
+	Fact       string     `json:"fact,omitempty"`
+	Turns      []int64    `json:"turns"`
+	// What applying it did (absent on a dry run).
+	Result         string      `json:"result,omitempty" enum:"added,unchanged,skipped,quarantined" doc:"unchanged: the same relation was already in force; skipped: its subject and object resolved to one entity; quarantined: not written, a writer of the turns is quarantined."`
+	RelationID     *uuid.UUID  `json:"relation_id,omitempty"`
+	SourceMemoryID *uuid.UUID  `json:"source_memory_id,omitempty" doc:"The memory written by the decision the relation came with."`
+	Closed         []uuid.UUID `json:"closed,omitempty" doc:"Relations in force it contradicted and closed (valid_to set, history kept)."`
+
+	subj, obj int // indexes into Decisions.Entities (obj -1: Value)
+	decision  int // index into Decisions.Decisions, or -1
+	writer    string
+}
+
 // Decisions is an extraction's answer.
 type Decisions struct {
 	Model         string     `json:"model"`
 	PromptVersion string     `json:"prompt_version"`
 	Decisions     []Decision `json:"decisions"`
+	Entities      []Entity   `json:"entities" doc:"The entities of the turns (graph memory, docs/graph.md), in the request's scope."`
+	Relations     []Relation `json:"relations" doc:"The relations between them, with their provenance."`
 	Usage         Usage      `json:"usage"`
 	Applied       bool       `json:"applied" doc:"False on a dry run."`
 }
@@ -175,6 +227,9 @@ func (d Decisions) Counts() map[string]int {
 // factScope is where a request's facts live: the user's level when there is a user (facts
 // outlive the session), otherwise the session's own scope.
 func (r Request) factScope() strata.Scope {
+	if r.graphScope != nil {
+		return *r.graphScope
+	}
 	if r.UserID != "" {
 		return strata.Scope{OrgID: r.Org, UserID: r.UserID}
 	}
@@ -240,11 +295,12 @@ func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decision
 	if err != nil {
 		return Decisions{}, err
 	}
-	out := Decisions{Model: model, PromptVersion: PromptVersion, Decisions: []Decision{}}
+	out := Decisions{Model: model, PromptVersion: PromptVersion, Decisions: []Decision{}, Entities: []Entity{},
+		Relations: []Relation{}}
 
 	// What the model is shown: the batch's turns, and the memories and preferences of the
 	// exact scope the results are written to (nothing else can be named in an answer).
-	doc := promptDoc{Memories: []promptMemory{}, Preferences: []promptPref{}}
+	doc := promptDoc{Memories: []promptMemory{}, Preferences: []promptPref{}, Entities: []promptEntity{}}
 	seqs := map[int64]bool{}
 	writers := map[int64]string{}
 	var query strings.Builder
@@ -295,9 +351,31 @@ func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decision
 		doc.Preferences = append(doc.Preferences, promptPref{Key: e.Key, Value: v})
 	}
 
+	// The entities of the exact scope the graph is written to that the turns bring up: the
+	// model may name one (e1, e2, ...) instead of describing it again.
+	entityRefs := map[string]bool{}
+	entityIDs := map[string]uuid.UUID{}
+	if x.Graph != nil {
+		found, err := x.Graph.Search(ctx, tx, r.Org, graph.SearchQuery{Scope: &sc, Text: q, Vector: vecs[0],
+			Space: graph.Space(sp), Limit: 20})
+		if err != nil {
+			return Decisions{}, fmt.Errorf("extraction: reading known entities: %w", err)
+		}
+		for _, f := range found {
+			e := f.Entity
+			if e.UserID != sc.UserID || e.AgentID != sc.AgentID || e.SessionID != sc.SessionID {
+				continue
+			}
+			ref := "e" + strconv.Itoa(len(entityIDs)+1)
+			entityRefs[ref], entityIDs[ref] = true, e.ID
+			doc.Entities = append(doc.Entities, promptEntity{Ref: ref, Name: e.Name, Type: e.Type, Aliases: e.Aliases,
+				Summary: e.Summary})
+		}
+	}
+
 	before := func() error { return x.checkUsage(ctx, r.Org, rules) }
 	after := func(u Usage) { x.addUsage(ctx, r.Org, u) }
-	raw, usage, err := x.ask(ctx, model, doc, refs, prefs, seqs, before, after)
+	ans, usage, err := x.ask(ctx, model, doc, refs, prefs, seqs, entityRefs, before, after)
 	out.Usage = usage
 	x.Metrics.call(usage)
 	if err != nil {
@@ -305,7 +383,7 @@ func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decision
 	}
 	var texts []string
 	var textAt []int
-	for _, d := range raw {
+	for _, d := range ans.Decisions {
 		dd := Decision{Op: strings.ToLower(d.Op), Kind: d.Kind, Text: strings.TrimSpace(d.Text), Turns: slices.Clone(d.Turns)}
 		slices.Sort(dd.Turns)
 		dd.Turns = slices.Compact(dd.Turns)
@@ -341,16 +419,95 @@ func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decision
 		}
 		out.Decisions = append(out.Decisions, dd)
 	}
+	for i, e := range ans.Entities {
+		ee := Entity{Name: entityForms(e.Name), Type: e.Type, Summary: e.Summary, Aliases: []string{}}
+		if ee.Name == "" {
+			ee.Name = e.Name
+		}
+		for _, a := range append([]string{e.Name}, e.Aliases...) {
+			if a = entityForms(a); a != "" && graph.Normalize(a) != graph.Normalize(ee.Name) &&
+				!slices.ContainsFunc(ee.Aliases, func(b string) bool { return graph.Normalize(a) == graph.Normalize(b) }) {
+				ee.Aliases = append(ee.Aliases, a)
+			}
+		}
+		if e.Ref != "" {
+			id := entityIDs[e.Ref]
+			ee.known = &id
+		}
+		texts = append(texts, entityText(ee))
+		textAt = append(textAt, -1-i)
+		out.Entities = append(out.Entities, ee)
+	}
+	for i, rr := range ans.Relations {
+		rel := Relation{Subject: out.Entities[ans.subj[i]].Name, Predicate: graph.NormalizePredicate(rr.Predicate),
+			Value: rr.Value, Functional: rr.Functional, ValidFrom: ans.validFrom[i], Fact: rr.Fact,
+			Turns: slices.Clone(rr.Turns), subj: ans.subj[i], obj: ans.obj[i], decision: *rr.Decision}
+		if rel.obj >= 0 {
+			rel.Object = out.Entities[rel.obj].Name
+		}
+		slices.Sort(rel.Turns)
+		rel.Turns = slices.Compact(rel.Turns)
+		rel.writer = writers[rel.Turns[len(rel.Turns)-1]]
+		out.Relations = append(out.Relations, rel)
+	}
 	if len(texts) > 0 {
 		vs, err := x.Embedder.Embed(ctx, texts)
 		if err != nil {
-			return out, fmt.Errorf("extraction: embedding the facts: %w", err)
+			return out, fmt.Errorf("extraction: embedding the facts and entities: %w", err)
 		}
 		for i, at := range textAt {
-			out.Decisions[at].vector = vs[i]
+			if at < 0 {
+				out.Entities[-1-at].vector = vs[i]
+			} else {
+				out.Decisions[at].vector = vs[i]
+			}
 		}
 	}
 	return out, nil
+}
+
+// GraphMemory is a memory whose entities and relations ExtractGraph adds to the graph.
+type GraphMemory struct {
+	Scope    strata.Scope // the memory's scope: the graph is written in it
+	MemoryID uuid.UUID
+	Text     string
+	KeyID    string // the writer (provenance; quarantine by key)
+	AgentID  string // the writing agent (provenance; quarantine by agent)
+}
+
+// ExtractGraph asks the model, in one call, for the entities and relations of one memory's
+// text (POST /v1/memories with "graph": true) and writes them on tx in the memory's exact
+// scope, every relation with the memory as its source. The answer's memory decisions are
+// discarded: the caller wrote the memory itself. A restricted subject is
+// strata.ErrRestricted before any call; a malformed answer is ErrMalformed and nothing is
+// written.
+func (x *Extractor) ExtractGraph(ctx context.Context, tx pgx.Tx, m GraphMemory) (Decisions, error) {
+	if x.Graph == nil {
+		return Decisions{}, errors.New("extraction: no graph store")
+	}
+	sc := m.Scope
+	r := Request{Org: sc.OrgID, UserID: sc.UserID, AgentID: cmpOr(m.AgentID, sc.AgentID), SessionID: sc.SessionID,
+		KeyID: m.KeyID, Turns: []Turn{{Seq: 1, Role: "user", Content: m.Text, WrittenBy: m.KeyID}},
+		graphScope: &sc, sourceMemory: &m.MemoryID}
+	d, err := x.Extract(ctx, tx, r)
+	if err != nil {
+		return d, err
+	}
+	d.Decisions = []Decision{}
+	if err := x.applyGraph(ctx, tx, r, &d); err != nil {
+		return d, err
+	}
+	d.Applied = true
+	x.Metrics.decided(d)
+	return d, nil
+}
+
+// entityText is what an entity's embedding is made of: its name and summary.
+func entityText(e Entity) string {
+	if e.Summary == "" {
+		return e.Name
+	}
+	return e.Name + ": " + e.Summary
 }
 
 func (x *Extractor) space() semantic.Space {
@@ -370,11 +527,25 @@ func prefValue(v json.RawMessage) string {
 // key-value cache).
 type AfterCommit = keyvalue.AfterCommit
 
-// Apply writes d's decisions on tx through the tiers' write paths and records each
-// result's provenance (session, turn seqs, model, prompt version, writer key). Everything
-// happens on tx: the caller commits it together with its own bookkeeping (the session
-// cursor), or rolls it all back.
+// Apply writes d's decisions on tx through the tiers' write paths, then its entities and
+// relations through the graph's (applyGraph), and records each result's provenance
+// (session, turn seqs, model, prompt version, writer key). Everything happens on tx: the
+// caller commits it together with its own bookkeeping (the session cursor), or rolls it
+// all back.
 func (x *Extractor) Apply(ctx context.Context, tx pgx.Tx, afterCommit AfterCommit, r Request, d *Decisions) error {
+	if err := x.applyDecisions(ctx, tx, afterCommit, r, d); err != nil {
+		return err
+	}
+	if err := x.applyGraph(ctx, tx, r, d); err != nil {
+		return err
+	}
+	d.Applied = true
+	x.Metrics.decided(*d)
+	return nil
+}
+
+// applyDecisions writes the memory and preference decisions.
+func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit AfterCommit, r Request, d *Decisions) error {
 	sc, psc := r.factScope(), r.prefScope()
 	now := x.now()
 	sp := x.space()
@@ -450,7 +621,236 @@ func (x *Extractor) Apply(ctx context.Context, tx pgx.Tx, afterCommit AfterCommi
 			return pg.Interpret(err)
 		}
 	}
-	d.Applied = true
-	x.Metrics.decided(*d)
 	return nil
+}
+
+func (x *Extractor) similarity() float64 {
+	if x.EntitySimilarity > 0 {
+		return x.EntitySimilarity
+	}
+	return 0.9
+}
+
+// applyGraph resolves d's entities and adds its relations, in the request's fact scope
+// only (the answer cannot name another: its schema has no scope fields, and the known
+// entities it may name by ref are of this scope). Entities first, under the scope's lock
+// (one lock for the whole batch: the similarity reads and the resolutions see every
+// committed entity and no writer slips between them), then relations.
+func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Decisions) error {
+	if x.Graph == nil || len(d.Entities) == 0 {
+		return nil
+	}
+	sc := r.factScope()
+	sp := graph.Space(x.space())
+	now := x.now()
+	// The memory each entity came with: the first relation naming it that came with a decision.
+	sources := make([]*uuid.UUID, len(d.Entities))
+	for i := range d.Relations {
+		m := x.relationMemory(r, d, i)
+		for _, at := range []int{d.Relations[i].subj, d.Relations[i].obj} {
+			if m != nil && at >= 0 && sources[at] == nil {
+				sources[at] = m
+			}
+		}
+	}
+	// Quarantine: memories a quarantined key or agent writes are held (hidden until a
+	// release); the graph has no held state, so the graph part of a batch any quarantined
+	// writer contributed to is not written at all.
+	keys := []string{cmpOr(r.KeyID, WorkerKey)}
+	for _, rel := range d.Relations {
+		keys = append(keys, rel.writer)
+	}
+	held, err := x.Semantic.WritersQuarantined(ctx, tx, r.Org, keys, []string{r.AgentID}, now)
+	if err != nil {
+		return fmt.Errorf("extraction: checking quarantines: %w", err)
+	}
+	if held {
+		for i := range d.Entities {
+			d.Entities[i].Result = "quarantined"
+		}
+		for i := range d.Relations {
+			d.Relations[i].Result = "quarantined"
+		}
+		return nil
+	}
+	if err := x.Graph.LockScope(ctx, tx, sc); err != nil {
+		return fmt.Errorf("extraction: locking the scope's entities: %w", err)
+	}
+	for i := range d.Entities {
+		e := &d.Entities[i]
+		name, aliases := e.Name, e.Aliases
+		target, err := x.knownEntity(ctx, tx, r.Org, sc, sp, e)
+		if err != nil {
+			return err
+		}
+		if target != nil && graph.Normalize(target.Name) != graph.Normalize(name) {
+			aliases = append([]string{name}, aliases...)
+			name = target.Name
+		}
+		if e.Merged, err = x.mergeNamed(ctx, tx, r.Org, sc, target, name, aliases); err != nil {
+			return err
+		}
+		in := graph.ResolveInput{Scope: sc, Name: name, Type: e.Type, Aliases: aliases, Summary: e.Summary,
+			SourceMemoryID: sources[i]}
+		// A vector of a bare name must not replace a known entity's name + summary vector.
+		if e.Summary != "" && e.vector != nil {
+			in.Vector, in.Space = e.vector, sp
+		}
+		ent, created, err := x.Graph.Resolve(ctx, tx, in)
+		if err != nil {
+			return fmt.Errorf("extraction: resolving an entity: %w", err)
+		}
+		if created && in.Vector == nil && e.vector != nil {
+			in.Vector, in.Space, in.SourceMemoryID = e.vector, sp, nil
+			if ent, _, err = x.Graph.Resolve(ctx, tx, in); err != nil {
+				return fmt.Errorf("extraction: embedding an entity: %w", err)
+			}
+		}
+		e.EntityID, e.Result = &ent.ID, "resolved"
+		if created {
+			e.Result = "created"
+		}
+	}
+	for i := range d.Relations {
+		rel := &d.Relations[i]
+		in := graph.RelationInput{Scope: sc, SubjectID: *d.Entities[rel.subj].EntityID, Predicate: rel.Predicate,
+			Functional: rel.Functional, Fact: rel.Fact, ValidFrom: rel.ValidFrom,
+			Provenance: graph.Provenance{MemoryID: x.relationMemory(r, d, i), KeyID: rel.writer, AgentID: r.AgentID}}
+		if rel.obj >= 0 {
+			in.ObjectID = d.Entities[rel.obj].EntityID
+			if *in.ObjectID == in.SubjectID { // two names of the answer resolved to one entity
+				rel.Result = "skipped"
+				continue
+			}
+		} else {
+			v := rel.Value
+			in.ObjectValue = &v
+		}
+		res, err := x.Graph.AddRelation(ctx, tx, in)
+		if err != nil {
+			return fmt.Errorf("extraction: adding a relation: %w", err)
+		}
+		rel.RelationID, rel.SourceMemoryID, rel.Closed = &res.Relation.ID, in.Provenance.MemoryID, res.Closed
+		rel.Result = "unchanged"
+		if !res.Created {
+			continue
+		}
+		rel.Result = "added"
+		if _, err := tx.Exec(ctx, `INSERT INTO extraction_provenance (org_id, op, memory_id, relation_id,
+				user_id, agent_id, session_id, turn_seqs, model, prompt_version, written_by, created_at)
+			VALUES ($1, 'add', $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, ''), $7, $8, $9, $10, $11)`,
+			r.Org, in.Provenance.MemoryID, res.Relation.ID, r.UserID, r.AgentID, r.SessionID, rel.Turns, d.Model,
+			d.PromptVersion, rel.writer, now); err != nil {
+			return pg.Interpret(err)
+		}
+	}
+	return nil
+}
+
+// mergeNamed merges the known entities of sc that name and aliases name — "Ana Silva"
+// with the alias "Ana" when "Ana" and "Ana Silva" were resolved apart earlier — into one, so
+// Resolve then finds a single entity: the model's answer is that they are the same. The
+// survivor is target (the model's ref or the similar entity), else the entity whose name
+// is name, else the oldest. The caller holds the scope's lock.
+func (x *Extractor) mergeNamed(ctx context.Context, tx pgx.Tx, org string, sc strata.Scope, target *graph.Entity,
+	name string, aliases []string) ([]uuid.UUID, error) {
+	var found []graph.Entity
+	seen := map[uuid.UUID]bool{}
+	if target != nil {
+		found, seen[target.ID] = append(found, *target), true
+	}
+	for _, f := range append([]string{name}, aliases...) {
+		es, err := x.Graph.Lookup(ctx, tx, org, graph.LookupQuery{Name: f, Scope: &sc, Limit: 20})
+		if err != nil {
+			return nil, fmt.Errorf("extraction: looking up an entity: %w", err)
+		}
+		for _, g := range es {
+			if !seen[g.ID] && g.UserID == sc.UserID && g.AgentID == sc.AgentID && g.SessionID == sc.SessionID {
+				found, seen[g.ID] = append(found, g), true
+			}
+		}
+	}
+	if len(found) < 2 {
+		return nil, nil
+	}
+	survivor := found[0]
+	if target == nil {
+		slices.SortStableFunc(found, func(a, b graph.Entity) int { return a.CreatedAt.Compare(b.CreatedAt) })
+		survivor = found[0]
+		for _, g := range found {
+			if graph.Normalize(g.Name) == graph.Normalize(name) {
+				survivor = g
+				break
+			}
+		}
+	}
+	var merged []uuid.UUID
+	for _, g := range found {
+		if g.ID == survivor.ID {
+			continue
+		}
+		if _, err := x.Graph.Merge(ctx, tx, org, survivor.ID, g.ID); err != nil {
+			return nil, fmt.Errorf("extraction: merging entities the answer named as one: %w", err)
+		}
+		merged = append(merged, g.ID)
+	}
+	return merged, nil
+}
+
+// relationMemory is the memory version written by the decision relation i came with (nil:
+// none, or a retraction).
+func (x *Extractor) relationMemory(r Request, d *Decisions, i int) *uuid.UUID {
+	if r.sourceMemory != nil {
+		return r.sourceMemory
+	}
+	at := d.Relations[i].decision
+	if at < 0 || at >= len(d.Decisions) {
+		return nil
+	}
+	dd := d.Decisions[at]
+	if dd.Kind != "fact" || (dd.Result != "added" && dd.Result != "deduplicated" && dd.Result != "updated") {
+		return nil
+	}
+	return dd.ResultMemoryID
+}
+
+// knownEntity is the known entity of sc that e is, by the model's answer (its ref) or by
+// embedding similarity of name + summary (nil: neither; Resolve then matches names and
+// aliases, or creates it). The caller holds the scope's lock.
+func (x *Extractor) knownEntity(ctx context.Context, tx pgx.Tx, org string, sc strata.Scope, sp graph.Space, e *Entity) (*graph.Entity, error) {
+	ofScope := func(g graph.Entity) bool {
+		return g.MergedInto == nil && g.UserID == sc.UserID && g.AgentID == sc.AgentID && g.SessionID == sc.SessionID
+	}
+	if e.known != nil {
+		g, err := x.Graph.Get(ctx, tx, org, *e.known)
+		for i := 0; err == nil && g.MergedInto != nil && i < 8; i++ {
+			g, err = x.Graph.Get(ctx, tx, org, *g.MergedInto)
+		}
+		switch {
+		case errors.Is(err, strata.ErrNotFound):
+		case err != nil:
+			return nil, err
+		case ofScope(g):
+			return &g, nil
+		}
+	}
+	if e.vector == nil {
+		return nil, nil
+	}
+	hits, err := x.Graph.Search(ctx, tx, org, graph.SearchQuery{Scope: &sc, Text: e.Name, Vector: e.vector, Space: sp, Limit: 5})
+	if err != nil {
+		return nil, fmt.Errorf("extraction: matching an entity: %w", err)
+	}
+	for _, h := range hits {
+		if !ofScope(h.Entity) {
+			continue
+		}
+		if h.Exact {
+			return nil, nil // its name or an alias: Resolve finds it
+		}
+		if h.Similarity != nil && *h.Similarity >= x.similarity() {
+			return &h.Entity, nil
+		}
+	}
+	return nil, nil
 }

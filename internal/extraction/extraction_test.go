@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/extraction"
+	"github.com/strata-mem/strata/internal/graph"
 	"github.com/strata-mem/strata/internal/keyvalue"
 	"github.com/strata-mem/strata/internal/llmtest"
 	"github.com/strata-mem/strata/internal/pg"
@@ -35,6 +36,7 @@ type env struct {
 	w    *working.Store
 	kv   *keyvalue.Store
 	mem  *semantic.Store
+	g    *graph.Store
 	x    *extraction.Extractor
 	llm  *llmtest.Server
 }
@@ -47,11 +49,12 @@ func newEnv(t *testing.T, answer func(llmtest.Prompt) string) *env {
 	e.w = working.New(pool, rdb, working.Options{Prefix: prefix})
 	e.kv = keyvalue.New(pool, rdb, keyvalue.Options{Prefix: prefix})
 	e.mem = semantic.NewStore(semantic.Options{}, nil)
+	e.g = graph.NewStore(graph.Options{})
 	e.llm = llmtest.New(t, answer)
 	def := policy.DefaultPolicy(0)
 	var err error
 	e.x, err = extraction.New(extraction.LLMOptions{BaseURL: e.llm.BaseURL(), APIKey: "sk-test", Model: "fake-model"},
-		extraction.Extractor{Pool: pool, Semantic: e.mem, KV: e.kv, Working: e.w, Embedder: embed.NewLexical(384),
+		extraction.Extractor{Pool: pool, Semantic: e.mem, KV: e.kv, Working: e.w, Graph: e.g, Embedder: embed.NewLexical(384),
 			Restricted: func(ctx context.Context, db pg.DBTX, org, user string) (bool, error) {
 				var r bool
 				err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gdpr_restrictions WHERE org_id = $1 AND user_id = $2)`, org, user).Scan(&r)

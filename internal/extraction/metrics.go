@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	runs      *prometheus.CounterVec
 	decisions *prometheus.CounterVec
+	graph     *prometheus.CounterVec
 	calls     prometheus.Counter
 	tokens    *prometheus.CounterVec
 	refused   *prometheus.CounterVec
@@ -18,6 +19,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Extraction runs by outcome (extracted, failed, restricted, rate_limited, stale)."}, []string{"status"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_extraction_decisions_total",
 			Help: "Applied extraction decisions by kind and op."}, []string{"kind", "op"}),
+		graph: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_extraction_graph_total",
+			Help: "Entities and relations extraction applied, by kind (entity, relation) and result."}, []string{"kind", "result"}),
 		calls: prometheus.NewCounter(prometheus.CounterOpts{Name: "strata_extraction_llm_calls_total",
 			Help: "Chat-completion calls made by extraction."}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_extraction_llm_tokens_total",
@@ -25,7 +28,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strata_extraction_rate_limited_total",
 			Help: "Extraction calls refused by the org's hourly limits."}, []string{"limit"}),
 	}
-	reg.MustRegister(m.runs, m.decisions, m.calls, m.tokens, m.refused)
+	reg.MustRegister(m.runs, m.decisions, m.graph, m.calls, m.tokens, m.refused)
 	return m
 }
 
@@ -47,6 +50,16 @@ func (m *Metrics) decided(d Decisions) {
 	if m != nil {
 		for _, x := range d.Decisions {
 			m.decisions.WithLabelValues(x.Kind, x.Op).Inc()
+		}
+		for _, e := range d.Entities {
+			if e.Result != "" {
+				m.graph.WithLabelValues("entity", e.Result).Inc()
+			}
+		}
+		for _, r := range d.Relations {
+			if r.Result != "" {
+				m.graph.WithLabelValues("relation", r.Result).Inc()
+			}
 		}
 	}
 }

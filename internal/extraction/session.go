@@ -95,6 +95,7 @@ func (x *Extractor) AuditRequest(ctx context.Context, tx pgx.Tx, r Request, d De
 	}
 	return audit.Append(ctx, tx, audit.Entry{OrgID: r.Org, ActorKeyID: cmpOr(r.KeyID, WorkerKey), ActorRole: "agent",
 		AgentID: r.AgentID, Action: "extract-memories", EntityType: entity, EntityID: id, Status: 200,
-		Details: map[string]any{"turns": len(r.Turns), "decisions": d.Counts(), "model": d.Model,
+		Details: map[string]any{"turns": len(r.Turns), "decisions": d.Counts(), "entities": len(d.Entities),
+			"relations": len(d.Relations), "model": d.Model,
 			"prompt_version": d.PromptVersion, "llm_calls": d.Usage.Calls, "tokens": d.Usage.Tokens()}})
 }

@@ -274,7 +274,8 @@ func (x *Extractor) runBatch(ctx context.Context, org, session string) (res RunR
 		return audit.Append(ctx, tx, audit.Entry{OrgID: org, ActorKeyID: WorkerKey, ActorRole: "system", AgentID: req.AgentID,
 			Action: "extract-memories", EntityType: "session", EntityID: session, Status: 200,
 			Details: map[string]any{"turns": len(req.Turns), "from_seq": req.Turns[0].Seq, "to_seq": last,
-				"decisions": dec.Counts(), "model": dec.Model, "prompt_version": dec.PromptVersion,
+				"decisions": dec.Counts(), "entities": len(dec.Entities), "relations": len(dec.Relations),
+				"model": dec.Model, "prompt_version": dec.PromptVersion,
 				"llm_calls": dec.Usage.Calls, "tokens": dec.Usage.Tokens()}})
 	})
 	if errors.Is(err, errStale) {
@@ -307,7 +308,7 @@ func (x *Extractor) applyPaused(ctx context.Context, tx pgx.Tx, ac AfterCommit, 
 	for i := range all {
 		one := *dec
 		one.Decisions = all[i : i+1]
-		if err := x.Apply(ctx, tx, ac, req, &one); err != nil {
+		if err := x.applyDecisions(ctx, tx, ac, req, &one); err != nil {
 			return err
 		}
 		select {
@@ -316,7 +317,11 @@ func (x *Extractor) applyPaused(ctx context.Context, tx pgx.Tx, ac AfterCommit, 
 		case <-time.After(x.ApplyPause): // kept: the crash test's window inside one apply transaction
 		}
 	}
+	if err := x.applyGraph(ctx, tx, req, dec); err != nil {
+		return err
+	}
 	dec.Applied = true
+	x.Metrics.decided(*dec)
 	return nil
 }
 

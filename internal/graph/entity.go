@@ -138,6 +138,18 @@ func lockScope(ctx context.Context, db pg.DBTX, sc strata.Scope) error {
 	return pg.Interpret(err)
 }
 
+// LockScope takes the lock Resolve takes on sc's entities, for the rest of the transaction.
+// A caller that decides a resolution from a read of its own (extraction's embedding
+// similarity: "A. Silva" is the known "Ana Silva") takes it before that read, so no other
+// writer can create or change the scope's entities between the read and its Resolve; the
+// lock is re-entrant within the transaction.
+func (s *Store) LockScope(ctx context.Context, db pg.DBTX, sc strata.Scope) error {
+	if err := checkScope(sc); err != nil {
+		return err
+	}
+	return lockScope(ctx, db, sc)
+}
+
 // Resolve finds the live entity of in.Scope whose name or aliases match the name or any
 // alias (normalised), or creates it, and answers whether it was created. A found entity
 // gains the forms it did not know as aliases, the type if it had none, and the summary,

@@ -148,8 +148,8 @@ func TestAssetBadInput(t *testing.T) {
 		status             int
 		loc                string
 	}{
-		// huma reports a missing required property at "body", naming it in the message.
-		{"missing uri", "PUT", "/v1/assets/a", map[string]any{"media_type": "video/mp4"}, nil, 422, "body"},
+		// A missing required property is located at itself.
+		{"missing uri", "PUT", "/v1/assets/a", map[string]any{"media_type": "video/mp4"}, nil, 422, "body.uri"},
 		{"bad sha256", "PUT", "/v1/assets/a", map[string]any{"uri": "s3://x", "sha256": "XYZ"}, nil, 422, "body.sha256"},
 		{"bad media type", "PUT", "/v1/assets/a", map[string]any{"uri": "s3://x", "media_type": "mp4"}, nil, 422, "body.media_type"},
 		{"metadata not an object", "PUT", "/v1/assets/a", map[string]any{"uri": "s3://x", "metadata": []int{1}}, nil, 422, "body.metadata"},

@@ -22,16 +22,23 @@ func need(t *testing.T, r *apptest.Response, want ...int) *apptest.Response {
 // mediaAnswer is the fake model's answer for the media-job conversation below.
 func mediaAnswer(p llmtest.Prompt) string {
 	var ds []llmtest.D
+	var es []llmtest.E
+	var rs []llmtest.R
 	for _, tn := range p.Doc.Turns {
 		c := tn.Content
 		switch {
 		case strings.Contains(c, "4K"):
 			ds = append(ds, llmtest.D{Op: "ADD", Kind: "preference", Key: "export_resolution", Text: "4K", Turns: []int64{tn.Seq}})
+		case strings.Contains(c, "Lumen"):
+			ds = append(ds, llmtest.D{Op: "ADD", Kind: "fact", Text: "User edits wedding films for Lumen Studio", Turns: []int64{tn.Seq}})
+			es = append(es, llmtest.E{Name: "Lumen Studio", Type: "organization", Summary: "A wedding film studio"})
+			rs = append(rs, llmtest.R{Subject: "Lumen Studio", Predicate: "makes", Value: "wedding films",
+				Decision: len(ds) - 1, Turns: []int64{tn.Seq}})
 		case strings.Contains(c, "wedding"):
 			ds = append(ds, llmtest.D{Op: "ADD", Kind: "fact", Text: "User edits wedding films for Lumen Studio", Turns: []int64{tn.Seq}})
 		}
 	}
-	return llmtest.Answer(ds...)
+	return llmtest.GraphAnswer(ds, es, rs)
 }
 
 // TestExtractionThroughTheAPI: turns appended (one and a batch) are extracted in the
@@ -94,6 +101,10 @@ func TestExtractionThroughTheAPI(t *testing.T) {
 	require.Equal(t, []any{float64(1)}, it["turn_seqs"])
 	require.Equal(t, "fake-model", it["model"])
 	require.Equal(t, "I cut wedding films for Lumen Studio.", it["turns"].([]any)[0].(map[string]any)["content"])
+	var rels int
+	require.NoError(t, owner.QueryRow(ctx, `SELECT count(*) FROM graph_relations WHERE org_id = 'acme' AND user_id = 'sam'
+		AND source_memory_id = $1`, memID).Scan(&rels))
+	require.Equal(t, 1, rels, "the relation extracted with the memory")
 	kv := need(t, s.Do("GET", "/v1/kv/preferences/export_resolution?user_id=sam", key, nil), 200).Map(t)
 	require.Equal(t, "4K", kv["value"])
 	require.Equal(t, "user", kv["level"])
@@ -120,6 +131,8 @@ func TestExtractionThroughTheAPI(t *testing.T) {
 		`SELECT count(*) FROM kv_versions WHERE org_id = 'acme' AND user_id = 'sam'`,
 		`SELECT count(*) FROM extraction_state WHERE org_id = 'acme' AND user_id = 'sam'`,
 		`SELECT count(*) FROM extraction_provenance WHERE org_id = 'acme'`,
+		`SELECT count(*) FROM graph_entities WHERE org_id = 'acme' AND user_id = 'sam'`,
+		`SELECT count(*) FROM graph_relations WHERE org_id = 'acme' AND user_id = 'sam'`,
 		`SELECT count(*) FROM river_job WHERE kind = 'extract_session' AND args->>'user_id' = 'sam' AND state NOT IN ('completed', 'running')`,
 	} {
 		var n int

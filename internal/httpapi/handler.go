@@ -72,6 +72,25 @@ var (
 	adminRoles      = []strata.Role{strata.RoleAdmin}
 )
 
+// rolesNeeded names the key an operation needs, for its 403: "an agent key (or an admin
+// key)"; admin may do everything.
+func rolesNeeded(roles []strata.Role) string {
+	var names []string
+	for _, r := range roles {
+		if r != strata.RoleAdmin {
+			names = append(names, string(r))
+		}
+	}
+	if len(names) == 0 {
+		return "an admin key"
+	}
+	article := "a "
+	if strings.ContainsRune("aeiou", rune(names[0][0])) {
+		article = "an "
+	}
+	return article + strings.Join(names, " or ") + " key (or an admin key)"
+}
+
 // handle registers one operation: callable by roles (admin may do everything), serving
 // what reads declares of data subjects' data (enforced here, GDPR Art. 18), answered by h.
 func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads Reads, h Handler[I, O]) {
@@ -87,7 +106,8 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 	huma.Register(s.api, op, func(ctx context.Context, in *I) (*O, error) {
 		p, ok := auth.FromContext(ctx)
 		if !ok || !p.Can(roles...) {
-			return nil, huma.Error403Forbidden("this API key's role (" + string(p.Role) + ") may not call " + op.OperationID)
+			return nil, huma.Error403Forbidden("this API key's role (" + string(p.Role) + ") may not call " + op.OperationID +
+				": it needs " + rolesNeeded(roles))
 		}
 		s.routeRead(ctx, op.OperationID) // a read replica, if the operation may use one (replicas.go)
 		if noFlushReads[op.OperationID] && !s.Options.SyncReadCommits {

@@ -2,13 +2,18 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/outbox"
+	"github.com/strata-mem/strata/internal/strata"
 )
 
 // Durable jobs (docs/jobs.md): the job record, checkpoints, leased steps, resume, handoffs,
@@ -72,15 +77,30 @@ func (s *Server) completeJob(ctx context.Context, r *Request, in *api.CompleteJo
 	return &api.JobOutput{Status: http.StatusOK, ETag: etag(j.Version), Body: j}, nil
 }
 
+// putCheckpoint writes the next version. If-Match: "n" writes only on version n; If-Match: *
+// writes whatever the latest is (an explicit overwrite); no If-Match writes only the first
+// checkpoint, and on a job that has one answers 428: a writer that did not say what it
+// built on would silently bury another writer's progress.
 func (s *Server) putCheckpoint(ctx context.Context, r *Request, in *api.PutCheckpointInput) (*api.CheckpointOutput, error) {
 	im, err := ifMatchPtr(in.IfMatch)
 	if err != nil {
 		return nil, err
 	}
+	absent := im == nil && strings.TrimSpace(in.IfMatch) != "*"
+	if absent {
+		im = new(int64) // builds on no checkpoint: the job's first
+	}
 	b := in.Body
 	cp := jobs.CheckpointInput{Goal: b.Goal, CurrentStep: b.CurrentStep, Done: b.Done, Pending: b.Pending,
 		NextAction: b.NextAction, State: b.State, WorkingState: b.WorkingState, AgentID: b.AgentID, UserID: b.UserID}
 	c, err := s.JobLog.PutCheckpoint(ctx, r.Tx, r.Org, in.Job, cp, im)
+	var ce *strata.ConflictError
+	if absent && errors.As(err, &ce) && ce.Details["current_version"] != nil {
+		v := fmt.Sprint(ce.Details["current_version"])
+		return nil, huma.NewError(http.StatusPreconditionRequired, "job "+in.Job+" already has checkpoint version "+v+
+			": send If-Match: \""+v+"\" (the version you resumed from and build on), or If-Match: * to overwrite it whatever it is",
+			&huma.ErrorDetail{Location: "header.If-Match", Message: "required once the job has a checkpoint", Value: ce.Details})
+	}
 	if err != nil {
 		return nil, err
 	}

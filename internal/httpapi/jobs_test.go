@@ -231,6 +231,39 @@ func TestCheckpointIfMatchRaceHTTP(t *testing.T) {
 	require.Equal(t, 3, countRows(t, s, "job_checkpoints"))
 }
 
+// A checkpoint write without If-Match writes only a job's first checkpoint: on a job that has
+// one it is refused with 428 (nothing written) and says how to go on; If-Match: * overwrites.
+func TestCheckpointWithoutIfMatchNeedsAnExplicitOverwrite(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	k := s.NewKey("acme", "agent")
+	require.Equal(t, 201, s.Do("PUT", "/v1/jobs/j", k, map[string]any{}).Status)
+
+	r := s.Do("PUT", "/v1/jobs/j/checkpoint", k, map[string]any{"next_action": "first"})
+	require.Equal(t, 201, r.Status, "the first checkpoint needs no If-Match: %s", r.Body)
+	require.Equal(t, `"1"`, r.Header.Get("ETag"))
+
+	r = s.Do("PUT", "/v1/jobs/j/checkpoint", k, map[string]any{"next_action": "blind"})
+	requireProblem(t, r, 428, "header.If-Match")
+	detail := fmt.Sprint(r.Map(t)["detail"])
+	require.Contains(t, detail, `If-Match: "1"`)
+	require.Contains(t, detail, "If-Match: *")
+	require.Equal(t, 1, countRows(t, s, "job_checkpoints"), "a refused write wrote nothing")
+
+	r = s.Do("PUT", "/v1/jobs/j/checkpoint", k, map[string]any{"next_action": "built on 1"}, "If-Match", `"1"`)
+	require.Equal(t, 201, r.Status, string(r.Body))
+	r = s.Do("PUT", "/v1/jobs/j/checkpoint", k, map[string]any{"next_action": "overwrite"}, "If-Match", "*")
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.Equal(t, `"3"`, r.Header.Get("ETag"))
+	requireProblem(t, s.Do("PUT", "/v1/jobs/j/checkpoint", k, map[string]any{}, "If-Match", `"1"`), 409, "")
+
+	// The OpenAPI document says so.
+	doc := s.Do("GET", "/openapi.json", "", nil).Map(t)
+	put := doc["paths"].(map[string]any)["/v1/jobs/{job}/checkpoint"].(map[string]any)["put"].(map[string]any)
+	require.Contains(t, put["responses"], "428")
+	require.Contains(t, put["description"], "If-Match: *")
+}
+
 func TestForkSharesHistoryAndEvents(t *testing.T) {
 	t.Parallel()
 	s := apptest.Start(t)
@@ -254,8 +287,8 @@ func TestForkSharesHistoryAndEvents(t *testing.T) {
 	appendEvents("p", "outline", "draft")
 	require.Equal(t, 201, s.Do("PUT", "/v1/jobs/p/checkpoint", k, map[string]any{"next_action": "review"}).Status)
 	appendEvents("p", "review")
-	r := s.Do("PUT", "/v1/jobs/p/checkpoint", k, map[string]any{"next_action": "publish"})
-	require.Equal(t, 201, r.Status)
+	r := s.Do("PUT", "/v1/jobs/p/checkpoint", k, map[string]any{"next_action": "publish"}, "If-Match", `"1"`)
+	require.Equal(t, 201, r.Status, string(r.Body))
 	require.EqualValues(t, 3, r.Map(t)["event_seq"])
 
 	r = s.Do("POST", "/v1/jobs/p/checkpoints/1/fork", k, map[string]any{"new_job_id": "p-alt"})
@@ -423,7 +456,7 @@ func TestJobBadInput(t *testing.T) {
 		{"POST", "/v1/jobs/j/steps/bad$id/start", map[string]any{"owner": "a"}, 422, "path.step", nil},
 		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"owner": "a", "lease_seconds": 0}, 422, "body.lease_seconds", nil},
 		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"owner": "a", "lease_seconds": 86401}, 422, "body.lease_seconds", nil},
-		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"lease_seconds": 10}, 422, "body", nil}, // "expected required property owner"
+		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"lease_seconds": 10}, 422, "body.owner", nil}, // a missing property is located at itself
 		{"POST", "/v1/jobs/j/steps/t/start", map[string]any{"owner": "a", "input": map[string]any{"params": map[string]any{"k": "\u0000"}}}, 422, "body.input.params.k", nil},
 		{"POST", "/v1/jobs/j/steps/s/fail", map[string]any{"fencing_token": 1, "error": "e", "disposition": "shrug"}, 422, "body.disposition", nil},
 		{"POST", "/v1/jobs/j/steps/s/complete", map[string]any{"fencing_token": 0}, 422, "body.fencing_token", nil},

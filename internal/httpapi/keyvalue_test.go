@@ -224,7 +224,7 @@ func TestKVHTTPBadInputWritesNothing(t *testing.T) {
 		{"/v1/kv/ns/k", map[string]any{"value": strings.Repeat("x", 2000)}, 413, "body.value"},
 		{"/v1/kv/ns/k", `{"value": "a\u0000b"}`, 422, "body.value"},
 		{"/v1/kv/ns/k", map[string]any{"value": nil}, 422, "body.value"},
-		{"/v1/kv/ns/k", map[string]any{}, 422, "body"}, // huma: "expected required property value to be present"
+		{"/v1/kv/ns/k", map[string]any{}, 422, "body.value"}, // a missing property is located at itself
 		{"/v1/kv/ns/k", map[string]any{"value": 1, "user_id": "no spaces"}, 422, "body.user_id"},
 		{"/v1/kv/ns/k", map[string]any{"value": 1, "ttl_seconds": 0}, 422, "body.ttl_seconds"},
 	} {

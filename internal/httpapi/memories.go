@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/strata"
@@ -49,6 +50,9 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 	if err := n.Validate(); err != nil {
 		return nil, err
 	}
+	if b.Graph && s.Extraction == nil {
+		return nil, extractionProblem(extraction.ErrNotConfigured)
+	}
 	var err error
 	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
 		return nil, err
@@ -61,7 +65,19 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 	if dedup != nil {
 		status = http.StatusOK
 	}
-	return memoryOK(m, status, dedup), nil
+	out := memoryOK(m, status, dedup)
+	if b.Graph {
+		// One model call on the memory's text, applied on the request's transaction: the
+		// memory and its entities and relations commit together, or not at all.
+		d, err := s.Extraction.ExtractGraph(ctx, r.Tx, extraction.GraphMemory{Scope: m.Scope(r.Org), MemoryID: m.ID,
+			Text: b.Text, KeyID: n.Provenance.KeyID, AgentID: n.Provenance.AgentID})
+		if err != nil {
+			return nil, extractionProblem(err)
+		}
+		out.Body.Graph = &api.MemoryGraph{Model: d.Model, PromptVersion: d.PromptVersion, Entities: d.Entities,
+			Relations: d.Relations, Usage: d.Usage}
+	}
+	return out, nil
 }
 
 func (s *Server) searchMemories(ctx context.Context, r *Request, in *api.SearchInput) (*api.SearchOutput, error) {

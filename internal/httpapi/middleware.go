@@ -30,7 +30,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		// The console calls the API in-process for a principal it resolved from its session
 		// (internal/console): a context value no HTTP client can set.
 		if p, ok := auth.InProcessPrincipal(r.Context()); ok {
-			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+			next.ServeHTTP(w, r.WithContext(httpops.WithCaller(r.Context(), p)))
 			return
 		}
 		h := r.Header.Get("Authorization")
@@ -58,7 +58,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if via := auth.ViaOf(r.Context()); via != "" {
 			p.Via = via // an in-process call of the MCP server or the Mem0 API
 		}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		next.ServeHTTP(w, r.WithContext(httpops.WithCaller(r.Context(), p)))
 	})
 }
 
@@ -127,7 +127,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				httpops.WriteProblem(w, r, http.StatusRequestEntityTooLarge, "request body is larger than "+strconv.FormatInt(limit, 10)+" bytes", nil)
+				httpops.WriteProblem(w, r, http.StatusRequestEntityTooLarge, s.tooLargeMessage(limit), nil)
 				return
 			}
 			httpops.WriteProblem(w, r, http.StatusBadRequest, "could not read the request body", nil)
@@ -445,6 +445,19 @@ func (s *Server) writeErrFresh(w http.ResponseWriter, r *http.Request, err error
 		w.Header().Del(h)
 	}
 	s.writeErr(w, r, err)
+}
+
+// tooLargeMessage says what to do about a body over limit: split it, or (when the limit is
+// the server's setting) raise STRATA_MAX_BODY_BYTES.
+func (s *Server) tooLargeMessage(limit int64) string {
+	msg := "request body is larger than " + strconv.FormatInt(limit, 10) + " bytes: split it into several smaller requests " +
+		"(fewer items per batch, or long text as several memories or events)"
+	if limit <= s.Options.MaxBodyBytes {
+		msg += ", or raise the server's limit with STRATA_MAX_BODY_BYTES"
+	} else {
+		msg += "; this operation's own limit is above the server's STRATA_MAX_BODY_BYTES and does not change with it"
+	}
+	return msg
 }
 
 func depthMessage(max int) string {

@@ -2,8 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -20,6 +25,116 @@ func scrubInternal(_ huma.Context, _ string, v any) (any, error) {
 		em.Detail, em.Errors = httpops.InternalDetail, nil
 	}
 	return v, nil
+}
+
+// clarifyProblems is a response transformer for the problems huma writes itself when a
+// request fails validation ("validation failed"), before any handler runs:
+//   - no detail repeats what was submitted (huma puts the offending value, often the whole
+//     body, in errors[].value: a 900 KB body would come back in a 900 KB problem, personal
+//     data included) — the location names the field instead;
+//   - a missing required property is located at the property ("body.text"), not at the
+//     object that lacks it ("body");
+//   - 400 says the JSON is malformed and where (jsonFormat's message), 415 says to send
+//     application/json;
+//   - an unexpected property's problem lists the properties allowed there (reg resolves the
+//     body schema's references).
+func clarifyProblems(reg huma.Registry) huma.Transformer {
+	return func(ctx huma.Context, _ string, v any) (any, error) { return clarifyProblem(ctx, reg, v), nil }
+}
+
+func clarifyProblem(ctx huma.Context, reg huma.Registry, v any) any {
+	em, ok := v.(*huma.ErrorModel)
+	if !ok || em.Detail != "validation failed" {
+		return v
+	}
+	for _, d := range em.Errors {
+		d.Value = nil
+		if d.Message == "unexpected property" {
+			if allowed := allowedProperties(reg, ctx.Operation(), d.Location); len(allowed) > 0 {
+				d.Message = "unexpected property; allowed: " + strings.Join(allowed, ", ")
+			}
+		}
+		var name string
+		if _, err := fmt.Sscanf(d.Message, "expected required property %s to be present", &name); err == nil && name != "" {
+			if d.Location == "" {
+				d.Location = "body"
+			}
+			d.Location += "." + name
+			d.Message = "is required"
+		}
+	}
+	switch em.Status {
+	case http.StatusBadRequest:
+		em.Detail = "the request body is not valid JSON"
+		for _, d := range em.Errors {
+			if d.Location == "body" && d.Message != "" {
+				em.Detail = d.Message
+				break
+			}
+		}
+	case http.StatusUnsupportedMediaType:
+		got := ctx.Header("Content-Type")
+		if len(got) > 80 { // a media type, not a place to hand text back
+			got = got[:80] + "…"
+		}
+		em.Detail = "send the request body as JSON with Content-Type: application/json (this request's was " + fmt.Sprintf("%q", got) + ")"
+		for _, d := range em.Errors {
+			d.Location, d.Message = "header.Content-Type", "must be application/json"
+		}
+	}
+	return v
+}
+
+// allowedProperties lists the properties the request body's schema allows in the object
+// that holds the property at location ("body.input.bogus" → the properties of input),
+// sorted; nil when the schema cannot be followed there.
+func allowedProperties(reg huma.Registry, op *huma.Operation, location string) []string {
+	rest, ok := strings.CutPrefix(location, "body.")
+	if op == nil || op.RequestBody == nil || !ok {
+		return nil
+	}
+	mt := op.RequestBody.Content["application/json"]
+	if mt == nil || mt.Schema == nil {
+		return nil
+	}
+	resolve := func(sc *huma.Schema) *huma.Schema {
+		if sc != nil && sc.Ref != "" {
+			return reg.SchemaFromRef(sc.Ref)
+		}
+		return sc
+	}
+	sc := resolve(mt.Schema)
+	segs := strings.Split(rest, ".")
+	for _, seg := range segs[:len(segs)-1] {
+		name, idx, _ := strings.Cut(seg, "[")
+		if sc = resolve(sc); sc == nil {
+			return nil
+		}
+		if name != "" {
+			sc = resolve(sc.Properties[name])
+		}
+		for ; idx != "" && sc != nil; _, idx, _ = strings.Cut(idx, "[") {
+			sc = resolve(sc.Items)
+		}
+	}
+	if sc = resolve(sc); sc == nil || len(sc.Properties) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(sc.Properties))
+}
+
+// jsonFormat is huma's JSON format with a syntax error that says where: "malformed JSON at
+// line 3, column 7 (byte 42): invalid character '}' looking for beginning of object key string".
+var jsonFormat = huma.Format{
+	Marshal: huma.DefaultJSONFormat.Marshal,
+	Unmarshal: func(data []byte, v any) error {
+		err := json.Unmarshal(data, v)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return errors.New(strata.MalformedJSON(data, err))
+		}
+		return err
+	},
 }
 
 // problem turns a tier error into the huma error the client sees, logging what the client

@@ -191,7 +191,8 @@ func newHumaConfig() huma.Config {
 		"bearer": {Type: "http", Scheme: "bearer", Description: "A Strata API key."},
 	}
 	cfg.Security = []map[string][]string{{"bearer": {}}}
-	cfg.Transformers = []huma.Transformer{scrubInternal}
+	cfg.Transformers = []huma.Transformer{scrubInternal, clarifyProblems(cfg.Components.Schemas)}
+	cfg.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 	return cfg
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -89,6 +90,31 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// callerSlot is where authentication, which runs inside Observe, leaves the caller for the
+// access log line that Observe writes once the request is done: the authenticated request's
+// context is not the one Observe holds, so the principal travels back through this pointer.
+// A request made in-process for an outer one (the console's and the Mem0 API's calls of the
+// API) has its own slot whose parent is the outer request's: the outer line names the caller
+// its first authenticated inner call found, when the outer request had none of its own.
+type callerSlot struct {
+	p      atomic.Pointer[auth.Principal]
+	parent *callerSlot
+}
+
+type callerSlotKey struct{}
+
+// WithCaller attaches the authenticated caller to ctx (auth.WithPrincipal) and tells the
+// enclosing Observe, so the request's log line names its org_id and key_id.
+func WithCaller(ctx context.Context, p auth.Principal) context.Context {
+	if slot, ok := ctx.Value(callerSlotKey{}).(*callerSlot); ok {
+		slot.p.Store(&p)
+		for outer := slot.parent; outer != nil; outer = outer.parent {
+			outer.p.CompareAndSwap(nil, &p) // in-process calls may run concurrently
+		}
+	}
+	return auth.WithPrincipal(ctx, p)
+}
+
 // Observe logs one line per request (ids, route, status, timing; never a body or a
 // parameter value) and records the request metrics; it turns a panic into a 500 problem
 // that names the request id and nothing else, and bounds each request by timeout.
@@ -97,6 +123,8 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			sw := &statusWriter{ResponseWriter: w}
+			slot := &callerSlot{}
+			slot.parent, _ = r.Context().Value(callerSlotKey{}).(*callerSlot)
 			defer func() {
 				if rec := recover(); rec != nil {
 					if rec == http.ErrAbortHandler {
@@ -119,7 +147,12 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 				d := time.Since(start)
 				m.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
 				m.duration.WithLabelValues(r.Method, route).Observe(d.Seconds())
-				p, _ := auth.FromContext(r.Context())
+				var p auth.Principal
+				if sp := slot.p.Load(); sp != nil {
+					p = *sp
+				} else { // a caller attached before Observe ran (the console's in-process requests)
+					p, _ = auth.FromContext(r.Context())
+				}
 				level := slog.LevelInfo
 				if status >= 500 {
 					level = slog.LevelError
@@ -134,7 +167,7 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 						"org_id", p.OrgID, "key_id", p.KeyID)
 				}
 			}()
-			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callerSlotKey{}, slot), timeout)
 			defer cancel()
 			next.ServeHTTP(sw, r.WithContext(ctx))
 		})

@@ -193,7 +193,7 @@ func (s *Store) CheckValue(field string, v json.RawMessage) error {
 		return strata.Invalid(field, "is required and must not be null (DELETE removes an entry)")
 	}
 	if len(v) > s.opt.MaxValueBytes {
-		return strata.TooLarge(field, "is %d bytes of JSON; the limit is %d", len(v), s.opt.MaxValueBytes)
+		return strata.TooLarge(field, "is %d bytes of JSON; the limit is %d (the server's STRATA_KV_MAX_VALUE_BYTES): keep large documents elsewhere (an asset) and store their reference", len(v), s.opt.MaxValueBytes)
 	}
 	if err := strata.CheckJSON(field, v); err != nil {
 		return err

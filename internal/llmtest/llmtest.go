@@ -39,6 +39,13 @@ type Doc struct {
 		Key   string `json:"key"`
 		Value string `json:"value"`
 	} `json:"preferences"`
+	Entities []struct {
+		Ref     string   `json:"ref"`
+		Name    string   `json:"name"`
+		Type    string   `json:"type"`
+		Aliases []string `json:"aliases"`
+		Summary string   `json:"summary"`
+	} `json:"entities"`
 	Turns []struct {
 		Seq     int64  `json:"seq"`
 		Role    string `json:"role"`
@@ -51,6 +58,16 @@ func (d Doc) Ref(text string) string {
 	for _, m := range d.Memories {
 		if m.Text == text {
 			return m.Ref
+		}
+	}
+	return ""
+}
+
+// EntityRef returns the ref of the known entity shown with name ("" when none).
+func (d Doc) EntityRef(name string) string {
+	for _, e := range d.Entities {
+		if e.Name == name {
+			return e.Ref
 		}
 	}
 	return ""
@@ -172,16 +189,61 @@ type D struct {
 	Turns []int64 `json:"turns"`
 }
 
-// Answer encodes decisions as the schema's JSON answer.
-func Answer(ds ...D) string {
+// E is one entity of a scripted answer.
+type E struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type"`
+	Aliases []string `json:"aliases"`
+	Summary string   `json:"summary"`
+	Ref     string   `json:"ref"`
+}
+
+// R is one relation of a scripted answer. Decision is the index of the decision it came
+// with; NoDecision (-1) for none.
+type R struct {
+	Subject    string  `json:"subject"`
+	Predicate  string  `json:"predicate"`
+	Object     string  `json:"object"`
+	Value      string  `json:"value"`
+	Functional bool    `json:"functional"`
+	ValidFrom  string  `json:"valid_from"`
+	Fact       string  `json:"fact"`
+	Decision   int     `json:"decision"`
+	Turns      []int64 `json:"turns"`
+}
+
+// NoDecision is R.Decision for a relation that came with no decision.
+const NoDecision = -1
+
+// Answer encodes decisions as the schema's JSON answer (no entities or relations).
+func Answer(ds ...D) string { return GraphAnswer(ds, nil, nil) }
+
+// GraphAnswer encodes decisions, entities and relations as the schema's JSON answer.
+func GraphAnswer(ds []D, es []E, rs []R) string {
 	for i := range ds {
 		if ds[i].Turns == nil {
 			ds[i].Turns = []int64{}
 		}
 	}
+	for i := range es {
+		if es[i].Aliases == nil {
+			es[i].Aliases = []string{}
+		}
+	}
+	for i := range rs {
+		if rs[i].Turns == nil {
+			rs[i].Turns = []int64{}
+		}
+	}
 	if ds == nil {
 		ds = []D{}
 	}
-	b, _ := json.Marshal(map[string]any{"decisions": ds})
+	if es == nil {
+		es = []E{}
+	}
+	if rs == nil {
+		rs = []R{}
+	}
+	b, _ := json.Marshal(map[string]any{"decisions": ds, "entities": es, "relations": rs})
 	return string(b)
 }

@@ -1,6 +1,7 @@
 // Package loadtest drives a Strata server with a mixed agent workload (vegeta as a library):
 // every simulated agent turn is some mix of resume, context, working-state get and patch,
-// event append, step start and complete, memory search and key-value get. It runs at a
+// event append, step start and complete, memory search and key-value get (and, when the mix
+// asks for them, handoffs, each of which emits one event). It runs at a
 // fixed rate (open loop) or with a fixed number of clients sending back to back (closed
 // loop, --rate 0), for a duration, and reports throughput and p50/p95/p99 per endpoint and
 // errors by status. It sets up its own org, agent keys and data with an admin key, so it
@@ -18,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +43,17 @@ const (
 	EpStepComplete = "step.complete"
 	EpMemorySearch = "memory.search"
 	EpKVGet        = "kv.get"
+	// EpHandoff creates a handoff on one of the agents' work jobs (it emits handoff.pending), or
+	// acknowledges one created earlier (handoff.acknowledged): every request emits one event.
+	// It is not in DefaultMix: the emission benchmark adds it, so the mix emits events.
+	EpHandoff = "handoff.create"
+	// EpHandoffAck is reported apart: half of EpHandoff's picks acknowledge the handoff
+	// an earlier one created (handoff.acknowledged), so every EpHandoff request emits one event.
+	EpHandoffAck = "handoff.ack"
 )
+
+// OptionalEndpoints may be given a weight in Config.Mix although DefaultMix leaves them out.
+var OptionalEndpoints = []string{EpHandoff}
 
 // DefaultMix is the share of each endpoint in an agent turn (weights, not percentages).
 var DefaultMix = map[string]int{
@@ -185,7 +197,7 @@ func (c *Config) defaults() error {
 		c.Mix = DefaultMix
 	}
 	for name, w := range c.Mix {
-		if _, ok := DefaultMix[name]; !ok {
+		if _, ok := DefaultMix[name]; !ok && !slices.Contains(OptionalEndpoints, name) {
 			return fmt.Errorf("loadtest: unknown endpoint %q in the mix", name)
 		}
 		if w < 0 {
@@ -242,6 +254,35 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Phases = append(rep.Phases, *main)
 	return rep, nil
+}
+
+// Workload is a load test's org, keys and data, set up once by Prepare, for callers that
+// run several phases against the same data (the emission benchmark's alternating rounds).
+type Workload struct {
+	cfg Config
+	w   *workload
+	rep *Report
+}
+
+// Prepare sets up the org, keys and data of cfg (as Run does) without attacking.
+func Prepare(ctx context.Context, cfg Config) (*Workload, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{URL: cfg.URL, Org: cfg.Org, Started: time.Now().UTC()}
+	w, err := setup(ctx, &cfg, rep)
+	if err != nil {
+		return nil, err
+	}
+	return &Workload{cfg: cfg, w: w, rep: rep}, nil
+}
+
+// Notes are what setup noticed (an endpoint skipped).
+func (wl *Workload) Notes() []string { return wl.rep.Notes }
+
+// Attack runs one phase of the mix at rate requests/s (0 = closed loop) for d.
+func (wl *Workload) Attack(ctx context.Context, name string, rate int, d time.Duration) (*Phase, error) {
+	return attack(ctx, &wl.cfg, wl.w, name, rate, d)
 }
 
 // attack runs one phase.
@@ -395,6 +436,8 @@ var routes = []struct {
 	{"POST", regexp.MustCompile(`/v1/jobs/[^/]+/steps/[^/]+/complete$`), EpStepComplete},
 	{"POST", regexp.MustCompile(`/v1/memories/search$`), EpMemorySearch},
 	{"GET", regexp.MustCompile(`/v1/kv/[^/]+/[^/]+$`), EpKVGet},
+	{"POST", regexp.MustCompile(`/v1/jobs/[^/]+/handoffs$`), EpHandoff},
+	{"POST", regexp.MustCompile(`/v1/jobs/[^/]+/handoffs/[^/]+/ack$`), EpHandoffAck},
 }
 
 // classify names the endpoint of a request.
@@ -415,7 +458,8 @@ func randomHex(n int) string {
 }
 
 // call is one setup request; it fails unless the status is want (or any 2xx if want 0).
-func call(ctx context.Context, c *http.Client, method, url, key string, body any, want int) ([]byte, int, error) {
+// call sends one request (hdr: extra header name/value pairs) and wants status want (0: any 2xx).
+func call(ctx context.Context, c *http.Client, method, url, key string, body any, want int, hdr ...string) ([]byte, int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -431,6 +475,9 @@ func call(ctx context.Context, c *http.Client, method, url, key string, body any
 	req.Header.Set("Authorization", "Bearer "+key)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := c.Do(req)
 	if err != nil {

@@ -77,3 +77,31 @@ func TestLoadtestConfigErrors(t *testing.T) {
 	_, err = loadtest.Run(context.Background(), loadtest.Config{URL: "http://127.0.0.1:1", AdminKey: "k", Settle: -time.Second})
 	require.ErrorContains(t, err, "--settle")
 }
+
+// The optional handoff endpoint cycles each of its jobs through create and acknowledge,
+// open loop, without a conflict, and every one of its requests emits exactly one event.
+func TestLoadtestHandoffCycleEmitsOneEventPerRequest(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	rep, err := loadtest.Run(context.Background(), loadtest.Config{
+		URL: s.URL, AdminKey: s.AdminKey, Concurrency: 8, Agents: 1, Memories: 1,
+		Mix: map[string]int{loadtest.EpHandoff: 3, loadtest.EpStateGet: 1}, Rate: 150, Duration: 1500 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	main := rep.Main()
+	for ep, e := range main.Endpoints {
+		require.Zero(t, e.Errors, "%s: %v %q", ep, e.ByStatus, e.ErrorTexts)
+	}
+	created, acked := main.Endpoints[loadtest.EpHandoff], main.Endpoints[loadtest.EpHandoffAck]
+	require.NotNil(t, created)
+	require.NotNil(t, acked)
+	require.Greater(t, acked.Requests, uint64(0))
+	emitting := created.Requests + acked.Requests
+	if ev := main.Endpoints[loadtest.EpEventAppend]; ev != nil { // all 8 jobs in flight at once: appended instead
+		require.Less(t, ev.Requests, emitting)
+	}
+	var events uint64
+	require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(),
+		`SELECT count(*) FROM outbox_events WHERE org_id = $1 AND type IN ('handoff.pending', 'handoff.acknowledged')`, rep.Org).Scan(&events))
+	require.Equal(t, emitting, events)
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,9 @@ const (
 	// which would measure resuming a 3,000-step job rather than an agent's turn.
 	workJobsPerAgent = 32
 	stepsPerWorkJob  = 25
+	// EpHandoff's jobs are apart from the work jobs: a job with a pending handoff refuses
+	// other agents' step starts.
+	handoffJobsPerAgent = 8
 )
 
 // agent is one simulated agent: its key, scope, session and jobs.
@@ -32,6 +36,7 @@ type agent struct {
 	key, id, user, session string
 	jobs                   []string // read (resume, context) and appended to
 	work                   []string // where its steps run
+	handoffJobs            []string // EpHandoff's, made only when the mix has it
 	started                *atomic.Int64
 }
 
@@ -48,7 +53,17 @@ type workload struct {
 	mix    []weighted
 	total  int
 	claims chan claim
+	// EpHandoff's cycle: a job in ready has no pending handoff and gets one created; a
+	// created handoff waits in pending for its acknowledgement, which puts the job back.
+	handoffs       atomic.Int64
+	ready, pending chan handoff
+	inFlight       sync.Map // job → handoff: the cycle's request on it in flight
 }
+
+// handoff is a job of the EpHandoff cycle: its owner, who hands it off next (the job
+// passes between its agent and a reviewer, since only the owner hands a job off), and its
+// pending handoff once created.
+type handoff struct{ key, job, owner, other, id string }
 
 type weighted struct {
 	name string
@@ -70,6 +85,8 @@ func sentence(r *rand.Rand, n int) string {
 // setup creates the org's keys and the data every endpoint of the mix reads.
 func setup(ctx context.Context, cfg *Config, rep *Report) (*workload, error) {
 	w := &workload{url: cfg.URL, claims: make(chan claim, 8192)}
+	w.ready = make(chan handoff, cfg.Agents*handoffJobsPerAgent)
+	w.pending = make(chan handoff, cfg.Agents*handoffJobsPerAgent)
 	c := cfg.Client
 	w.agents = make([]agent, cfg.Agents)
 	for i := range w.agents {
@@ -92,6 +109,12 @@ func setup(ctx context.Context, cfg *Config, rep *Report) (*workload, error) {
 			a.work = append(a.work, fmt.Sprintf("lt-work-%d-%d", i, j))
 		}
 		a.started = &atomic.Int64{}
+		for j := range handoffJobsPerAgent {
+			if cfg.Mix[EpHandoff] > 0 {
+				a.handoffJobs = append(a.handoffJobs, fmt.Sprintf("lt-handoff-%d-%d", i, j))
+				w.ready <- handoff{key: a.key, job: a.handoffJobs[j], owner: a.id, other: "reviewer-" + a.id}
+			}
+		}
 		w.agents[i] = a
 	}
 
@@ -153,7 +176,7 @@ func setup(ctx context.Context, cfg *Config, rep *Report) (*workload, error) {
 		}
 	}
 	names := make([]string, 0, len(mix))
-	for n := range DefaultMix {
+	for n := range mix {
 		if mix[n] > 0 {
 			names = append(names, n)
 		}
@@ -195,17 +218,20 @@ func setupAgent(ctx context.Context, c *http.Client, base string, a *agent) erro
 		for s := range 5 {
 			steps = append(steps, fmt.Sprintf("setup-%d", s))
 		}
+		// The checkpoint is written over whatever a previous run against the same org left
+		// (If-Match: *, the explicit overwrite; without it the server answers 428 then).
 		reqs := []struct {
 			method, path string
 			body         any
+			hdr          []string
 		}{
-			{"PUT", "/v1/jobs/" + job, map[string]any{"goal": "edit the launch video for " + a.user, "user_id": a.user, "agent_id": a.id}},
+			{"PUT", "/v1/jobs/" + job, map[string]any{"goal": "edit the launch video for " + a.user, "user_id": a.user, "agent_id": a.id}, nil},
 			{"PUT", "/v1/jobs/" + job + "/checkpoint", map[string]any{"goal": "edit the launch video", "current_step": "colour",
 				"done": steps, "pending": []string{"export"}, "next_action": "grade the second scene",
-				"state": map[string]any{"scene": 2, "lut": "kodak", "notes": strings.Repeat("n", 200)}}},
+				"state": map[string]any{"scene": 2, "lut": "kodak", "notes": strings.Repeat("n", 200)}}, []string{"If-Match", "*"}},
 		}
 		for _, r := range reqs {
-			if _, _, err := call(ctx, c, r.method, base+r.path, a.key, r.body, 0); err != nil {
+			if _, _, err := call(ctx, c, r.method, base+r.path, a.key, r.body, 0, r.hdr...); err != nil {
 				return err
 			}
 		}
@@ -231,7 +257,7 @@ func setupAgent(ctx context.Context, c *http.Client, base string, a *agent) erro
 			}
 		}
 	}
-	for _, job := range a.work {
+	for _, job := range append(slices.Clone(a.work), a.handoffJobs...) {
 		if _, _, err := call(ctx, c, "PUT", base+"/v1/jobs/"+job, a.key,
 			map[string]any{"goal": "render scenes for " + a.user, "user_id": a.user, "agent_id": a.id}, 0); err != nil {
 			return err
@@ -303,6 +329,26 @@ func (w *workload) targeter() vegeta.Targeter {
 				sentence(rand.New(rand.NewPCG(rand.Uint64(), 2)), 5), a.user, a.id)
 		case EpKVGet:
 			t.Method, t.URL = "GET", w.url+"/v1/kv/prefs/style?user_id="+a.user+"&agent_id="+a.id+"&session_id="+a.session
+		case EpHandoff: // acknowledge a pending handoff, or create one on a job without
+			select {
+			case h := <-w.pending:
+				w.inFlight.Store(h.job, h)
+				t.Header.Set("Authorization", "Bearer "+h.key)
+				t.Method, t.URL = "POST", w.url+"/v1/jobs/"+h.job+"/handoffs/"+h.id+"/ack"
+				t.Body = fmt.Appendf(nil, `{"agent_id":%q}`, h.other)
+			default:
+				select {
+				case h := <-w.ready:
+					h.id = fmt.Sprint("lt-h-", w.handoffs.Add(1))
+					w.inFlight.Store(h.job, h)
+					t.Header.Set("Authorization", "Bearer "+h.key)
+					t.Method, t.URL = "POST", w.url+"/v1/jobs/"+h.job+"/handoffs"
+					t.Body = fmt.Appendf(nil, `{"id":%q,"from":%q,"to":%q}`, h.id, h.owner, h.other)
+				default: // every job's handoff is in flight: append an event instead
+					t.Method, t.URL = "POST", w.url+"/v1/jobs/"+job+"/events"
+					t.Body = fmt.Appendf(nil, `{"op":"video.crop","params":{"frame":%d},"agent_id":%q}`, rand.IntN(100000), a.id)
+				}
+			}
 		}
 		if t.Body != nil {
 			t.Header.Set("Content-Type", "application/json")
@@ -311,8 +357,13 @@ func (w *workload) targeter() vegeta.Targeter {
 	}
 }
 
-// observe feeds results back into the workload: a claimed step can now be completed.
+// observe feeds results back into the workload: a claimed step can now be completed, a
+// created handoff acknowledged, an acknowledged one's job given the next.
 func (w *workload) observe(ep string, r *vegeta.Result) {
+	if ep == EpHandoff || ep == EpHandoffAck {
+		w.observeHandoff(ep, r)
+		return
+	}
 	if ep != EpStepStart || r.Code < 200 || r.Code > 299 {
 		return
 	}
@@ -331,6 +382,32 @@ func (w *workload) observe(ep string, r *vegeta.Result) {
 	select {
 	case w.claims <- claim{job: parts[0], step: parts[2], token: cl.Token}:
 	default:
+	}
+}
+
+// observeHandoff moves a job through the EpHandoff cycle: created → pending, acknowledged
+// → ready with the receiver as its owner. A failed request puts the job back where it was
+// (the next pick repeats the step), so the cycle never loses a job.
+func (w *workload) observeHandoff(ep string, r *vegeta.Result) {
+	// URL: <base>/v1/jobs/{job}/handoffs[/{id}/ack]
+	job, _, _ := strings.Cut(strings.TrimPrefix(r.URL, w.url+"/v1/jobs/"), "/")
+	v, ok := w.inFlight.LoadAndDelete(job)
+	if !ok {
+		return
+	}
+	h := v.(handoff)
+	done := r.Code >= 200 && r.Code <= 299
+	switch {
+	case ep == EpHandoff && done:
+		w.pending <- h
+	case ep == EpHandoff:
+		h.id = ""
+		w.ready <- h
+	case done: // acknowledged: the receiver owns the job and hands it back next
+		h.owner, h.other, h.id = h.other, h.owner, ""
+		w.ready <- h
+	default:
+		w.pending <- h
 	}
 }
 

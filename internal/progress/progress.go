@@ -47,6 +47,15 @@ type Bar struct {
 	last    string // the last plain line written
 	start   time.Time
 	now     func() time.Time
+	// On a terminal the bar throttles its redraws itself (progressbar's own throttle drops
+	// an update that comes too soon and draws it only with the next one, so a bar whose
+	// updates come in bursts — a line above it, then its count — showed a stale count, or
+	// 0 %, until the end): an update within Throttle of the last draw is drawn when the
+	// throttle ends (timer), and Redraw always draws the current count.
+	drawnAt time.Time   // the last draw on a terminal
+	synced  int64       // the count the terminal bar was last given
+	timer   *time.Timer // a pending trailing draw
+	done    bool
 }
 
 // IsTerminal reports whether w is a terminal (an *os.File on a tty).
@@ -78,7 +87,7 @@ func New(w io.Writer, total int64, desc string, o Options) *Bar {
 	}
 	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(desc), progressbar.OptionSetWidth(o.Width),
-		progressbar.OptionThrottle(o.Throttle), progressbar.OptionSetPredictTime(o.PredictTime),
+		progressbar.OptionThrottle(0), progressbar.OptionSetPredictTime(o.PredictTime), // Bar throttles (draw)
 	}
 	if o.ShowCount {
 		opts = append(opts, progressbar.OptionShowCount())
@@ -108,7 +117,7 @@ func (b *Bar) Set(n int64) {
 	defer b.mu.Unlock()
 	b.cur = n
 	if b.tty != nil {
-		_ = b.tty.Set64(n)
+		b.draw()
 		return
 	}
 	b.plain(false)
@@ -123,7 +132,7 @@ func (b *Bar) Add(n int64) {
 	defer b.mu.Unlock()
 	b.cur += n
 	if b.tty != nil {
-		_ = b.tty.Add64(n)
+		b.draw()
 		return
 	}
 	b.plain(false)
@@ -152,6 +161,12 @@ func (b *Bar) Finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.tty != nil {
+		b.done = true
+		if b.timer != nil {
+			b.timer.Stop()
+			b.timer = nil
+		}
+		b.sync()
 		_ = b.tty.Finish()
 		return
 	}
@@ -178,9 +193,47 @@ func (b *Bar) Redraw() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.tty != nil {
+	b.redraw()
+}
+
+// redraw is Redraw with b.mu held.
+func (b *Bar) redraw() {
+	if b.tty != nil && !b.done {
+		if b.synced != b.cur {
+			b.sync()
+		}
 		_ = b.tty.RenderBlank()
+		b.drawnAt = b.now()
 	}
+}
+
+// draw draws the terminal bar's count now, or when the throttle since the last draw ends.
+// b.mu is held.
+func (b *Bar) draw() {
+	if b.done {
+		return
+	}
+	wait := b.o.Throttle - b.now().Sub(b.drawnAt)
+	if wait <= 0 {
+		b.sync()
+		return
+	}
+	if b.timer == nil {
+		b.timer = time.AfterFunc(wait, func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.timer = nil
+			if !b.done {
+				b.sync()
+			}
+		})
+	}
+}
+
+// sync gives the terminal bar the current count (progressbar draws it). b.mu is held.
+func (b *Bar) sync() {
+	_ = b.tty.Set64(b.cur)
+	b.synced, b.drawnAt = b.cur, b.now()
 }
 
 // Writer returns a writer for lines that should appear above the bar: on a terminal each
@@ -198,9 +251,13 @@ type above struct {
 }
 
 func (a above) Write(p []byte) (int, error) {
-	a.b.Clear()
+	// Under the bar's lock throughout: a trailing draw (draw's timer) must not land between
+	// the clearing and the line.
+	a.b.mu.Lock()
+	defer a.b.mu.Unlock()
+	_ = a.b.tty.Clear()
 	n, err := a.w.Write(p)
-	a.b.Redraw()
+	a.b.redraw()
 	return n, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -146,4 +147,49 @@ func openPTY(t *testing.T) (*os.File, *os.File) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return m, s
+}
+
+// syncBuffer is a buffer a reader goroutine fills while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The demo's pattern on a terminal: a burst of lines above the bar, then the count, step
+// after step, faster than the bar's throttle. The bar shows each step's count soon after
+// it (a trailing draw), not 0 % until the end.
+func TestBarOnATerminalFollowsBurstsOfUpdates(t *testing.T) {
+	t.Parallel()
+	master, slave := openPTY(t)
+	_, err := term.MakeRaw(int(slave.Fd()))
+	require.NoError(t, err)
+	var out syncBuffer
+	go func() { _, _ = io.Copy(&out, master) }()
+	b := New(slave, 5, "media job", Options{ShowCount: true, ClearOnFinish: true, Throttle: 50 * time.Millisecond})
+	w := b.Writer(slave)
+	for i := 1; i <= 4; i++ {
+		for _, what := range []string{"claimed", "rendered", "completed"} {
+			fmt.Fprintf(w, "step %d %s\n", i, what)
+		}
+		b.Set(int64(i))
+		marker := fmt.Sprintf("step %d completed\n", i)
+		require.Eventually(t, func() bool {
+			s := out.String()
+			at := strings.LastIndex(s, marker)
+			return at >= 0 && strings.Contains(s[at:], fmt.Sprintf("%d/5", i))
+		}, 5*time.Second, 5*time.Millisecond, "the bar shows %d/5 after step %d: %q", i, i, out.String())
+	}
+	b.Finish()
 }

@@ -39,7 +39,7 @@ type BatchResult struct {
 // query, and the rows in one pipelined batch of inserts.
 func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) ([]BatchResult, error) {
 	if len(items) > MaxBatch {
-		return nil, strata.TooLarge("memories", "at most 1000 memories per batch")
+		return nil, strata.TooLarge("memories", "at most 1000 memories per batch: split it into several batches")
 	}
 	out := make([]BatchResult, len(items))
 	if len(items) == 0 {

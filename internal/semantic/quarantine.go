@@ -310,3 +310,26 @@ func (s *Store) IsQuarantined(ctx context.Context, q pg.DBTX, org string, id uui
 	}
 	return b, pg.Interpret(err)
 }
+
+// WritersQuarantined reports whether an active quarantine holds what any of keyIDs or
+// agentIDs writes at time at (the rule the insert trigger of migration 0011 applies to
+// memories). It takes the org's quarantine lock shared, as memory inserts do, so a
+// quarantine created concurrently either is seen here or waits for the caller's
+// transaction. Other tiers' writers (extraction's graph relations) ask it before writing
+// what they cannot hold.
+func (s *Store) WritersQuarantined(ctx context.Context, q pg.DBTX, org string, keyIDs, agentIDs []string, at time.Time) (bool, error) {
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtextextended('strata.quarantine' || chr(31) || $1, 0))`, org); err != nil {
+		return false, pg.Interpret(err)
+	}
+	if keyIDs == nil {
+		keyIDs = []string{}
+	}
+	if agentIDs == nil {
+		agentIDs = []string{}
+	}
+	var b bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM memory_quarantines WHERE org_id = $1 AND status = 'active'
+		AND since <= $4 AND ((key_id <> '' AND key_id = ANY($2::text[])) OR (agent_id <> '' AND agent_id = ANY($3::text[]))))`,
+		org, keyIDs, agentIDs, at).Scan(&b)
+	return b, pg.Interpret(err)
+}

@@ -75,7 +75,12 @@ func jobSection(jobID string, r jobs.Resume, resErr error, last episodic.LastRes
 	if cj.CurrentStep != "" {
 		fmt.Fprintf(&h, "\nCurrent step: %s", cj.CurrentStep)
 	}
-	if r.NextAction != "" {
+	switch {
+	case j.Status != "running":
+		// The last checkpoint's next action was written while the job ran ("job done:
+		// complete it"); read on a finished job it would ask for what is done.
+		fmt.Fprintf(&h, "\nNext action: none, the job is %s.", j.Status)
+	case r.NextAction != "":
 		fmt.Fprintf(&h, "\nNext action: %s", Truncate(r.NextAction, 2000))
 	}
 	fmt.Fprintf(&h, "\nProgress: %d steps done, %d in flight, %d failed; checkpoint v%d; last event #%d.",

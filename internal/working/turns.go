@@ -105,7 +105,7 @@ func (s *Store) checkTurn(t NewTurn) error {
 		return err
 	}
 	if len(t.Content) > s.opt.MaxStateBytes {
-		return strata.TooLarge("content", "is %d bytes; the limit is %d", len(t.Content), s.opt.MaxStateBytes)
+		return strata.TooLarge("content", "is %d bytes; the limit is %d (the server's STRATA_MAX_STATE_BYTES): split it into several turns", len(t.Content), s.opt.MaxStateBytes)
 	}
 	if len(bytes.TrimSpace(t.Metadata)) > 0 && string(bytes.TrimSpace(t.Metadata)) != "null" {
 		if _, err := s.checkDoc("metadata", t.Metadata); err != nil {

@@ -58,7 +58,8 @@ def test_validation_error_names_the_field(client: strata.Strata, uid) -> None:
         client.put_state(uid("bad"), {"a": 1}, ttl_seconds=-5)
     e = ei.value
     assert e.status == 422 and e.locations == ["body.ttl_seconds"]
-    assert e.errors[0].value == -5 and "body.ttl_seconds" in str(e)
+    # The problem names the field; it never repeats the submitted value.
+    assert e.errors[0].value is None and "body.ttl_seconds" in str(e)
     with pytest.raises(strata.ValidationError) as ei:
         client.start_step(uid("job"), "s1", owner="w", lease_seconds=0)
     assert ei.value.locations == ["body.lease_seconds"]
@@ -143,6 +144,12 @@ def test_checkpoints_and_fork(client: strata.Strata, uid) -> None:
     assert fork["job"]["parent_job_id"] == jid and fork["checkpoint"]["version"] == 2
     nxt = client.put_checkpoint(fork["job"]["job_id"], if_match=2, goal="g", current_step="alt", next_action="branch")
     assert nxt["version"] == 3
+    # Without if_match only the first checkpoint is written; "*" is the explicit overwrite.
+    with pytest.raises(strata.PreconditionRequired) as pe:
+        client.put_checkpoint(jid, goal="g", next_action="blind")
+    assert pe.value.status == 428 and pe.value.current == {"current_version": 5}
+    assert "If-Match" in str(pe.value)
+    assert client.put_checkpoint(jid, if_match="*", goal="g", next_action="overwrite")["version"] == 6
     assert client.get_checkpoint(jid, 3)["current_step"] == "s3"  # the parent is untouched
 
 

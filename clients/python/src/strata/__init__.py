@@ -10,8 +10,8 @@ from ._sync_client import Strata
 from .durable import Job, StepRun, current_step
 from .durable_async import AsyncJob, AsyncStepRun
 from .errors import (
-    Conflict, FieldError, Forbidden, LeaseLost, ManualReview, NotFound, RateLimited, StepNotCompleted, StrataError,
-    Unauthorized, Unavailable, ValidationError,
+    Conflict, FieldError, Forbidden, LeaseLost, ManualReview, NotFound, PreconditionRequired, RateLimited,
+    StepNotCompleted, StrataError, Unauthorized, Unavailable, ValidationError,
 )
 
 __version__ = "1.0.0"
@@ -20,6 +20,6 @@ API_VERSION = "1.0.0"
 __all__ = [
     "Strata", "AsyncStrata", "Job", "AsyncJob", "StepRun", "AsyncStepRun", "current_step",
     "StrataError", "ValidationError", "Unauthorized", "Forbidden", "NotFound", "Conflict", "LeaseLost",
-    "RateLimited", "Unavailable", "StepNotCompleted", "ManualReview", "FieldError",
+    "PreconditionRequired", "RateLimited", "Unavailable", "StepNotCompleted", "ManualReview", "FieldError",
     "__version__", "API_VERSION",
 ]

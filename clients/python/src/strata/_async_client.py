@@ -334,7 +334,9 @@ class AsyncStrata:
                              agent_id: Optional[str] = None, user_id: Optional[str] = None,
                              idempotency_key: Optional[str] = None) -> Checkpoint:
         """Write the next checkpoint version. ``if_match`` = the version you resumed from
-        (0 for the first); someone else's checkpoint in between raises Conflict."""
+        (0 for the first); someone else's checkpoint in between raises Conflict. Without
+        ``if_match`` only a job's first checkpoint is written: on a job that has one the server
+        answers 428 (PreconditionRequired). ``if_match="*"`` overwrites whatever the latest is."""
         body = _drop_none({"goal": goal, "current_step": current_step, "done": done, "pending": pending,
                            "next_action": next_action, "state": state, "working_state": working_state,
                            "agent_id": agent_id, "user_id": user_id})

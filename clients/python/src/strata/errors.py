@@ -92,6 +92,11 @@ class Conflict(StrataError):
     """
 
 
+class PreconditionRequired(Conflict):
+    """428: the write needs If-Match (a job's checkpoint once it has one): send the version you
+    built on, or ``"*"`` to overwrite whatever the latest is. ``current`` holds the current version."""
+
+
 class LeaseLost(Conflict):
     """The step's lease moved to another claim (takeover, handoff): this worker was fenced off.
 
@@ -131,6 +136,7 @@ _BY_STATUS = {
     404: NotFound,
     409: Conflict,
     422: ValidationError,
+    428: PreconditionRequired,
     429: RateLimited,
     502: Unavailable,
     503: Unavailable,
