@@ -143,13 +143,7 @@ func hexID(b []byte) string { return hex.EncodeToString(b) }
 // whose outgoing delivery carries its traceparent, trace ids in the log — and that no
 // exported text holds the user id or the memory's text.
 func TestTracesOverOTLP(t *testing.T) {
-	rc := &receiver{}
-	otlp := httptest.NewServer(rc)
-	t.Cleanup(otlp.Close)
-	// The SDK reads the process environment (the gate reads the server's, both set).
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-	t.Setenv("OTEL_SERVICE_NAME", "strata-under-test")
+	rc, otlp := startReceiver(t)
 
 	hooks := make(chan http.Header, 4)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -208,24 +202,8 @@ func TestTracesOverOTLP(t *testing.T) {
 
 	spans := rc.all()
 	require.NotEmpty(t, spans, "no spans arrived at the OTLP receiver")
-	byID := map[string]*tracepb.Span{}
-	for _, sp := range spans {
-		byID[hexID(sp.GetSpanId())] = sp
-	}
-	// underneath reports whether sp descends from ancestor (through spans that arrived).
-	underneath := func(sp, ancestor *tracepb.Span) bool {
-		for p := hexID(sp.GetParentSpanId()); p != ""; {
-			if p == hexID(ancestor.GetSpanId()) {
-				return true
-			}
-			parent, ok := byID[p]
-			if !ok {
-				return false
-			}
-			p = hexID(parent.GetParentSpanId())
-		}
-		return false
-	}
+	byID := index(spans)
+	underneath := func(sp, ancestor *tracepb.Span) bool { return descends(byID, sp, ancestor) }
 
 	// 1. POST /v1/context: the caller's trace, the caller's span as parent, the route as name.
 	var handler *tracepb.Span
@@ -342,4 +320,40 @@ func tree(spans []*tracepb.Span, root *tracepb.Span, indent string) string {
 		}
 	}
 	return out
+}
+
+// startReceiver starts an OTLP/HTTP receiver for the test and points the SDK at it (the SDK
+// reads the process environment; the server's gate reads its own, which the test sets too).
+func startReceiver(t *testing.T) (*receiver, *httptest.Server) {
+	rc := &receiver{}
+	otlp := httptest.NewServer(rc)
+	t.Cleanup(otlp.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	t.Setenv("OTEL_SERVICE_NAME", "strata-under-test")
+	return rc, otlp
+}
+
+// index is the spans by span id.
+func index(spans []*tracepb.Span) map[string]*tracepb.Span {
+	byID := map[string]*tracepb.Span{}
+	for _, sp := range spans {
+		byID[hexID(sp.GetSpanId())] = sp
+	}
+	return byID
+}
+
+// descends reports whether sp descends from ancestor (through spans that arrived).
+func descends(byID map[string]*tracepb.Span, sp, ancestor *tracepb.Span) bool {
+	for p := hexID(sp.GetParentSpanId()); p != ""; {
+		if p == hexID(ancestor.GetSpanId()) {
+			return true
+		}
+		parent, ok := byID[p]
+		if !ok {
+			return false
+		}
+		p = hexID(parent.GetParentSpanId())
+	}
+	return false
 }
