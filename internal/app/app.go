@@ -127,7 +127,7 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 func serve(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger, stdout io.Writer, hooks Hooks) error {
 	// Tracing (OpenTelemetry, off unless OTEL_EXPORTER_OTLP_ENDPOINT is set). Its flush is the
 	// last step of the ordered shutdown (deferred first, so it runs after the workers stop).
-	tel, err := telemetry.Setup(ctx, getenv)
+	tel, err := telemetry.Setup(ctx, getenv, log)
 	if err != nil {
 		return err
 	}

@@ -16,10 +16,16 @@ import (
 // Middleware makes the server span of each request: it continues the caller's trace when
 // the request carries a W3C traceparent, is named "METHOD /route/{pattern}" once chi has
 // routed it (never the raw path, which holds ids), and carries the request id that
-// requestID reads from the request's context.
+// requestID reads from the request's context. Probes and scrapes (/healthz, /readyz,
+// /metrics) are not traced: they would be most of the traces and tell nothing.
 func Middleware(requestID func(*http.Request) string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/healthz", "/readyz", "/metrics":
+				next.ServeHTTP(w, r)
+				return
+			}
 			ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 			ctx, span := tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(attribute.String("http.request.method", r.Method)))

@@ -205,6 +205,10 @@ func TestTracesOverOTLP(t *testing.T) {
 	byID := index(spans)
 	underneath := func(sp, ancestor *tracepb.Span) bool { return descends(byID, sp, ancestor) }
 
+	for _, sp := range spans { // apptest polled /readyz until the server was ready: probes are not traced
+		require.NotEqual(t, "/readyz", attr(sp, "http.route"))
+	}
+
 	// 1. POST /v1/context: the caller's trace, the caller's span as parent, the route as name.
 	var handler *tracepb.Span
 	for _, sp := range spans {

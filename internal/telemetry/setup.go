@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -51,10 +52,15 @@ func Configured(getenv func(string) string) bool {
 // the batch processor's delays, the service name and resource attributes — is read from
 // the process environment by the SDK itself. OTEL_EXPORTER_OTLP_PROTOCOL (or
 // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) picks http/protobuf (default) or grpc.
-func Setup(ctx context.Context, getenv func(string) string) (*Telemetry, error) {
+//
+// The SDK's own errors (an unreachable collector, a full queue) go to log at WARN.
+func Setup(ctx context.Context, getenv func(string) string, log *slog.Logger) (*Telemetry, error) {
 	if !Configured(getenv) {
 		return &Telemetry{}, nil
 	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("OpenTelemetry", "err", err)
+	}))
 	proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if proto == "" {
 		proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")

@@ -40,7 +40,7 @@ func TestConfigured(t *testing.T) {
 	require.True(t, Configured(env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces")))
 	require.False(t, Configured(env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318", "OTEL_SDK_DISABLED", "true")))
 	require.False(t, Configured(env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318", "OTEL_TRACES_EXPORTER", "none")))
-	tel, err := Setup(context.Background(), env())
+	tel, err := Setup(context.Background(), env(), slog.Default())
 	require.NoError(t, err)
 	require.False(t, tel.Enabled())
 	require.NoError(t, tel.Shutdown(context.Background()))
