@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -92,6 +93,22 @@ func Setup(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	return &Telemetry{tp: tp}, nil
 }
 
-// tracer is Strata's tracer from the global provider (looked up per span: a server's
-// provider is installed after package init, and tests run several providers in turn).
-func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer(Name) }
+// tracer is Strata's tracer from the global provider. The provider is read per span (a
+// server's is installed after package init, and tests run several in turn); the tracer is
+// cached for it, since the SDK's lookup takes a lock and a map probe on every span.
+func tracer() trace.Tracer {
+	tp := otel.GetTracerProvider()
+	if c := cachedTracer.Load(); c != nil && c.tp == tp {
+		return c.t
+	}
+	t := tp.Tracer(Name)
+	cachedTracer.Store(&providerTracer{tp: tp, t: t})
+	return t
+}
+
+type providerTracer struct {
+	tp trace.TracerProvider
+	t  trace.Tracer
+}
+
+var cachedTracer atomic.Pointer[providerTracer]
