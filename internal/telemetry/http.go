@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -76,14 +75,43 @@ func (w *statusRecorder) Flush() {
 // Unwrap lets http.ResponseController reach the writer beneath.
 func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Transport wraps base (nil: http.DefaultTransport) so that each outgoing request is a
-// client span and carries the trace context (traceparent) of its caller. Spans name the
-// method and the server, never a query or a body.
+// Transport wraps base (nil: http.DefaultTransport) so that each outgoing request made
+// inside a span is a client span and carries the caller's trace context (traceparent).
+// Spans name the method and the server (host:port) and record the status: never the path
+// or the query, which for webhooks can hold a receiver's secret token (a Slack-style URL),
+// nor a body. Requests outside any span pass through untouched.
 func Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return otelhttp.NewTransport(base,
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "HTTP " + r.Method + " " + r.URL.Host }),
-		otelhttp.WithFilter(func(r *http.Request) bool { return trace.SpanContextFromContext(r.Context()).IsValid() }))
+	return transport{base}
+}
+
+type transport struct{ base http.RoundTripper }
+
+func (t transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return t.base.RoundTrip(r)
+	}
+	attrs := []attribute.KeyValue{attribute.String("http.request.method", r.Method), attribute.String("server.address", r.URL.Hostname())}
+	if port := r.URL.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err == nil {
+			attrs = append(attrs, attribute.Int("server.port", n))
+		}
+	}
+	ctx, span := tracer().Start(ctx, "HTTP "+r.Method+" "+r.URL.Host, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	defer span.End()
+	r = r.Clone(ctx) // a RoundTripper must not modify the caller's request
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		span.SetStatus(codes.Error, "request failed") // the error text names the URL: not recorded
+		return nil, err
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	if resp.StatusCode >= 500 {
+		span.SetStatus(codes.Error, strconv.Itoa(resp.StatusCode))
+	}
+	return resp, nil
 }

@@ -157,6 +157,7 @@ func TestTracesOverOTLP(t *testing.T) {
 	key := s.NewKey("otel-org", "agent")
 	admin := s.NewKey("otel-org", "admin")
 
+	const hookToken = "T0SECRET-tok3n"                      // a receiver's secret in its webhook URL: in no span
 	const user = "user-4c1e9b7a"                            // must appear in no span
 	const text = "prefers zebra-lasagna recipes on Fridays" // nor this
 	must := func(r *apptest.Response, status ...int) *apptest.Response {
@@ -181,7 +182,7 @@ func TestTracesOverOTLP(t *testing.T) {
 	// A queued job: a webhook ping, queued by the request in its transaction, delivered by
 	// a River worker.
 	const pingTrace, pingSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
-	sub := must(s.Do("POST", "/v1/admin/webhooks", admin, map[string]any{"url": hook.URL, "event_types": []string{"*"}}), 201).Map(t)
+	sub := must(s.Do("POST", "/v1/admin/webhooks", admin, map[string]any{"url": hook.URL + "/services/" + hookToken, "event_types": []string{"*"}}), 201).Map(t)
 	must(s.Do("POST", "/v1/admin/webhooks/"+sub["id"].(string)+"/ping", admin, nil,
 		"traceparent", "00-"+pingTrace+"-"+pingSpan+"-01"), 202)
 	var delivered http.Header
@@ -307,6 +308,7 @@ func TestTracesOverOTLP(t *testing.T) {
 	require.NotEmpty(t, texts)
 	for _, s := range texts {
 		require.NotContains(t, s, user)
+		require.NotContains(t, s, hookToken)
 		for _, word := range []string{"zebra", "lasagna", "Fridays"} {
 			require.NotContains(t, s, word)
 		}
