@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Client talks to one Strata server with one API key.
@@ -215,6 +217,9 @@ func (c *Client) once(ctx context.Context, method, u string, body []byte, hdr ht
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
+	// The caller's trace context (traceparent), through the global OpenTelemetry propagator:
+	// a caller that traces continues its trace in Strata; otherwise a no-op.
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return Meta{}, &netError{err: err}

@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // StreamEvent is one event of GET /v1/events/stream (docs/events.md): ids only, subjects as
@@ -93,6 +96,7 @@ func (c *Client) streamOnce(ctx context.Context, opts StreamOptions, after *int6
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Accept", "text/event-stream")
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
 	}

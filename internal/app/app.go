@@ -28,6 +28,7 @@ import (
 	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/redisconn"
 	"github.com/strata-mem/strata/internal/service"
+	"github.com/strata-mem/strata/internal/telemetry"
 	"github.com/strata-mem/strata/internal/webhooks"
 	"github.com/strata-mem/strata/migrations"
 )
@@ -82,7 +83,7 @@ func RunWith(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stderr)
+	log := newLogger(cfg, stderr, telemetry.Configured(getenv))
 	if cmd == "healthcheck" {
 		return healthcheck(ctx, cfg)
 	}
@@ -103,7 +104,7 @@ func RunWith(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintln(stdout, "migrations applied")
 		return nil
 	}
-	return serve(ctx, cfg, log, stdout, hooks)
+	return serve(ctx, cfg, getenv, log, stdout, hooks)
 }
 
 func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
@@ -123,9 +124,26 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return nil
 }
 
-func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.Writer, hooks Hooks) error {
+func serve(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger, stdout io.Writer, hooks Hooks) error {
+	// Tracing (OpenTelemetry, off unless OTEL_EXPORTER_OTLP_ENDPOINT is set). Its flush is the
+	// last step of the ordered shutdown (deferred first, so it runs after the workers stop).
+	tel, err := telemetry.Setup(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			log.Warn("trace spans not flushed at shutdown", "err", err)
+		}
+	}()
+	var pgTracer pgx.QueryTracer
+	if tel.Enabled() {
+		pgTracer = telemetry.PgxTracer{}
+	}
 	pool, err := pg.NewPool(ctx, cfg.DatabaseURL, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2,
-		Tracer: hooks.PoolTracer})
+		Tracer: telemetry.MultiTracer(hooks.PoolTracer, pgTracer)})
 	if err != nil {
 		return err
 	}
@@ -141,6 +159,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 		return err
 	}
 	defer rdb.Close()
+	if tel.Enabled() {
+		rdb.AddHook(telemetry.RedisHook{})
+	}
 
 	adminKey := cfg.AdminKey
 	if adminKey == "" {
@@ -194,7 +215,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
-	p, err := compose(cfg, log, pool, rdb, keys, ak.pseudo, restrictions)
+	p, err := compose(cfg, log, pool, rdb, keys, ak.pseudo, restrictions, tel.Enabled())
 	if err != nil {
 		return err
 	}
@@ -209,8 +230,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	}}
 	p.audit = ak
 	if urls := cfg.Replicas(); len(urls) > 0 {
-		rep, err := pg.NewReplicas(ctx, pool, urls, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2},
-			pg.ReplicaOptions{MaxLag: cfg.ReplicaMaxLag, Log: log})
+		rep, err := pg.NewReplicas(ctx, pool, urls, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2,
+			Tracer: pgTracer}, pg.ReplicaOptions{MaxLag: cfg.ReplicaMaxLag, Log: log})
 		if err != nil {
 			return err
 		}
@@ -252,9 +273,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, stdout io.W
 	defer service.StopAll(services...)
 
 	jobs, err := queue.New(pool, log, queue.Config{
-		Workers:  workers,
-		LogLevel: logLevel(cfg.RiverLogLevel),
-		Queues:   map[string]int{webhooks.Queue: webhooks.QueueWorkers},
+		Workers:    workers,
+		LogLevel:   logLevel(cfg.RiverLogLevel),
+		Queues:     map[string]int{webhooks.Queue: webhooks.QueueWorkers},
+		Middleware: p.riverMiddleware(),
 		PeriodicJobs: append([]*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(10*time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) { return idempotency.SweepArgs{}, nil },
@@ -331,12 +353,18 @@ func logLevel(s string) slog.Level {
 	return level
 }
 
-func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+// newLogger is the server's logger; with tracing, each record logged inside a span carries
+// its trace_id and span_id.
+func newLogger(cfg config.Config, w io.Writer, tracing bool) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: logLevel(cfg.LogLevel)}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if cfg.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	if tracing {
+		h = telemetry.LogHandler(h)
+	}
+	return slog.New(h)
 }
 
 // healthcheck asks the local server's /readyz (for container health checks on images

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
@@ -22,6 +23,7 @@ import (
 	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/graph"
 	"github.com/strata-mem/strata/internal/httpapi"
+	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/joblog"
 	"github.com/strata-mem/strata/internal/jobs"
 	"github.com/strata-mem/strata/internal/keyvalue"
@@ -29,6 +31,7 @@ import (
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/telemetry"
 	"github.com/strata-mem/strata/internal/turncontext"
 	"github.com/strata-mem/strata/internal/webhooks"
 	"github.com/strata-mem/strata/internal/working"
@@ -69,13 +72,20 @@ type parts struct {
 	webhooks     *webhooks.Store        // webhook subscriptions and deliveries (docs/events.md)
 	broker       *httpapi.EventBroker   // wakes SSE streams on the outbox's NOTIFY
 	waker        *outbox.Waker          // wakes the event readers once a request emitted; nil in NewServer
+	tracing      bool                   // OpenTelemetry on (OTEL_EXPORTER_OTLP_ENDPOINT): instruments installed
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
 // the caller (serve starts their LISTEN loop); nil pseudo derives one from the admin key.
 func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.UniversalClient,
-	keys *auth.Store, pseudo *audit.Pseudonymizer, restricted *gdpr.RestrictionCache) (*parts, error) {
-	emb, err := newEmbedder(cfg)
+	keys *auth.Store, pseudo *audit.Pseudonymizer, restricted *gdpr.RestrictionCache, tracing bool) (*parts, error) {
+	// With tracing on, the embedding and model APIs' calls are client spans carrying the
+	// caller's traceparent; off, the clients are the libraries' defaults.
+	var hc *http.Client
+	if tracing {
+		hc = &http.Client{Transport: telemetry.Transport(nil)}
+	}
+	emb, err := newEmbedder(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +93,8 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		pseudo = audit.NewPseudonymizer(cfg.AdminKey + "/audit")
 	}
 	p := &parts{cfg: cfg, log: log, metrics: prometheus.NewRegistry(), pool: pool, rdb: rdb, keys: keys, pseudo: pseudo,
-		restrictions: gdpr.NewRestrictions(pool, restricted), emb: emb, policy: policy.DefaultPolicy(cfg.VerifyAge)}
+		restrictions: gdpr.NewRestrictions(pool, restricted), emb: emb, policy: policy.DefaultPolicy(cfg.VerifyAge),
+		tracing: tracing}
 	p.jobs = jobs.NewStore(cfg.StalledAfter, nil)
 	p.events = episodic.NewStore(episodic.Options{MaxJSONDepth: cfg.MaxJSONDepth})
 	p.working = working.New(pool, rdb, working.Options{Prefix: cfg.RedisPrefix, TTL: cfg.SessionTTL,
@@ -117,25 +128,25 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 		PolicyDefaults: p.policy, QueueRestrictionCheck: gdpr.QueueContextCheck, Pool: pool,
 		Graph: p.graph, GraphHide: p.restrictions.Subjects})
 	if cfg.LLMModel != "" {
-		llm, err := consolidation.NewLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel})
+		llm, err := consolidation.NewLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel, HTTPClient: hc})
 		if err != nil {
 			return nil, fmt.Errorf("STRATA_LLM_MODEL: %w", err)
 		}
 		p.consolidator.Summarizer = llm
 		if p.rolling.LLM, err = consolidation.NewRollingLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL,
-			APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel}); err != nil {
+			APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel, HTTPClient: hc}); err != nil {
 			return nil, fmt.Errorf("STRATA_LLM_MODEL: %w", err)
 		}
 		p.extractor, err = extraction.New(extraction.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
-			Model: cfg.LLMModel}, extraction.Extractor{Pool: pool, Semantic: p.memories, KV: p.kv, Working: p.working,
-			Graph:    graph.NewStore(graph.Options{}),
+			Model: cfg.LLMModel, HTTPClient: hc}, extraction.Extractor{Pool: pool, Semantic: p.memories, KV: p.kv, Working: p.working,
+			Graph:    p.graph,
 			Embedder: emb, Restricted: p.restrictions.HeldOn, Defaults: p.policy, Log: log,
 			Metrics: extraction.NewMetrics(p.metrics), ApplyPause: cfg.ExtractionApplyPause})
 		if err != nil {
 			return nil, err
 		}
 	}
-	if p.erasures, err = gdpr.NewInserter(pool); err != nil {
+	if p.erasures, err = gdpr.NewInserter(pool, p.riverMiddleware()...); err != nil {
 		return nil, fmt.Errorf("gdpr: River inserter: %w", err)
 	}
 	// Webhook secrets are sealed with a key derived from the pseudonym key (a secret of the
@@ -145,14 +156,24 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	return p, nil
 }
 
-// newEmbedder builds the embedder STRATA_EMBEDDER names.
-func newEmbedder(cfg config.Config) (embed.Embedder, error) {
+// riverMiddleware is what every River client of the server runs: with tracing on, jobs
+// carry the trace context of the request (or job) that queued them.
+func (p *parts) riverMiddleware() []rivertype.Middleware {
+	if !p.tracing {
+		return nil
+	}
+	return []rivertype.Middleware{&telemetry.RiverMiddleware{}}
+}
+
+// newEmbedder builds the embedder STRATA_EMBEDDER names; hc, when set, is the HTTP client
+// of a remote embedder (tracing's).
+func newEmbedder(cfg config.Config, hc *http.Client) (embed.Embedder, error) {
 	switch cfg.Embedder {
 	case "", "hash", "lexical":
 		return embed.NewLexical(cfg.EmbeddingDims), nil
 	case "openai":
 		return embed.NewOpenAI(embed.OpenAIOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
-			Model: cfg.EmbeddingModel, Dims: cfg.EmbeddingDims})
+			Model: cfg.EmbeddingModel, Dims: cfg.EmbeddingDims, HTTPClient: hc})
 	case "onnx":
 		return embed.NewONNX(embed.ONNXOptions{Dir: cfg.ONNXModelDir, Dims: cfg.EmbeddingDims, Model: cfg.EmbeddingModel})
 	}
@@ -167,7 +188,12 @@ func (p *parts) server() *httpapi.Server {
 	if p.audit != nil {
 		anchorer, auditKeys = p.audit.anchorer, p.audit.keyring
 	}
+	var tr func(http.Handler) http.Handler
+	if p.tracing {
+		tr = telemetry.Middleware(func(r *http.Request) string { return httpops.RequestID(r.Context()) })
+	}
 	return httpapi.NewServer(httpapi.Deps{
+		Trace:    tr,
 		Anchorer: anchorer, AuditKeys: auditKeys,
 		Log: p.log, Metrics: p.metrics, Pool: p.pool, Redis: p.rdb, Keys: p.keys, Pseudo: p.pseudo,
 		Restrictions: p.restrictions, Jobs: p.jobs, Events: p.events, JobLog: joblog.New(p.jobs, p.events),
@@ -199,7 +225,7 @@ func (p *parts) emitted() func(org string) {
 // NewServer builds the HTTP API on open pools without listening and without background
 // work, for tests that drive the handler directly. Servers that serve use Run.
 func NewServer(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.UniversalClient) (*httpapi.Server, error) {
-	p, err := compose(cfg, log, pool, rdb, auth.NewStore(pool, cfg.AdminKey, cfg.AdminOrg), nil, nil)
+	p, err := compose(cfg, log, pool, rdb, auth.NewStore(pool, cfg.AdminKey, cfg.AdminOrg), nil, nil, false)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func reembed(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 		fmt.Fprintf(out, "dropped the previous model's vectors of %d memories\n", n)
 		return nil
 	}
-	emb, err := newEmbedder(cfg)
+	emb, err := newEmbedder(cfg, nil)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/strata-mem/strata/internal/telemetry"
 	"github.com/strata-mem/strata/internal/watch"
 	"github.com/strata-mem/strata/internal/webhooks"
 )
@@ -15,8 +16,12 @@ import (
 // other background services. Call it before the River client is created.
 func (p *parts) eventWorkers(workers *river.Workers) (*webhooks.Dispatcher, *watch.Watcher) {
 	cfg, log := p.cfg, p.log.With("component", "events")
+	client := webhooks.NewClient(cfg.WebhookTimeout, cfg.WebhookAllowPrivate)
+	if p.tracing { // deliveries carry the traceparent of the job that sends them
+		client.Transport = telemetry.Transport(client.Transport)
+	}
 	river.AddWorker(workers, &webhooks.Deliverer{Pool: p.pool, Store: p.webhooks,
-		Client:      webhooks.NewClient(cfg.WebhookTimeout, cfg.WebhookAllowPrivate),
+		Client:      client,
 		MaxAttempts: cfg.WebhookMaxAttempts, Backoff: cfg.WebhookBackoff, RequestTimeout: cfg.WebhookTimeout, Log: log})
 	d := &webhooks.Dispatcher{Pool: p.pool, Store: p.webhooks, Queue: p.erasures, ExtraOrg: cfg.AdminOrg, Log: log,
 		SweepEvery: max(cfg.WebhookTimeout, time.Second), Stale: 2*cfg.WebhookTimeout + 5*time.Second}

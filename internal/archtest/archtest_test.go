@@ -29,15 +29,16 @@ var floors = map[string]int{
 	"internal/graph":       20, // entities and bi-temporal relations (issue 43)
 	"internal/turncontext": 30, "internal/groupcommit": 30, "internal/gdpr": 30, "internal/eviction": 30,
 	"internal/consolidation": 30, "internal/joblog": 30, "internal/extraction": 29, // gdpr erases extraction's state
-	"internal/webhooks": 30, // subscriptions, the dispatcher and the delivery worker (an HTTP client)
-	"internal/watch":    31, // stalled jobs and erasure deadlines become events: reads jobs and gdpr
-	"internal/mcp":      40, // the MCP server and its tool table, built from the OpenAPI document
-	"internal/console":  40, // the web console: its sessions and pages; calls the API in-process
-	"internal/mem0":     40, // the Mem0-compatible API at /mem0: translates into in-process /v1 calls
-	"internal/httpops":  40, // what every HTTP surface shares: request ids, access log, metrics, problems, health
-	"internal/api":      41, // the wire contract of /v1: types and operation docs (/v1/tools answers mcp's)
-	"internal/httpapi":  42, // the transport: handlers, the unit of work; mounts the MCP server and the console
-	"internal/app":      50, "cmd/server": 60,
+	"internal/webhooks":  30, // subscriptions, the dispatcher and the delivery worker (an HTTP client)
+	"internal/watch":     31, // stalled jobs and erasure deadlines become events: reads jobs and gdpr
+	"internal/mcp":       40, // the MCP server and its tool table, built from the OpenAPI document
+	"internal/console":   40, // the web console: its sessions and pages; calls the API in-process
+	"internal/mem0":      40, // the Mem0-compatible API at /mem0: translates into in-process /v1 calls
+	"internal/httpops":   40, // what every HTTP surface shares: request ids, access log, metrics, problems, health
+	"internal/api":       41, // the wire contract of /v1: types and operation docs (/v1/tools answers mcp's)
+	"internal/httpapi":   42, // the transport: handlers, the unit of work; mounts the MCP server and the console
+	"internal/telemetry": 45, // OpenTelemetry: imports nothing of ours; only app installs its instruments (issue 44)
+	"internal/app":       50, "cmd/server": 60,
 }
 
 // outside speak HTTP to a server and import nothing of it, except sharedWithOutside.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/outbox"
@@ -102,9 +103,10 @@ func (e *Engine) Fail(ctx context.Context, org, id string, cause error) error {
 // use it to enqueue erasures inside their own transactions.
 type Inserter = river.Client[pgx.Tx]
 
-// NewInserter makes an insert-only River client on pool.
-func NewInserter(pool *pgxpool.Pool) (*Inserter, error) {
-	return river.NewClient(riverpgxv5.New(pool), &river.Config{})
+// NewInserter makes an insert-only River client on pool; middleware wraps its inserts
+// (tracing records the inserter's trace context on each job).
+func NewInserter(pool *pgxpool.Pool, middleware ...rivertype.Middleware) (*Inserter, error) {
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{Middleware: middleware})
 }
 
 // Sweeper re-enqueues erasures whose worker died: pending or running rows whose lease

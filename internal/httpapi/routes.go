@@ -14,7 +14,11 @@ import (
 // routes is the whole API, top to bottom.
 func (s *Server) routes() {
 	r := s.router
-	r.Use(httpops.WithRequestID, httpops.Observe(s.Log, s.metrics, s.Options.RequestTimeout))
+	r.Use(httpops.WithRequestID)
+	if s.Trace != nil { // after the request id (a span attribute), before the access log (which logs the trace id)
+		r.Use(s.Trace)
+	}
+	r.Use(httpops.Observe(s.Log, s.metrics, s.Options.RequestTimeout))
 	r.Use(httpops.SecurityHeaders) // nosniff everywhere; outside the console, a CSP that allows nothing
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		httpops.WriteProblem(w, r, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path, nil)

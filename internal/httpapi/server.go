@@ -43,6 +43,9 @@ import (
 // them here (and the same ones to the workers and MCP); the HTTP layer builds none.
 type Deps struct {
 	Log *slog.Logger
+	// Trace, when set, wraps every request in a server span (telemetry.Middleware); nil
+	// when tracing is off, so an untraced server runs no tracing code at all.
+	Trace func(http.Handler) http.Handler
 	// Metrics is the registry the HTTP layer registers its collectors on and serves at
 	// /metrics (app registers the workers' on the same one).
 	Metrics *prometheus.Registry

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // Client is River's client over pgx transactions.
@@ -33,6 +34,8 @@ type Config struct {
 	// Queues are more queues beside the default one, by name, with their worker count
 	// (webhooks: many concurrent deliveries that mostly wait on the network).
 	Queues map[string]int
+	// Middleware wraps inserts and work (tracing: telemetry.RiverMiddleware); nil: none.
+	Middleware []rivertype.Middleware
 }
 
 // New makes a River client on pool (the server's pool: River's tables carry no tenant
@@ -57,6 +60,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Client, error) {
 		PeriodicJobs:  cfg.PeriodicJobs,
 		JobTimeout:    cfg.JobTimeout,
 		Logger:        Logger(log, cfg.LogLevel).With("component", "river"),
+		Middleware:    cfg.Middleware,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the job queue client: %w", err)

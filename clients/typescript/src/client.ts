@@ -42,6 +42,13 @@ export interface StrataOptions {
   fetch?: typeof fetch;
   /** Called before each retry (logging, tests). */
   onRetry?: (info: RetryInfo) => void;
+  /**
+   * Adds the caller's trace context to each request's headers, so an agent that traces
+   * continues its trace in Strata (docs/observability.md). With OpenTelemetry:
+   * `propagate: (h) => propagation.inject(context.active(), h)` (from `@opentelemetry/api`).
+   * The client itself depends on nothing; default: none.
+   */
+  propagate?: (headers: Record<string, string>) => void;
 }
 
 /** What {@link StrataOptions.onRetry} is told. */
@@ -140,6 +147,7 @@ export class Strata {
   private readonly timeoutMs: number;
   private readonly userAgent: string;
   private readonly onRetry?: (info: RetryInfo) => void;
+  private readonly propagate?: (headers: Record<string, string>) => void;
 
   constructor(options: StrataOptions = {}) {
     this.url = (options.url ?? process.env.STRATA_URL ?? "http://localhost:8080").replace(/\/+$/, "");
@@ -153,6 +161,7 @@ export class Strata {
     this.timeoutMs = options.timeoutMs ?? 30000;
     this.userAgent = options.userAgent ?? "strata-ts-client/0.1";
     this.onRetry = options.onRetry;
+    this.propagate = options.propagate;
   }
 
   /**
@@ -185,6 +194,7 @@ export class Strata {
       idemKey = opts.idempotencyKey ?? headers["Idempotency-Key"] ?? globalThis.crypto.randomUUID();
       headers["Idempotency-Key"] = idemKey;
     }
+    this.propagate?.(headers);
     const call = `${method} ${path}`;
     const attempts = opts.retry === false ? 1 : this.maxRetries + 1;
     for (let attempt = 0; ; attempt++) {

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
-from . import errors
+from . import _trace, errors
 from .durable_async import AsyncJob as _DurableJob
 from .types import (
     JSON, ApiKey, Applied, Asset, AuditRecord, AuditVerify, Checkpoint, Claim, Context, Disposition,
@@ -141,6 +141,7 @@ class AsyncStrata:
         hdr = dict(self._headers)
         if headers:
             hdr.update(headers)
+        _trace.inject(hdr)
         if _etag(if_match) is not None:
             hdr["If-Match"] = _etag(if_match)  # type: ignore[assignment]
         keyed = method in ("POST", "PUT", "PATCH")
@@ -664,7 +665,7 @@ class AsyncStrata:
             attempt += 1
             n, lines, last = 0, 0, b""
             try:
-                async with self._http.stream("GET", url, params={"user_id": user_id}, headers=self._headers) as resp:
+                async with self._http.stream("GET", url, params={"user_id": user_id}, headers=_trace.inject(dict(self._headers))) as resp:
                     if resp.status_code >= 400:
                         await resp.aread()
                         if attempt <= self.max_retries and self._retryable("GET", False, resp):
