@@ -145,6 +145,7 @@ func (s *Store) InForce(ctx context.Context, db pg.DBTX, org string, q InForceQu
 			WHERE r.org_id = $1 AND (r.subject_id = x.eid OR r.object_id = x.eid)
 			  AND r.valid_to IS NULL AND r.superseded_at IS NULL
 			  AND `+visibleSQL("r", "$3", "$4", "$5", "$6")+` AND `+shownRelationSQL("$8")+`
+			  AND `+notQuarantinedSQL("r")+`
 			ORDER BY r.subject_id <> x.eid, r.predicate, r.valid_from, r.id LIMIT $7) l`,
 		org, q.IDs, all, u, a, ss, checkLimit(q.Per, 12), hidden(q.Hide))
 	if err != nil {

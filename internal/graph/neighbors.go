@@ -59,7 +59,7 @@ func (s *Store) Neighbors(ctx context.Context, db pg.DBTX, org string, q Neighbo
 	}
 	w, k := s.asOfArgs(q.At)
 	all, u, a, ss := scopeArgs(q.Scope)
-	edge := asOfSQL("r", "$4::timestamptz", "$5::timestamptz") + ` AND NOT (r.user_id = ANY($12::text[]))`
+	edge := asOfSQL("r", "$4::timestamptz", "$5::timestamptz") + ` AND NOT (r.user_id = ANY($12::text[])) AND ` + notQuarantinedSQL("r")
 	rows, err := db.Query(ctx, `WITH RECURSIVE walk (entity_id, depth, path, rel_id) AS (
 			SELECT $2::uuid, 0, ARRAY[$2::uuid], NULL::uuid
 			UNION ALL

@@ -394,7 +394,7 @@ func (s *Store) About(ctx context.Context, db pg.DBTX, org string, q AboutQuery)
 	w, k := s.asOfArgs(q.At)
 	rows, err := db.Query(ctx, `SELECT `+relationCols+` FROM `+relationFrom+`
 		WHERE r.org_id = $1 AND (r.subject_id = $2 OR r.object_id = $2) AND `+asOfSQL("r", "$3::timestamptz", "$4::timestamptz")+`
-		  AND `+shownRelationSQL("$6")+`
+		  AND `+shownRelationSQL("$6")+` AND `+notQuarantinedSQL("r")+`
 		ORDER BY r.subject_id <> $2, r.predicate, r.valid_from, r.id LIMIT $5`, org, e.ID, w, k, checkLimit(q.Limit, 100), hidden(q.Hide))
 	rels, err := collectRelations(rows, err)
 	if err != nil {
@@ -427,6 +427,22 @@ func shownRelationSQL(param string) string {
 		OR coalesce(o.user_id = ANY(%[1]s::text[]), false))`, param)
 }
 
+// notQuarantinedSQL leaves out relations of alias r written by a key or an agent under an
+// active quarantine (issue 43 item 5): the graph reads apply it as semantic search applies
+// "NOT quarantined" to memory versions. memory_quarantines belongs to the semantic tier
+// (migrations/0011_quarantine.sql, internal/semantic/quarantine.go); this reads it with the
+// same writer rule as its trigger: the key that wrote the row, or its provenance agent (its
+// scope agent when it named none), at or after the quarantine's since, which for a relation
+// is when Strata recorded it (recorded_at; valid_from is world time and may be backdated).
+// A released quarantine no longer hides anything; there is no admin review of quarantined
+// relations (they are always left out).
+func notQuarantinedSQL(r string) string {
+	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM memory_quarantines qq
+		WHERE qq.org_id = %[1]s.org_id AND qq.status = 'active' AND %[1]s.recorded_at >= qq.since
+		  AND ((qq.key_id <> '' AND qq.key_id = %[1]s.created_by_key)
+		    OR (qq.agent_id <> '' AND qq.agent_id = coalesce(nullif(%[1]s.source_agent_id, ''), %[1]s.agent_id))))`, r)
+}
+
 // HistoryQuery selects relation versions.
 type HistoryQuery struct {
 	EntityID  uuid.UUID
@@ -452,6 +468,7 @@ func (s *Store) History(ctx context.Context, db pg.DBTX, org string, q HistoryQu
 	rows, err := db.Query(ctx, `SELECT `+relationCols+` FROM `+relationFrom+`
 		WHERE r.org_id = $1 AND (r.subject_id = $2 OR r.object_id = $2) AND ($3 = '' OR r.predicate = $3)
 		  AND ($4::uuid IS NULL OR r.id > $4) AND `+shownRelationSQL("$6")+`
+		  AND `+notQuarantinedSQL("r")+`
 		ORDER BY r.id LIMIT $5`, org, e.ID, pred, q.After, checkLimit(q.Limit, 100), hidden(q.Hide))
 	return collectRelations(rows, err)
 }
