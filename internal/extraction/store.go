@@ -163,31 +163,35 @@ type ProvenanceRecord struct {
 	CreatedAt     time.Time  `json:"created_at"`
 }
 
+// provenanceCols are a ProvenanceRecord's columns of extraction_provenance p (scanProvenance).
+const provenanceCols = `p.op, p.memory_id, coalesce(p.session_id, ''), p.turn_seqs, p.model, p.prompt_version,
+	coalesce(p.written_by, ''), p.created_at`
+
+func scanProvenance(r pgx.CollectableRow) (ProvenanceRecord, error) {
+	var p ProvenanceRecord
+	err := r.Scan(&p.Op, &p.MemoryID, &p.SessionID, &p.TurnSeqs, &p.Model, &p.PromptVersion, &p.WrittenBy, &p.CreatedAt)
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, err
+}
+
 // RelationProvenance lists the extraction records of a graph relation (issue 43): the
 // session and turns it came from, the model and prompt version, the writer, and in MemoryID
 // the memory written by the decision it came with, if any. Empty when extraction did not
 // write it.
 func RelationProvenance(ctx context.Context, db pg.DBTX, org string, relationID uuid.UUID) ([]ProvenanceRecord, error) {
-	rows, err := db.Query(ctx, `SELECT p.op, p.memory_id, coalesce(p.session_id, ''), p.turn_seqs, p.model, p.prompt_version,
-			coalesce(p.written_by, ''), p.created_at
+	rows, err := db.Query(ctx, `SELECT `+provenanceCols+`
 		FROM extraction_provenance p WHERE p.org_id = $1 AND p.relation_id = $2 ORDER BY p.id`, org, relationID)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ProvenanceRecord, error) {
-		var p ProvenanceRecord
-		err := r.Scan(&p.Op, &p.MemoryID, &p.SessionID, &p.TurnSeqs, &p.Model, &p.PromptVersion, &p.WrittenBy, &p.CreatedAt)
-		p.CreatedAt = p.CreatedAt.UTC()
-		return p, err
-	})
+	out, err := pgx.CollectRows(rows, scanProvenance)
 	return out, pg.Interpret(err)
 }
 
 // MemoryProvenance lists the extraction records of every version of the memory id belongs
 // to, oldest first (empty when no version was extracted).
 func MemoryProvenance(ctx context.Context, db pg.DBTX, org string, id uuid.UUID) ([]ProvenanceRecord, error) {
-	rows, err := db.Query(ctx, `SELECT p.op, p.memory_id, coalesce(p.session_id, ''), p.turn_seqs, p.model, p.prompt_version,
-			coalesce(p.written_by, ''), p.created_at
+	rows, err := db.Query(ctx, `SELECT `+provenanceCols+`
 		FROM extraction_provenance p JOIN memories m ON m.org_id = p.org_id AND m.id = p.memory_id
 		WHERE p.org_id = $1 AND m.root_id = (SELECT root_id FROM memories WHERE org_id = $1 AND id = $2)
 		  AND p.relation_id IS NULL
@@ -195,12 +199,7 @@ func MemoryProvenance(ctx context.Context, db pg.DBTX, org string, id uuid.UUID)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ProvenanceRecord, error) {
-		var p ProvenanceRecord
-		err := r.Scan(&p.Op, &p.MemoryID, &p.SessionID, &p.TurnSeqs, &p.Model, &p.PromptVersion, &p.WrittenBy, &p.CreatedAt)
-		p.CreatedAt = p.CreatedAt.UTC()
-		return p, err
-	})
+	out, err := pgx.CollectRows(rows, scanProvenance)
 	return out, pg.Interpret(err)
 }
 

@@ -92,20 +92,33 @@ func (s *Server) searchGraphEntities(ctx context.Context, r *Request, in *api.Gr
 	return &api.GraphSearchOutput{Body: api.List[graph.SearchResult]{Items: res}}, nil
 }
 
+// entityRead is what a read of one entity as of a time needs: the entity's id, the times,
+// and the restricted subjects to hide.
+type entityRead struct {
+	id   uuid.UUID
+	at   graph.AsOf
+	hide []string
+}
+
+func (s *Server) readEntityAsOf(ctx context.Context, r *Request, rawID, asOf, recordedAsOf string) (entityRead, error) {
+	var e entityRead
+	var err error
+	if e.id, err = parseGraphID("id", rawID); err != nil {
+		return e, err
+	}
+	if e.at, err = graphAsOf(asOf, recordedAsOf); err != nil {
+		return e, err
+	}
+	e.hide, err = s.graphHide(ctx, r)
+	return e, err
+}
+
 func (s *Server) getGraphEntity(ctx context.Context, r *Request, in *api.GraphAboutInput) (*api.GraphAboutOutput, error) {
-	id, err := parseGraphID("id", in.ID)
+	e, err := s.readEntityAsOf(ctx, r, in.ID, in.AsOf, in.RecordedAsOf)
 	if err != nil {
 		return nil, err
 	}
-	at, err := graphAsOf(in.AsOf, in.RecordedAsOf)
-	if err != nil {
-		return nil, err
-	}
-	hide, err := s.graphHide(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	a, err := s.Graph.About(ctx, r.Tx, r.Org, graph.AboutQuery{ID: id, At: at, Limit: in.Limit, Hide: hide})
+	a, err := s.Graph.About(ctx, r.Tx, r.Org, graph.AboutQuery{ID: e.id, At: e.at, Limit: in.Limit, Hide: e.hide})
 	if err != nil {
 		return nil, err
 	}
@@ -116,19 +129,11 @@ func (s *Server) getGraphEntity(ctx context.Context, r *Request, in *api.GraphAb
 }
 
 func (s *Server) graphNeighbors(ctx context.Context, r *Request, in *api.GraphNeighborsInput) (*api.GraphNeighborsOutput, error) {
-	id, err := parseGraphID("id", in.ID)
+	e, err := s.readEntityAsOf(ctx, r, in.ID, in.AsOf, in.RecordedAsOf)
 	if err != nil {
 		return nil, err
 	}
-	at, err := graphAsOf(in.AsOf, in.RecordedAsOf)
-	if err != nil {
-		return nil, err
-	}
-	hide, err := s.graphHide(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	q := graph.NeighborsQuery{ID: id, Depth: in.Depth, Limit: in.Limit, At: at, Hide: hide}
+	q := graph.NeighborsQuery{ID: e.id, Depth: in.Depth, Limit: in.Limit, At: e.at, Hide: e.hide}
 	if in.UserID != "" || in.AgentID != "" || in.SessionID != "" {
 		sc := in.Scope(r.Org)
 		q.Scope = &sc

@@ -58,16 +58,21 @@ func Fingerprint(method, path, rawQuery string, body []byte) []byte {
 	return h.Sum(nil)
 }
 
+// takeOverExpired ends a claim's insert: an expired record with the key is reset for the new
+// request; a live one is left alone (the statement waits for its transaction, then returns
+// no row for it).
+const takeOverExpired = `ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
+		method = excluded.method, path = excluded.path, user_id = excluded.user_id,
+		response_status = 0, response_headers = '{}', response_body = '',
+		created_at = now(), expires_at = excluded.expires_at
+	WHERE idempotency_keys.expires_at < now()`
+
 // claimSQL inserts the record, or takes over an expired one. A live record with the key
 // makes it wait for that record's transaction, then return no row.
 const claimSQL = `INSERT INTO idempotency_keys
 		(org_id, key, request_hash, method, path, user_id, response_status, expires_at)
 	VALUES ($1, $2, $3, $4, $5, nullif($6, ''), 0, now() + make_interval(secs => $7))
-	ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
-		method = excluded.method, path = excluded.path, user_id = excluded.user_id,
-		response_status = 0, response_headers = '{}', response_body = '',
-		created_at = now(), expires_at = excluded.expires_at
-	WHERE idempotency_keys.expires_at < now()
+	` + takeOverExpired + `
 	RETURNING true`
 
 // ClaimStatements are Claim as statements for the front of the request's first round trip
@@ -193,11 +198,7 @@ const claimManySQL = `INSERT INTO idempotency_keys
 	SELECT $1, c.key, c.hash, c.method, c.path, nullif(c.usr, ''), 0, now() + make_interval(secs => $2)
 	FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::text[]) AS c(key, hash, method, path, usr)
 	ORDER BY c.key
-	ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
-		method = excluded.method, path = excluded.path, user_id = excluded.user_id,
-		response_status = 0, response_headers = '{}', response_body = '',
-		created_at = now(), expires_at = excluded.expires_at
-	WHERE idempotency_keys.expires_at < now()
+	` + takeOverExpired + `
 	RETURNING key`
 
 // ClaimManyStatement is the statement and arguments that claim the keys of cs (distinct
