@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -314,4 +315,46 @@ func TestContextGraphSection(t *testing.T) {
 	g = graphSec(c)
 	require.Equal(t, []string{store}, g.Included)
 	require.NotContains(t, c.Prompt, "Bob")
+}
+
+// TestGraphAPIQuarantineAndExport: through the API, a relation an agent under an active
+// quarantine wrote is left out of the entity's reads until the quarantine is released; the
+// subject's export (GET /v1/gdpr/exports) carries their entities and relations.
+func TestGraphAPIQuarantineAndExport(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	agent, admin, comp := s.NewKey("gq", "agent"), s.NewKey("gq", "admin"), s.NewKey("gq", "compliance")
+	ana := graphEntity(t, s, agent, map[string]any{"name": "Ana", "type": "person", "user_id": "u1"}, 201)
+	q := s.Do("POST", "/v1/admin/quarantines", admin, map[string]any{"agent_id": "rogue",
+		"since": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), "reason": "poisoned"})
+	require.Equal(t, 201, q.Status, "%s", q.Body)
+	for agentID, value := range map[string]string{"good": "coffee", "rogue": "poison"} {
+		r := s.Do("POST", "/v1/graph/relations", agent, map[string]any{"subject_id": ana, "predicate": "likes",
+			"object_value": value, "user_id": "u1", "agent_id": agentID})
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+	}
+	likes := func() []string {
+		t.Helper()
+		r := s.Do("GET", "/v1/graph/entities/"+ana+"?user_id=u1&agent_id=good", agent, nil)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		var a struct {
+			Relations []struct {
+				ObjectValue string `json:"object_value"`
+			} `json:"relations"`
+		}
+		r.JSON(t, &a)
+		var out []string
+		for _, rel := range a.Relations {
+			out = append(out, rel.ObjectValue)
+		}
+		return out
+	}
+	require.Equal(t, []string{"coffee"}, likes(), "the quarantined agent's relation is left out")
+	require.Equal(t, 200, s.Do("POST", "/v1/admin/quarantines/"+q.Map(t)["id"].(string)+"/release", admin, nil).Status)
+	require.ElementsMatch(t, []string{"coffee", "poison"}, likes(), "released: shown again")
+
+	r := s.Do("GET", "/v1/gdpr/exports?user_id=u1", comp, nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `"tier":"graph","type":"entity","id":"`+ana+`"`)
+	require.Equal(t, 2, strings.Count(string(r.Body), `"tier":"graph","type":"relation"`))
 }
