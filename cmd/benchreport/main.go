@@ -110,6 +110,9 @@ func run() error {
 			if m := rows[i].Rule.Target.Missed; m != nil {
 				why = ": " + strings.Join(m(&rows[i]), ", ")
 			}
+			if rows[i].Rule.Target.Meets(&rows[i], benchreport.Mid) {
+				why += " (the median meets it; the worse end of the range does not)"
+			}
 			fmt.Printf("target missed: %s (%s)%s\n", rows[i].Rule.Measure, rows[i].Rule.Target.Desc, why)
 		}
 	}

@@ -17,6 +17,10 @@ type Result struct {
 	Name    string             // without the -GOMAXPROCS suffix, e.g. BenchmarkHTTPTargets/state-get/c=16
 	N       int64              // iterations
 	Metrics map[string]float64 // unit → value, e.g. "ns/op", "speed", "p99-µs"
+	// Round is n for a sub-benchmark named <name>/round=n: a benchmark that interleaves its
+	// rounds inside one run (Strata, peer, Strata, peer, …) reports each round as one, and
+	// each round counts as a run of <name>, as a -count run does. 0 otherwise.
+	Round int
 }
 
 // Output is everything parsed from one or more benchmark outputs.
@@ -32,7 +36,18 @@ var (
 	lineRE  = regexp.MustCompile(`^(Benchmark\S+)\s+(\d+)\s+(.+)$`)
 	procsRE = regexp.MustCompile(`-\d+$`)
 	nameRE  = regexp.MustCompile(`^(Benchmark\S+)$`)
+	roundRE = regexp.MustCompile(`/round=(\d+)$`)
 )
+
+// baseName strips the -GOMAXPROCS suffix and a trailing /round=n, returning the round (0 if none).
+func baseName(s string) (string, int) {
+	s = procsRE.ReplaceAllString(s, "")
+	if m := roundRE.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return strings.TrimSuffix(s, m[0]), n
+	}
+	return s, 0
+}
 
 // Parse reads go test -bench output (plain or -v). Lines that are not benchmark results are
 // ignored, except the environment header and benchmark log lines.
@@ -61,7 +76,7 @@ func Parse(r io.Reader) (*Output, error) {
 			}
 		}
 		if m := nameRE.FindStringSubmatch(trimmed); m != nil && !strings.Contains(line, "\t") {
-			current = procsRE.ReplaceAllString(m[1], "")
+			current, _ = baseName(m[1])
 			continue
 		}
 		if current != "" && strings.HasPrefix(line, "    ") && trimmed != "" {
@@ -95,7 +110,8 @@ func parseResult(m []string) (Result, bool) {
 	if len(fields)%2 != 0 {
 		return Result{}, false
 	}
-	res := Result{Name: procsRE.ReplaceAllString(m[1], ""), N: n, Metrics: map[string]float64{}}
+	name, round := baseName(m[1])
+	res := Result{Name: name, N: n, Metrics: map[string]float64{}, Round: round}
 	for i := 0; i < len(fields); i += 2 {
 		v, err := strconv.ParseFloat(fields[i], 64)
 		if err != nil {
@@ -106,7 +122,8 @@ func parseResult(m []string) (Result, bool) {
 	return res, true
 }
 
-// Runs returns the results of the benchmark called name, in output order.
+// Runs returns the results of the benchmark called name, in output order: each -count run
+// and each reported round is one.
 func (o *Output) Runs(name string) []Result {
 	var rs []Result
 	for _, r := range o.Results {
