@@ -9,8 +9,11 @@
 //     search a user's memories for the 10 best (mem0: search(q, {filters: {user_id}, topK:
 //     10}); Strata: POST /v1/memories/search).
 // mem0 runs with disableHistory (its SQLite history would only add work to its side).
-// Prints one JSON line: for each of mem0-add, strata-add, mem0-search, strata-search its
-// ops/s, p50 and p99 in ms. Run by `go test -run '^$' -bench BenchmarkMem0Peer ./internal/mem0/`.
+// Both sides stay warm across the rounds (one Memory and its pg pool, one keep-alive agent);
+// each round runs both sides' adds, then both sides' searches, which side goes first flipped
+// every round (issue 42 item 6). Prints one JSON line per round: {"round": r, and for each of
+// mem0-add, strata-add, mem0-search, strata-search its ops/s, p50 and p99 in ms}. Run by
+// `go test -run '^$' -bench BenchmarkMem0Peer ./internal/mem0/`.
 import http from "node:http";
 import { Memory } from "mem0ai/oss";
 
@@ -20,7 +23,7 @@ const env = (k) => {
   return v;
 };
 const url = env("STRATA_URL"), key = env("STRATA_API_KEY"), pgURL = env("MEM0_PG_URL"), embedURL = env("EMBED_URL");
-const n = Number(process.env.BENCH_N || 200), rounds = Number(process.env.BENCH_ROUNDS || 3);
+const n = Number(process.env.BENCH_N || 500), rounds = Number(process.env.BENCH_ROUNDS || 3);
 const users = 10; // each side spreads its writes over 10 users; searches hit the same scopes
 
 const memory = new Memory({
@@ -72,32 +75,30 @@ const sides = {
     if (!r?.items?.length) throw new Error(`strata search found nothing: ${JSON.stringify(r)}`);
   },
 };
-// Warm both (connections, mem0's table and index creation, plans).
-for (const name of Object.keys(sides)) await sides[name](1e6);
+// Warm both (connections, mem0's table and index creation, plans, the JIT).
+for (let i = 0; i < 20; i++) for (const name of Object.keys(sides)) await sides[name](1e6 + i);
 
-const lat = Object.fromEntries(Object.keys(sides).map((k) => [k, []]));
-const time = Object.fromEntries(Object.keys(sides).map((k) => [k, 0]));
-for (let r = 0; r < rounds; r++) {
-  // Alternate which side goes first, round by round.
-  const order = r % 2 === 0 ? ["mem0", "strata"] : ["strata", "mem0"];
-  for (const op of ["add", "search"]) {
-    for (const side of order) {
-      const name = `${side}-${op}`;
-      const t0 = performance.now();
-      for (let i = 0; i < n; i++) {
-        const s = performance.now();
-        await sides[name](i + r * n);
-        lat[name].push(performance.now() - s);
-      }
-      time[name] += performance.now() - t0;
-    }
-  }
-}
 const q = (a, p) => {
   const s = [...a].sort((x, y) => x - y);
   return s[Math.min(s.length - 1, Math.floor(p * s.length))];
 };
-const out = {};
-for (const k of Object.keys(sides)) out[k] = { ops: (n * rounds) / (time[k] / 1000), p50: q(lat[k], 0.5), p99: q(lat[k], 0.99) };
-console.log(JSON.stringify(out));
+for (let r = 0; r < rounds; r++) {
+  // Alternate which side goes first, round by round.
+  const order = r % 2 === 0 ? ["mem0", "strata"] : ["strata", "mem0"];
+  const out = { round: r + 1 };
+  for (const op of ["add", "search"]) {
+    for (const side of order) {
+      const name = `${side}-${op}`;
+      const lat = [];
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) {
+        const s = performance.now();
+        await sides[name](i + r * n);
+        lat.push(performance.now() - s);
+      }
+      out[name] = { ops: n / ((performance.now() - t0) / 1000), p50: q(lat, 0.5), p99: q(lat, 0.99) };
+    }
+  }
+  console.log(JSON.stringify(out));
+}
 process.exit(0); // mem0's pg client keeps the event loop alive

@@ -9,6 +9,11 @@
 //
 // --no-idempotency-keys runs StrataSaver without Idempotency-Key headers.
 //
+// --rounds N interleaves the savers N times in this one process (each saver created once and
+// kept warm: its connections, pool and JIT), the order flipped every round (Strata, Postgres;
+// Postgres, Strata; ...); each run prints one JSON line with its round. --warmup is the first
+// run's unmeasured lead-in, --round-warmup every later run's.
+//
 // PostgresSaver gets its own database (DATABASE_URL; setup() creates its tables). The Strata
 // server must use the same Postgres server.
 import { PostgresSaver } from "@langchain/langgraph-checkpoint-postgres";
@@ -23,12 +28,14 @@ const { values: args } = parseArgs({
     warmup: { type: "string", default: "3" },
     saver: { type: "string", default: "both" },
     rounds: { type: "string", default: "1" },
+    "round-warmup": { type: "string", default: "1" },
     "no-idempotency-keys": { type: "boolean", default: false },
   },
 });
 const concurrency = Number(args.concurrency);
 const seconds = Number(args.seconds);
 const warmup = Number(args.warmup);
+const roundWarmup = Number(args["round-warmup"]);
 
 async function worker(saver: BaseCheckpointSaver, thread: string, until: number, from: number, lat: number[]) {
   const config = { configurable: { thread_id: thread, checkpoint_ns: "" } };
@@ -69,9 +76,9 @@ function pct(sorted: number[], p: number) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-async function run(name: string, saver: BaseCheckpointSaver) {
+async function run(name: string, saver: BaseCheckpointSaver, round: number, lead: number) {
   const start = Date.now();
-  const from = start + warmup * 1000;
+  const from = start + lead * 1000;
   const until = from + seconds * 1000;
   const lat: number[] = [];
   const run = `${name}-${Date.now()}`;
@@ -79,6 +86,7 @@ async function run(name: string, saver: BaseCheckpointSaver) {
   lat.sort((a, b) => a - b);
   const r = {
     saver: name,
+    round,
     concurrency,
     pairs: lat.length,
     pairs_per_s: Math.round(lat.length / seconds),
@@ -90,21 +98,26 @@ async function run(name: string, saver: BaseCheckpointSaver) {
   return r;
 }
 
-const which = args.saver === "both" ? ["postgres", "strata"] : [args.saver!];
+const which = args.saver === "both" ? ["strata", "postgres"] : [args.saver!];
+const savers: Record<string, [string, BaseCheckpointSaver]> = {};
 let pgSaver: PostgresSaver | undefined;
-for (let round = 0; round < Number(args.rounds); round++) {
-  for (const name of which) {
-    if (name === "postgres") {
-      if (!process.env.DATABASE_URL) throw new Error("set DATABASE_URL for PostgresSaver");
-      if (!pgSaver) {
-        pgSaver = PostgresSaver.fromConnString(process.env.DATABASE_URL);
-        await pgSaver.setup();
-      }
-      await run("PostgresSaver", pgSaver);
-    } else {
-      const keys = !args["no-idempotency-keys"];
-      await run(keys ? "StrataSaver" : "StrataSaver (idempotencyKeys: false)", new StrataSaver({ idempotencyKeys: keys }));
-    }
+for (const name of which) {
+  if (name === "postgres") {
+    if (!process.env.DATABASE_URL) throw new Error("set DATABASE_URL for PostgresSaver");
+    pgSaver = PostgresSaver.fromConnString(process.env.DATABASE_URL);
+    await pgSaver.setup();
+    savers[name] = ["PostgresSaver", pgSaver];
+  } else {
+    const keys = !args["no-idempotency-keys"];
+    savers[name] = [keys ? "StrataSaver" : "StrataSaver (idempotencyKeys: false)", new StrataSaver({ idempotencyKeys: keys })];
+  }
+}
+const warmed = new Set<string>();
+for (let round = 1; round <= Number(args.rounds); round++) {
+  const order = round % 2 === 1 ? which : [...which].reverse();
+  for (const name of order) {
+    await run(savers[name][0], savers[name][1], round, warmed.has(name) ? roundWarmup : warmup);
+    warmed.add(name);
   }
 }
 await pgSaver?.end();
