@@ -199,6 +199,8 @@ func unit(v float64, metric string) string {
 			return fmt.Sprintf("%.1fk%s", v/1e3, suffix)
 		}
 		return fmt.Sprintf("%.0f%s", v, suffix)
+	case strings.HasSuffix(metric, "-s"): // seconds
+		return fmt.Sprintf("%.0f s", v)
 	case strings.HasPrefix(metric, "recall"):
 		return fmt.Sprintf("%.3f", v)
 	}

@@ -3,6 +3,7 @@ package benchreport
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -109,6 +110,11 @@ func TestBenchreportWorseEnd(t *testing.T) {
 			res(smT+"scoped/zipf/ours_auto", map[string]float64{"qps": 100, "recall@10": 0.97}),
 			res(smT+"scoped/zipf/ours_auto", map[string]float64{"qps": 100, "recall@10": 0.94}),
 		)["scoped search, 1,000 users (zipf), auto strategy"], "**no** (median only)", true},
+		{"batch ingest rounds: median 0.82×, worst 0.78×", eval(
+			Result{Name: ingT, Round: 1, Metrics: map[string]float64{"strata-rows/s": 820, "floor-rows/s": 1000}},
+			Result{Name: ingT, Round: 2, Metrics: map[string]float64{"strata-rows/s": 780, "floor-rows/s": 1000}},
+			Result{Name: ingT, Round: 3, Metrics: map[string]float64{"strata-rows/s": 850, "floor-rows/s": 1000}},
+		)["memory batch ingest vs a bare batched INSERT of the same rows, same HNSW-indexed partition"], "**no** (median only)", true},
 		{"delivery: p99 median 900 ms, worst 1.2 s", eval(
 			res(evT, map[string]float64{"deliver-p99-ms": 900, "offered-events/s": 500}),
 			res(evT, map[string]float64{"deliver-p99-ms": 800, "offered-events/s": 500}),
@@ -128,4 +134,15 @@ func TestBenchreportWorseEnd(t *testing.T) {
 			require.Equal(t, tc.median, tc.row.Rule.Target.Meets(tc.row, Mid))
 		})
 	}
+}
+
+// The 100k import (heavy mode) is a row of its own: rows/s and the time it took.
+func TestBenchreportImportRow(t *testing.T) {
+	t.Parallel()
+	out, err := Parse(strings.NewReader("BenchmarkImport100k-2   \t       1\t397000000000 ns/op\t       397.0 import-s\t       252.0 import-rows/s\t         4.610 single-p50-ms\n"))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	Render(&buf, Evaluate(Rules, []Input{{Label: "import100k.txt", Out: out}}), Machine{}, nil, nil)
+	require.Contains(t, buf.String(), "| Semantic | `strata memories import` of 100k memories (1,000 users), end to end | "+
+		"252/s (batches of 1,000 under their Idempotency-Keys into an empty org); took 397 s | — | — | — |  | import100k.txt |")
 }

@@ -160,6 +160,10 @@ const (
 	ctxT  = "BenchmarkContext100k/"
 	evT   = "BenchmarkEventDelivery"
 	emT   = "BenchmarkEmissionCost"
+	// ingT is issue 42 item 4's batch ingest against a bare batched INSERT (s/42ingest):
+	// rounds as sub-benchmarks round=n, each with strata-rows/s and floor-rows/s.
+	ingT = "BenchmarkBatchIngest"
+	imT  = "BenchmarkImport100k"
 )
 
 // Rules is the table of docs/benchmarks.md, in order.
@@ -261,6 +265,16 @@ var Rules = []Rule{
 	{Area: "Semantic", Measure: "memory insert with HNSW index, 1 writer",
 		Strata: Side{smT + "insert/ours/c=1", "rows/s", Rate, "semantic.Store.Create (dedup + insert)"},
 		Floor:  Side{smT + "insert/bare/c=1", "rows/s", Rate, "bare indexed INSERT"}},
+	// Issue 42 item 4: the batch ingest against one bare batched INSERT of the same rows into
+	// the same HNSW-indexed partition, interleaved in rounds; and the 100k import, timed end to
+	// end in the heavy mode (STRATA_BENCH_HEAVY=1).
+	{Area: "Semantic", Measure: "memory batch ingest vs a bare batched INSERT of the same rows, same HNSW-indexed partition",
+		Strata: Side{ingT, "strata-rows/s", Rate, "batch ingest (embedding, duplicate checks, insert, audit, commit)"},
+		Floor:  Side{ingT, "floor-rows/s", Rate, "bare batched INSERT, vectors computed beforehand"},
+		Target: MinSpeed(0.8)},
+	{Area: "Semantic", Measure: "`strata memories import` of 100k memories (1,000 users), end to end",
+		Strata: Side{imT, "import-rows/s", Rate, "batches of 1,000 under their Idempotency-Keys into an empty org"},
+		Also:   []Side{{imT, "import-s", Time, "took"}}},
 	// The peers users would run instead, driven by their own Node clients (issue 26), judged
 	// on throughput, p50 and p99 (issue 42).
 	peerRule("LangGraph", "checkpointer put+get pairs, 1 thread", "BenchmarkLangGraphSaver", "c1-", "pg", "pairs/s",

@@ -30,13 +30,13 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkLangGraphSaver -benchtime 1x ./internal/langgraphtest/
 //
-// BENCH_SECONDS (measured per saver per round, default 5) and BENCH_ROUNDS (default 3, at
+// BENCH_SECONDS (measured per saver per round, default 8) and BENCH_ROUNDS (default 3, at
 // least 3) are passed through.
 func BenchmarkLangGraphSaver(b *testing.B) {
 	dir := testenv.NodeProject(b, "clients/langgraph-js")
 	s := apptest.Start(b, apptest.Env("STRATA_RATE_LIMIT", "0"))
 	key := s.NewKey("saver-bench", "agent")
-	secs := envOr("BENCH_SECONDS", "5")
+	secs := envOr("BENCH_SECONDS", "8")
 	rounds, err := strconv.Atoi(envOr("BENCH_ROUNDS", "3"))
 	require.NoError(b, err)
 	rounds = max(rounds, 3)
