@@ -23,7 +23,11 @@ const env = (k) => {
   return v;
 };
 const url = env("STRATA_URL"), key = env("STRATA_API_KEY"), pgURL = env("MEM0_PG_URL"), embedURL = env("EMBED_URL");
-const n = Number(process.env.BENCH_N || 500), rounds = Number(process.env.BENCH_ROUNDS || 3);
+// BENCH_N adds per side per round (they grow the data both sides search, so the default stays
+// the one earlier runs used); BENCH_SEARCH_N searches per side per round (they change no data:
+// more of them only steady each round's p50 and p99).
+const n = Number(process.env.BENCH_N || 200), nSearch = Number(process.env.BENCH_SEARCH_N || 500);
+const rounds = Number(process.env.BENCH_ROUNDS || 3);
 const users = 10; // each side spreads its writes over 10 users; searches hit the same scopes
 
 const memory = new Memory({
@@ -89,14 +93,15 @@ for (let r = 0; r < rounds; r++) {
   for (const op of ["add", "search"]) {
     for (const side of order) {
       const name = `${side}-${op}`;
+      const count = op === "add" ? n : nSearch;
       const lat = [];
       const t0 = performance.now();
-      for (let i = 0; i < n; i++) {
+      for (let i = 0; i < count; i++) {
         const s = performance.now();
-        await sides[name](i + r * n);
+        await sides[name](i + r * count);
         lat.push(performance.now() - s);
       }
-      out[name] = { ops: n / ((performance.now() - t0) / 1000), p50: q(lat, 0.5), p99: q(lat, 0.99) };
+      out[name] = { ops: count / ((performance.now() - t0) / 1000), p50: q(lat, 0.5), p99: q(lat, 0.99) };
     }
   }
   console.log(JSON.stringify(out));
