@@ -16,7 +16,7 @@
 #   tiers against their floors, 3000x, -count 3, one process per package    ~1.5 min
 #   resume at 10k jobs × 50 steps (loads the jobs first)                     ~0.4 min
 #   event delivery, 500 writes/s for 60 s; emission cost, 6 rounds × 20 s    ~3.5 min
-#   LangGraph PostgresSaver and mem0 side by side, 3 interleaved rounds each ~2 min
+#   LangGraph PostgresSaver and mem0 side by side, 3 interleaved rounds each ~2.5 min
 #   the batch ingest against a bare batched INSERT (issue 42 item 4)         see its block below
 # Heavy runs (STRATA_BENCH_HEAVY=1): BenchmarkContext100k ~2 min, BenchmarkSemantic100k ~15 min,
 # BenchmarkImport100k ~7-15 min.
