@@ -146,9 +146,9 @@ func chunkedItems(org string) []semantic.NewMemory {
 		case 200:
 			items = append(items, newMem(org, "u1", "the client prefers 4k exports always please")) // exact of a stored memory
 		case 330: // items 330-332, in chunk 2
-			items = append(items, newMem(org, "u1", "captions use the studio font in white, always")) // near of item 4
+			items = append(items, newMem(org, "u1", "captions use the studio font in white, always"))   // near of item 4
 			items = append(items, newMem(org, "u1", "the brand palette is teal and warm orange tones")) // near of a stored memory
-			items = append(items, newMem(org, "u2", "exports go to the shared drive every friday!"))   // near of item 3
+			items = append(items, newMem(org, "u2", "exports go to the shared drive every friday!"))    // near of item 3
 		}
 	}
 	return items
