@@ -74,6 +74,11 @@ else
 		-run '^$' -bench 'BenchmarkLangGraphSaver' -benchtime 1x -timeout 20m -v ./internal/langgraphtest/
 	bench "go test -run '^\$' -bench BenchmarkMem0Peer -benchtime 1x ./internal/mem0/" \
 		-run '^$' -bench 'BenchmarkMem0Peer' -benchtime 1x -timeout 20m ./internal/mem0/
+	# Batch ingest (issue 42, item 4): POST /v1/memories/batch against a bare batched INSERT
+	# into the same HNSW-indexed partition, interleaved batch by batch; one round per -count
+	# (a server and database of its own each), 3 batches of 1,000 per side per round.
+	bench "go test -run '^\$' -bench BenchmarkMemoryBatch -benchtime 3x -count $COUNT ./internal/httpapi/" \
+		-run '^$' -bench 'BenchmarkMemoryBatch' -benchtime 3x -count "$COUNT" -timeout 30m ./internal/httpapi/
 	cp "$cmds" "$tmp/latest.commands"
 fi
 

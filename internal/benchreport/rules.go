@@ -216,6 +216,12 @@ var Rules = []Rule{
 	{Area: "Semantic", Measure: "memory insert with HNSW index, 1 writer",
 		Strata: Side{smT + "insert/ours/c=1", "rows/s", Rate, "semantic.Store.Create (dedup + insert)"},
 		Floor:  Side{smT + "insert/bare/c=1", "rows/s", Rate, "bare indexed INSERT"}},
+	// Batch ingest (issue 42, item 4): one result line per round (go test -count), each
+	// round interleaving the two sides batch by batch.
+	{Area: "Semantic", Measure: "batch ingest, 1,000 memories over 100 users per request",
+		Strata: Side{"BenchmarkMemoryBatch", "strata-rows/s", Rate, "POST /v1/memories/batch (embedding, dedup, audit)"},
+		Floor:  Side{"BenchmarkMemoryBatch", "floor-rows/s", Rate, "bare multi-row INSERT into the same HNSW-indexed partition"},
+		Target: MinSpeed(0.8)},
 	// The peers users would run instead, driven by their own Node clients (issue 26), judged
 	// on throughput, p50 and p99 (issue 42).
 	peerRule("LangGraph", "checkpointer put+get pairs, 1 thread", "BenchmarkLangGraphSaver", "c1-", "pg", "pairs/s",
