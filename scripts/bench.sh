@@ -17,7 +17,7 @@
 #   resume at 10k jobs × 50 steps (loads the jobs first)                     ~0.4 min
 #   event delivery, 500 writes/s for 60 s; emission cost, 6 rounds × 20 s    ~3.5 min
 #   LangGraph PostgresSaver and mem0 side by side, 3 interleaved rounds each ~2.5 min
-#   the batch ingest against a bare batched INSERT (issue 42 item 4)         see its block below
+#   the batch ingest against a bare batched INSERT (issue 42 item 4)         ~1 min
 # Heavy runs (STRATA_BENCH_HEAVY=1): BenchmarkContext100k ~2 min, BenchmarkSemantic100k ~15 min,
 # BenchmarkImport100k ~7-15 min.
 #
@@ -84,19 +84,12 @@ else
 	run latest.txt "go test -run '^\$' -bench '^BenchmarkResume\$' -benchtime 3000x ./internal/httpapi/" \
 		"$GO" test -run '^$' -bench '^BenchmarkResume$' -benchtime 3000x -timeout 30m ./internal/httpapi/
 
-	# ---- issue 42 item 4 (s/42ingest): the batch ingest against a bare batched INSERT ----
-	# Its own row in the table (benchreport's "memory batch ingest" rule, target ≥ 0.8× the
-	# floor at the worse end of the rounds). Expected: BenchmarkBatchIngest in internal/semantic
-	# or internal/cli, one run (-benchtime 1x) interleaving ≥ 3 rounds (Strata's batch, the bare
-	# batched INSERT of the same rows into the same HNSW-indexed partition, ...), each round a
-	# sub-benchmark round=n reporting strata-rows/s and floor-rows/s. It runs when it exists.
-	ingest_pkg=$(grep -l 'func BenchmarkBatchIngest(' internal/semantic/*_test.go internal/cli/*_test.go 2>/dev/null | head -1 || true)
-	if [ -n "$ingest_pkg" ]; then
-		ingest_pkg=./$(dirname "$ingest_pkg")/
-		run latest.txt "go test -run '^\$' -bench '^BenchmarkBatchIngest\$' -benchtime 1x -v $ingest_pkg" \
-			"$GO" test -run '^$' -bench '^BenchmarkBatchIngest$' -benchtime 1x -timeout 20m -v "$ingest_pkg"
-	fi
-	# ---- end of the batch ingest block ----
+	# The batch ingest (issue 42 item 4): POST /v1/memories/batch against a bare multi-row
+	# INSERT into the same HNSW-indexed partition, interleaved batch by batch; one round per
+	# -count (a server and database of its own each), 3 batches of 1,000 per side per round.
+	# Its own row ("memory batch ingest"), target >= 0.8x the floor at the worse end.
+	run latest.txt "go test -run '^\$' -bench '^BenchmarkMemoryBatch\$' -benchtime 3x -count $COUNT ./internal/httpapi/" \
+		"$GO" test -run '^$' -bench '^BenchmarkMemoryBatch$' -benchtime 3x -count "$COUNT" -timeout 30m ./internal/httpapi/
 
 	# Events (issue 41, item 5): event to delivery open loop at 500 writes/s for 60 s, and what a
 	# webhook subscription costs the load-test mix (rounds alternating with and without).

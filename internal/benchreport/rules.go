@@ -162,7 +162,7 @@ const (
 	emT   = "BenchmarkEmissionCost"
 	// ingT is issue 42 item 4's batch ingest against a bare batched INSERT (s/42ingest):
 	// rounds as sub-benchmarks round=n, each with strata-rows/s and floor-rows/s.
-	ingT = "BenchmarkBatchIngest"
+	ingT = "BenchmarkMemoryBatch"
 	imT  = "BenchmarkImport100k"
 )
 
@@ -269,8 +269,8 @@ var Rules = []Rule{
 	// the same HNSW-indexed partition, interleaved in rounds; and the 100k import, timed end to
 	// end in the heavy mode (STRATA_BENCH_HEAVY=1).
 	{Area: "Semantic", Measure: "memory batch ingest vs a bare batched INSERT of the same rows, same HNSW-indexed partition",
-		Strata: Side{ingT, "strata-rows/s", Rate, "batch ingest (embedding, duplicate checks, insert, audit, commit)"},
-		Floor:  Side{ingT, "floor-rows/s", Rate, "bare batched INSERT, vectors computed beforehand"},
+		Strata: Side{ingT, "strata-rows/s", Rate, "POST /v1/memories/batch (embedding, dedup, audit)"},
+		Floor:  Side{ingT, "floor-rows/s", Rate, "bare multi-row INSERT into the same HNSW-indexed partition"},
 		Target: MinSpeed(0.8)},
 	{Area: "Semantic", Measure: "`strata memories import` of 100k memories (1,000 users), end to end",
 		Strata: Side{imT, "import-rows/s", Rate, "batches of 1,000 under their Idempotency-Keys into an empty org"},

@@ -13,11 +13,9 @@ import (
 	"github.com/strata-mem/strata/internal/strata"
 )
 
-// embedChunk is how many texts go to the embedder in one call.
-const embedChunk = 256
-
 // createMemories writes a batch (POST /v1/memories/batch): items the tier refuses are
-// answered failed, the rest are embedded in chunks and written by one CreateBatch.
+// answered failed, the rest are written by one IngestBatch, which embeds them chunk by chunk
+// while the previous chunk's rows are inserted.
 func (s *Server) createMemories(ctx context.Context, r *Request, in *api.CreateMemoriesInput) (*api.CreateMemoriesOutput, error) {
 	items := in.Body.Memories
 	out := &api.CreateMemoriesOutput{}
@@ -44,21 +42,7 @@ func (s *Server) createMemories(ctx context.Context, r *Request, in *api.CreateM
 		news = append(news, n)
 		at = append(at, i)
 	}
-	for lo := 0; lo < len(news); lo += embedChunk {
-		hi := min(lo+embedChunk, len(news))
-		texts := make([]string, 0, hi-lo)
-		for _, n := range news[lo:hi] {
-			texts = append(texts, n.Text)
-		}
-		vs, err := s.Embedder.Embed(ctx, texts)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range vs {
-			news[lo+k].Vector = v
-		}
-	}
-	res, err := s.Memories.CreateBatch(ctx, r.Tx, news)
+	res, err := s.Memories.IngestBatch(ctx, r.Tx, news, s.Embedder.Embed)
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,13 @@ package semantic
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -18,6 +21,11 @@ import (
 // MaxBatch is the most memories one CreateBatch stores.
 const MaxBatch = 1000
 
+// BatchChunk is how many items a batch embeds and inserts at a time (IngestBatch): the
+// embedder's call and the insert statement each take at most this many; the first chunk is
+// a quarter of it, so that little of the embedding waits before the first insert starts.
+const BatchChunk = 256
+
 // BatchResult is what became of one item of a batch, in the batch's order.
 type BatchResult struct {
 	// Memory is the row written, or the duplicate that answered for the item.
@@ -29,15 +37,63 @@ type BatchResult struct {
 	DuplicateOf int
 }
 
+// EmbedFunc computes one vector per text, in the texts' order (an embedder's batch call).
+type EmbedFunc func(ctx context.Context, texts []string) ([][]float32, error)
+
 // CreateBatch stores many memories in the caller's transaction with Create's semantics, as
 // if they were written one after the other in the batch's order: each item is checked for
 // an exact and a near duplicate in its scope, against the store and against the batch's
 // earlier items, and a duplicate answers with the existing memory (its dedup count and
-// provenance updated) instead of a new row. It costs a fixed number of round trips plus
-// one per item for the near-duplicate lookup: the scope locks travel in one pipeline
-// (in a fixed order, so concurrent batches cannot deadlock), the exact duplicates in one
-// query, and the rows in one pipelined batch of inserts.
+// provenance updated) instead of a new row. Every item carries its vector; IngestBatch
+// computes them as it goes. See IngestBatch for the statements it costs.
 func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) ([]BatchResult, error) {
+	return s.createBatch(ctx, tx, items, nil)
+}
+
+// IngestBatch is CreateBatch for items whose vectors are not computed yet: embed computes
+// them, chunk by chunk (BatchChunk), in a goroutine of its own, so that the next chunk is
+// embedded while the previous chunk's rows are inserted (the HNSW insertion is most of a
+// batch's time). An item whose exact text its scope already holds is not embedded.
+//
+// Statements, whatever the batch's size: one round trip for the scope locks (one statement,
+// in sorted order, so concurrent batches cannot deadlock), the exact duplicates and the
+// sizes of the scopes (one statement each); then per chunk one INSERT of its new rows
+// (unnest of arrays) and, when the chunk's scopes held memories before the batch, one
+// exact nearest-neighbour query for its items in those scopes; the duplicates' updates, if
+// any, travel with the last INSERT. Only items of a scope too large for an exact search
+// (Options.ExactBelow) cost a round trip each, through the HNSW index, as Create's do.
+func (s *Store) IngestBatch(ctx context.Context, tx pgx.Tx, items []NewMemory, embed EmbedFunc) ([]BatchResult, error) {
+	if embed == nil {
+		return nil, fmt.Errorf("semantic: IngestBatch needs an embedder")
+	}
+	return s.createBatch(ctx, tx, items, embed)
+}
+
+// batch is one CreateBatch/IngestBatch in progress.
+type batch struct {
+	s      *Store
+	tx     pgx.Tx
+	org    string
+	items  []NewMemory
+	hashes [][]byte
+	out    []BatchResult
+	now    time.Time
+	// stored: item → the current memory of its scope with the same text, before the batch.
+	stored map[int]uuid.UUID
+	// size: the scope-and-space group → its current memories before the batch (bounded
+	// at ExactBelow+1).
+	size map[string]int
+	// ours: the rows this batch inserted → their item (a nearest-neighbour query may find
+	// them; the batch's own items are compared in memory instead).
+	ours map[uuid.UUID]int
+	// id: the new row's id of an item that became one; dupID: the stored memory a
+	// duplicate answers with.
+	id, dupID   []uuid.UUID
+	firstByText map[string]int
+	fresh       []int // items that become rows, in order
+}
+
+func (s *Store) createBatch(ctx context.Context, tx pgx.Tx, items []NewMemory, embed EmbedFunc) ([]BatchResult, error) {
 	if len(items) > MaxBatch {
 		return nil, strata.TooLarge("memories", "at most 1000 memories per batch: split it into several batches")
 	}
@@ -45,11 +101,14 @@ func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) (
 	if len(items) == 0 {
 		return out, nil
 	}
-	hashes := make([][]byte, len(items))
+	bt := &batch{s: s, tx: tx, org: items[0].Scope.OrgID, items: items, hashes: make([][]byte, len(items)), out: out,
+		now: s.now().UTC(), ours: map[uuid.UUID]int{}, id: make([]uuid.UUID, len(items)), dupID: make([]uuid.UUID, len(items)), firstByText: map[string]int{}}
 	for i := range items {
 		n := &items[i]
-		if err := checkVector(n.Vector, n.Space); err != nil {
-			return nil, err
+		if embed == nil {
+			if err := checkVector(n.Vector, n.Space); err != nil {
+				return nil, err
+			}
 		}
 		if n.Trust == "" {
 			n.Trust = DefaultTrust
@@ -57,243 +116,351 @@ func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) (
 		if n.Metadata == nil {
 			n.Metadata = map[string]any{}
 		}
-		hashes[i] = TextHash(n.Text)
+		bt.hashes[i] = TextHash(n.Text)
 		out[i].DuplicateOf = -1
 	}
-	org := items[0].Scope.OrgID
-	if err := lockScopes(ctx, tx, items); err != nil {
+	if err := bt.prepare(ctx); err != nil {
 		return nil, err
 	}
-	stored, err := exactDuplicates(ctx, tx, org, items, hashes)
-	if err != nil {
-		return nil, err
-	}
-	nearest, err := s.nearestInScopes(ctx, tx, org, items, stored)
-	if err != nil {
-		return nil, err
-	}
-	now := s.now().UTC()
-
-	// Decide each item in order: what the store holds first (exact, then near), then the
-	// batch's earlier new rows, as sequential Creates would see them.
-	dupID := make([]uuid.UUID, len(items))
-	firstByText := map[string]int{}
-	var fresh []int // items that become rows
+	// The items that need a vector (the others are exact duplicates of stored memories),
+	// in chunks.
+	var need []int
 	for i := range items {
-		n := items[i]
-		key := scopeText(n.Scope, hashes[i])
-		if id, ok := stored[i]; ok {
-			dupID[i], out[i].Dedup = id, &Dedup{Reason: "exact", Similarity: 1}
+		if _, ok := bt.stored[i]; ok {
+			bt.dupID[i], out[i].Dedup = bt.stored[i], &Dedup{Reason: "exact", Similarity: 1}
 			continue
 		}
-		if j, ok := firstByText[key]; ok {
-			out[i].DuplicateOf, out[i].Dedup = j, &Dedup{Reason: "exact", Similarity: 1}
-			continue
-		}
-		best, bestSim := -1, -1.0
-		near, found := nearest[i]
-		if found {
-			bestSim = 1 - near.dist
-		}
-		for _, j := range fresh {
-			if sameScopeAndSpace(items[j], n) {
-				if sim := cosine(items[j].Vector, n.Vector); sim > bestSim {
-					best, bestSim = j, sim
+		need = append(need, i)
+	}
+	var chunks [][]int
+	for lo, size := 0, BatchChunk/4; lo < len(need); lo, size = lo+size, BatchChunk {
+		chunks = append(chunks, need[lo:min(lo+size, len(need))])
+	}
+	vectors := make(chan error, len(chunks))
+	if embed != nil {
+		ectx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() {
+			defer close(done)
+			for _, c := range chunks {
+				err := bt.embed(ectx, embed, c)
+				vectors <- err
+				if err != nil {
+					return
 				}
 			}
-		}
-		switch {
-		case bestSim < s.o.DedupThreshold:
-			firstByText[key] = i
-			fresh = append(fresh, i)
-		case best >= 0:
-			out[i].DuplicateOf, out[i].Dedup = best, &Dedup{Reason: "near", Similarity: bestSim}
-		default:
-			dupID[i], out[i].Dedup = near.id, &Dedup{Reason: "near", Similarity: bestSim}
+		}()
+	} else {
+		for range chunks {
+			vectors <- nil
 		}
 	}
-
-	// The new rows in one round trip, then the duplicates' updates in another (an update
-	// of a row this batch inserted needs its id).
-	ins := &pgx.Batch{}
-	for _, i := range fresh {
-		id := uuid.Must(uuid.NewV7())
-		args, err := insertMemoryArgs(items[i], id, hashes[i], now)
+	var pending []int // decided new rows, not inserted yet
+	for _, c := range chunks {
+		if err := <-vectors; err != nil {
+			return nil, err
+		}
+		if len(pending) > 0 {
+			b := &pgx.Batch{}
+			if err := bt.queueInsert(b, pending); err != nil {
+				return nil, err
+			}
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return nil, pg.Interpret(err)
+			}
+		}
+		nearest, err := bt.nearest(ctx, c)
 		if err != nil {
 			return nil, err
 		}
-		ins.Queue(insertMemorySQL, args...).QueryRow(func(r pgx.Row) error {
-			m, err := scanMemory(r)
-			out[i].Memory = m
-			return err
-		})
+		pending = bt.decide(c, nearest)
 	}
-	if err := tx.SendBatch(ctx, ins).Close(); err != nil {
-		return nil, pg.Interpret(err)
+	// The last rows, then the duplicates' updates (an update of a row this batch inserted
+	// needs its id), in one round trip.
+	b := &pgx.Batch{}
+	if len(pending) > 0 {
+		if err := bt.queueInsert(b, pending); err != nil {
+			return nil, err
+		}
 	}
-	upd := &pgx.Batch{}
 	for i := range items {
 		if out[i].Dedup == nil {
 			continue
 		}
 		if j := out[i].DuplicateOf; j >= 0 {
-			dupID[i] = out[j].Memory.ID
+			bt.dupID[i] = bt.id[j]
 		}
-		upd.Queue(dedupHitSQL, dedupHitArgs(items[i], dupID[i], now)...).QueryRow(func(r pgx.Row) error {
+		b.Queue(dedupHitSQL, dedupHitArgs(items[i], bt.dupID[i], bt.now)...).QueryRow(func(r pgx.Row) error {
 			m, err := scanMemory(r)
 			out[i].Memory = m
 			return err
 		})
 	}
-	if upd.Len() > 0 {
-		if err := tx.SendBatch(ctx, upd).Close(); err != nil {
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, pg.Interpret(err)
 		}
 	}
 	return out, nil
 }
 
-// nearestInScopes finds, for each item without an exact duplicate in the store, the
-// nearest current memory of its exact scope and space (what Create's near-duplicate check
-// asks): for scopes at most ExactBelow rows large, by an exact search of every such item in
-// one query; for larger ones, item by item through the HNSW index as Create does.
-func (s *Store) nearestInScopes(ctx context.Context, tx pgx.Tx, org string, items []NewMemory, skip map[int]uuid.UUID) (map[int]hit, error) {
-	type group struct {
-		sc    strata.Scope
-		sp    Space
-		items []int
-		size  int
-	}
-	var groups []*group
-	byKey := map[string]*group{}
-	for i, n := range items {
-		if _, ok := skip[i]; ok {
-			continue
-		}
-		k := strings.Join([]string{n.Scope.UserID, n.Scope.AgentID, n.Scope.SessionID, n.Space.Embedder, n.Space.Model, strconv.Itoa(n.Space.Dims)}, "\x1f")
-		g := byKey[k]
-		if g == nil {
-			g = &group{sc: n.Scope, sp: n.Space}
-			byKey[k] = g
-			groups = append(groups, g)
-		}
-		g.items = append(g.items, i)
-	}
-	out := map[int]hit{}
-	if len(groups) == 0 {
-		return out, nil
-	}
-	// Every group's size (bounded) in one round trip.
-	counts := &pgx.Batch{}
-	for _, g := range groups {
-		counts.Queue(`SELECT count(*) FROM (SELECT 1 FROM memories WHERE org_id = $1 AND user_id = $2 AND agent_id = $3
-			AND session_id = $4 AND valid_to IS NULL AND embedder = $5 AND model = $6 AND dims = $7 LIMIT $8) x`,
-			org, g.sc.UserID, g.sc.AgentID, g.sc.SessionID, g.sp.Embedder, g.sp.Model, g.sp.Dims, s.o.ExactBelow+1).
-			QueryRow(func(r pgx.Row) error { return r.Scan(&g.size) })
-	}
-	if err := tx.SendBatch(ctx, counts).Close(); err != nil {
-		return nil, pg.Interpret(err)
-	}
-	// Small scopes: one exact query per space for all their items ("+ 0" keeps the planner
-	// off the HNSW index, as nearest's exact strategy does).
-	exact := map[Space][]int{}
-	for _, g := range groups {
-		switch {
-		case g.size == 0:
-		case g.size <= s.o.ExactBelow:
-			exact[g.sp] = append(exact[g.sp], g.items...)
-		default:
-			for _, i := range g.items {
-				f := newFilter(org)
-				f.exactScope(items[i].Scope)
-				f.current()
-				near, err := s.nearest(ctx, tx, f, items[i].Vector, items[i].Space, 1, StrategyHNSW, alongside{})
-				if err != nil {
-					return nil, err
-				}
-				if len(near.hits) == 1 {
-					out[i] = near.hits[0]
-				}
-			}
-		}
-	}
-	for sp, idx := range exact {
-		users, agents, sessions, vecs := make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx))
-		ord := make([]int32, len(idx))
-		for k, i := range idx {
-			sc := items[i].Scope
-			users[k], agents[k], sessions[k] = sc.UserID, sc.AgentID, sc.SessionID
-			vecs[k], ord[k] = pgvector.NewVector(items[i].Vector).String(), int32(i)
-		}
-		expr := vecExpr(sp.Dims)
-		// The vectors are cast once, in unnest: a cast inside the lateral query would parse
-		// the text again for every row it compares.
-		qv := "x.v"
-		rows, err := tx.Query(ctx, `SELECT x.i, n.id, n.d FROM unnest($2::int[], $3::text[], $4::text[], $5::text[],
-			$6::text[]::vector(`+strconv.Itoa(sp.Dims)+`)[]) AS x(i, u, a, s, v)
-			CROSS JOIN LATERAL (SELECT id, `+expr+` <=> `+qv+` AS d FROM memories
-				WHERE org_id = $1 AND user_id = x.u AND agent_id = x.a AND session_id = x.s AND valid_to IS NULL
-				AND dims = `+strconv.Itoa(sp.Dims)+` AND model = $7 AND embedder = $8
-				ORDER BY (`+expr+` <=> `+qv+`) + 0, id LIMIT 1) n`,
-			org, ord, users, agents, sessions, vecs, sp.Model, sp.Embedder)
-		if err != nil {
-			return nil, pg.Interpret(err)
-		}
-		var i int32
-		var h hit
-		if _, err := pgx.ForEachRow(rows, []any{&i, &h.id, &h.dist}, func() error {
-			out[int(i)] = h
-			return nil
-		}); err != nil {
-			return nil, pg.Interpret(err)
-		}
-	}
-	return out, nil
+// Statements of a batch (IngestBatch's comment lists them).
+const (
+	// lockScopesSQL takes Create's scope lock for each key, in the array's (sorted) order.
+	lockScopesSQL = `SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k`
+	// exactDuplicatesSQL: item (0-based) → a current memory of its scope with its text.
+	exactDuplicatesSQL = `SELECT x.i - 1, m.id FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[])
+		WITH ORDINALITY AS x(u, a, s, h, i)
+		JOIN memories m ON m.org_id = $1 AND m.user_id = x.u AND m.agent_id = x.a AND m.session_id = x.s
+			AND m.text_hash = x.h AND m.valid_to IS NULL`
+	// scopeSizesSQL: group (0-based) → its current memories of its space, counted up to $2.
+	scopeSizesSQL = `SELECT g.i - 1, (SELECT count(*) FROM (SELECT 1 FROM memories WHERE org_id = $1 AND user_id = g.u
+			AND agent_id = g.a AND session_id = g.s AND valid_to IS NULL AND embedder = g.e AND model = g.m
+			AND dims = g.d LIMIT $2) x)
+		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[]) WITH ORDINALITY AS g(u, a, s, e, m, d, i)`
+	// insertBatchSQL inserts version 1 of many new memories (insertMemorySQL's columns).
+	insertBatchSQL = `INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id, session_id, kind, text,
+		text_hash, metadata, importance, pinned, trust, created_by_key, source_agent_id, source_job_id, source_event_seq,
+		embedding, embedder, model, dims, valid_from, updated_at)
+		SELECT $1, x.id, x.id, 1, x.u, x.a, x.s, x.k, x.t, x.h, x.m::jsonb, x.imp, x.p, x.tr, x.ck, x.sa, x.sj, x.se,
+			x.e, x.emb, x.mdl, x.d, $2, $2
+		FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bytea[], $10::text[],
+			$11::float8[], $12::bool[], $13::text[], $14::text[], $15::text[], $16::text[], $17::int8[], $18::vector[],
+			$19::text[], $20::text[], $21::int[])
+			AS x(id, u, a, s, k, t, h, m, imp, p, tr, ck, sa, sj, se, e, emb, mdl, d)
+		RETURNING ` + memCols
+)
+
+// groupKey is an item's scope and space: where its near duplicates are looked for.
+func groupKey(n NewMemory) string {
+	return strings.Join([]string{n.Scope.UserID, n.Scope.AgentID, n.Scope.SessionID, n.Space.Embedder, n.Space.Model,
+		strconv.Itoa(n.Space.Dims)}, "\x1f")
 }
 
-// lockScopes takes Create's scope lock for every scope of the batch, in one round trip and
-// in sorted order.
-func lockScopes(ctx context.Context, tx pgx.Tx, items []NewMemory) error {
-	keys := make([]string, 0, len(items))
-	for _, n := range items {
+// prepare takes the scope locks, then finds the exact duplicates in the store and the size
+// of every scope the batch writes to: one round trip, three statements.
+func (bt *batch) prepare(ctx context.Context) error {
+	keys := make([]string, 0, len(bt.items))
+	users, agents, sessions := make([]string, len(bt.items)), make([]string, len(bt.items)), make([]string, len(bt.items))
+	var groups []NewMemory
+	seen := map[string]bool{}
+	for i, n := range bt.items {
 		sc := n.Scope
-		keys = append(keys, strings.Join([]string{"strata.semantic", sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID}, "\x1f"))
+		keys = append(keys, scopeLockKey(sc))
+		users[i], agents[i], sessions[i] = sc.UserID, sc.AgentID, sc.SessionID
+		if k := groupKey(n); !seen[k] {
+			seen[k] = true
+			groups = append(groups, n)
+		}
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	b := &pgx.Batch{}
-	for _, k := range keys {
-		b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, k)
+	gu, ga, gs, ge, gm, gd := make([]string, len(groups)), make([]string, len(groups)), make([]string, len(groups)),
+		make([]string, len(groups)), make([]string, len(groups)), make([]int32, len(groups))
+	for k, n := range groups {
+		gu[k], ga[k], gs[k] = n.Scope.UserID, n.Scope.AgentID, n.Scope.SessionID
+		ge[k], gm[k], gd[k] = n.Space.Embedder, n.Space.Model, int32(n.Space.Dims)
 	}
-	return pg.Interpret(tx.SendBatch(ctx, b).Close())
+	bt.stored, bt.size = map[int]uuid.UUID{}, map[string]int{}
+	b := &pgx.Batch{}
+	b.Queue(lockScopesSQL, keys)
+	b.Queue(exactDuplicatesSQL, bt.org, users, agents, sessions, bt.hashes).Query(func(rows pgx.Rows) error {
+		var i int
+		var id uuid.UUID
+		_, err := pgx.ForEachRow(rows, []any{&i, &id}, func() error {
+			if _, seen := bt.stored[i]; !seen {
+				bt.stored[i] = id
+			}
+			return nil
+		})
+		return err
+	})
+	b.Queue(scopeSizesSQL, bt.org, bt.s.o.ExactBelow+1, gu, ga, gs, ge, gm, gd).Query(func(rows pgx.Rows) error {
+		var k, n int
+		_, err := pgx.ForEachRow(rows, []any{&k, &n}, func() error {
+			bt.size[groupKey(groups[k])] = n
+			return nil
+		})
+		return err
+	})
+	return pg.Interpret(bt.tx.SendBatch(ctx, b).Close())
 }
 
-// exactDuplicates finds, for each item, a current memory of its scope with the same
-// normalised text: item index → memory id.
-func exactDuplicates(ctx context.Context, tx pgx.Tx, org string, items []NewMemory, hashes [][]byte) (map[int]uuid.UUID, error) {
-	users := make([]string, len(items))
-	agents := make([]string, len(items))
-	sessions := make([]string, len(items))
-	for i, n := range items {
-		users[i], agents[i], sessions[i] = n.Scope.UserID, n.Scope.AgentID, n.Scope.SessionID
+// embed computes the vectors of the items c.
+func (bt *batch) embed(ctx context.Context, embed EmbedFunc, c []int) error {
+	texts := make([]string, len(c))
+	for k, i := range c {
+		texts[k] = bt.items[i].Text
 	}
-	rows, err := tx.Query(ctx, `SELECT x.i - 1, m.id FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[])
-		WITH ORDINALITY AS x(u, a, s, h, i)
-		JOIN memories m ON m.org_id = $1 AND m.user_id = x.u AND m.agent_id = x.a AND m.session_id = x.s
-			AND m.text_hash = x.h AND m.valid_to IS NULL`, org, users, agents, sessions, hashes)
+	vs, err := embed(ctx, texts)
 	if err != nil {
+		return err
+	}
+	if len(vs) != len(c) {
+		return fmt.Errorf("semantic: the embedder returned %d vectors for %d texts", len(vs), len(c))
+	}
+	for k, i := range c {
+		if err := checkVector(vs[k], bt.items[i].Space); err != nil {
+			return err
+		}
+		bt.items[i].Vector = vs[k]
+	}
+	return nil
+}
+
+// nearest finds, for each item of c whose scope held memories before the batch, the
+// nearest current memory of its exact scope and space that the batch did not write (what
+// Create's near-duplicate check asks; the batch's own rows are compared in decide): for
+// scopes of at most ExactBelow rows by an exact search of all such items in one query per
+// space, for larger ones item by item through the HNSW index, as Create does.
+func (bt *batch) nearest(ctx context.Context, c []int) (map[int]hit, error) {
+	out := map[int]hit{}
+	exact := map[Space][]int{}
+	for _, i := range c {
+		n := bt.items[i]
+		switch size := bt.size[groupKey(n)]; {
+		case size == 0:
+		case size <= bt.s.o.ExactBelow:
+			exact[n.Space] = append(exact[n.Space], i)
+		default:
+			f := newFilter(bt.org)
+			f.exactScope(n.Scope)
+			f.current()
+			near, err := bt.s.nearest(ctx, bt.tx, f, n.Vector, n.Space, 1, StrategyHNSW, alongside{})
+			if err != nil {
+				return nil, err
+			}
+			if len(near.hits) == 1 {
+				out[i] = near.hits[0]
+			}
+		}
+	}
+	if len(exact) == 0 {
+		return out, nil
+	}
+	b := &pgx.Batch{}
+	for sp, idx := range exact {
+		users, agents, sessions := make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx))
+		vecs, ord := make([]pgvector.Vector, len(idx)), make([]int32, len(idx))
+		for k, i := range idx {
+			sc := bt.items[i].Scope
+			users[k], agents[k], sessions[k] = sc.UserID, sc.AgentID, sc.SessionID
+			vecs[k], ord[k] = pgvector.NewVector(bt.items[i].Vector), int32(i)
+		}
+		// "+ 0" keeps the planner off the HNSW index (as nearest's exact strategy does); the
+		// vectors arrive binary, once each (a text cast in the lateral query would parse them
+		// again for every row it compares).
+		expr, dims := vecExpr(sp.Dims), strconv.Itoa(sp.Dims)
+		b.Queue(`SELECT x.i, n.id, n.d FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::vector[])
+			AS x(i, u, a, s, v)
+			CROSS JOIN LATERAL (SELECT id, `+expr+` <=> x.v AS d FROM memories
+				WHERE org_id = $1 AND user_id = x.u AND agent_id = x.a AND session_id = x.s AND valid_to IS NULL
+				AND dims = `+dims+` AND model = $7 AND embedder = $8
+				ORDER BY (`+expr+` <=> x.v) + 0, id LIMIT 1) n`,
+			bt.org, ord, users, agents, sessions, vecs, sp.Model, sp.Embedder).Query(func(rows pgx.Rows) error {
+			var i int32
+			var h hit
+			_, err := pgx.ForEachRow(rows, []any{&i, &h.id, &h.dist}, func() error {
+				out[int(i)] = h
+				return nil
+			})
+			return err
+		})
+	}
+	if err := bt.tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, pg.Interpret(err)
 	}
-	found := map[int]uuid.UUID{}
-	var i int
-	var id uuid.UUID
-	_, err = pgx.ForEachRow(rows, []any{&i, &id}, func() error {
-		if _, seen := found[i]; !seen {
-			found[i] = id
+	return out, nil
+}
+
+// decide answers each item of c in order, as sequential Creates would: what the store held
+// first (an exact duplicate was found by prepare; then the nearest of the store's rows),
+// then the batch's earlier new rows. It returns the items that become rows.
+func (bt *batch) decide(c []int, nearest map[int]hit) []int {
+	var rows []int
+	for _, i := range c {
+		n := bt.items[i]
+		key := scopeText(n.Scope, bt.hashes[i])
+		if j, ok := bt.firstByText[key]; ok {
+			bt.out[i].DuplicateOf, bt.out[i].Dedup = j, &Dedup{Reason: "exact", Similarity: 1}
+			continue
+		}
+		best, bestSim := -1, -1.0
+		near, found := nearest[i]
+		if _, ours := bt.ours[near.id]; found && !ours {
+			bestSim = 1 - near.dist
+		}
+		for _, j := range bt.fresh {
+			if sameScopeAndSpace(bt.items[j], n) {
+				if sim := cosine(bt.items[j].Vector, n.Vector); sim > bestSim {
+					best, bestSim = j, sim
+				}
+			}
+		}
+		switch {
+		case bestSim < bt.s.o.DedupThreshold:
+			bt.firstByText[key] = i
+			bt.fresh = append(bt.fresh, i)
+			rows = append(rows, i)
+		case best >= 0:
+			bt.out[i].DuplicateOf, bt.out[i].Dedup = best, &Dedup{Reason: "near", Similarity: bestSim}
+		default:
+			bt.dupID[i], bt.out[i].Dedup = near.id, &Dedup{Reason: "near", Similarity: bestSim}
+		}
+	}
+	return rows
+}
+
+// queueInsert queues the INSERT of the items rows (one statement); their rows are read
+// into the batch's results.
+func (bt *batch) queueInsert(b *pgx.Batch, rows []int) error {
+	n := len(rows)
+	ids := make([]uuid.UUID, n)
+	users, agents, sessions, kinds, texts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	hashes, metas := make([][]byte, n), make([]string, n)
+	imps, pinned := make([]float64, n), make([]bool, n)
+	trusts, keys, agentIDs, jobs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seqs, vecs := make([]*int64, n), make([]pgvector.Vector, n)
+	embedders, models, dims := make([]string, n), make([]string, n), make([]int32, n)
+	for k, i := range rows {
+		it := bt.items[i]
+		meta, err := json.Marshal(it.Metadata)
+		if err != nil {
+			return err
+		}
+		id := uuid.Must(uuid.NewV7())
+		bt.id[i], bt.ours[id] = id, i
+		sc, p := it.Scope, it.Provenance
+		ids[k], users[k], agents[k], sessions[k], kinds[k], texts[k] = id, sc.UserID, sc.AgentID, sc.SessionID, it.Kind, it.Text
+		hashes[k], metas[k], imps[k], pinned[k], trusts[k] = bt.hashes[i], string(meta), it.Importance, it.Pinned, it.Trust
+		keys[k], agentIDs[k], jobs[k], seqs[k] = p.KeyID, p.AgentID, p.JobID, p.EventSeq
+		vecs[k], embedders[k], models[k], dims[k] = pgvector.NewVector(it.Vector), it.Space.Embedder, it.Space.Model, int32(it.Space.Dims)
+	}
+	b.Queue(insertBatchSQL, bt.org, bt.now, ids, users, agents, sessions, kinds, texts, hashes, metas, imps, pinned, trusts,
+		keys, agentIDs, jobs, seqs, vecs, embedders, models, dims).Query(func(rs pgx.Rows) error {
+		got := 0
+		for rs.Next() {
+			m, err := scanMemory(rs)
+			if err != nil {
+				return err
+			}
+			i, ok := bt.ours[m.ID]
+			if !ok {
+				return fmt.Errorf("semantic: the batch's INSERT returned a row it did not write")
+			}
+			bt.out[i].Memory = m
+			got++
+		}
+		if err := rs.Err(); err != nil {
+			return err
+		}
+		if got != n {
+			return fmt.Errorf("semantic: the batch's INSERT returned %d rows of %d", got, n)
 		}
 		return nil
 	})
-	return found, pg.Interpret(err)
+	return nil
 }
 
 func scopeText(sc strata.Scope, hash []byte) string {

@@ -3,6 +3,8 @@ package semantic_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/strata-mem/strata/internal/embed"
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/testenv"
@@ -119,6 +122,134 @@ func TestCreateBatchMatchesSequentialCreates(t *testing.T) {
 	require.Equal(t, "exact", batchAnswers[9].reason)
 	require.Equal(t, 2, batchAnswers[9].count, "the second in-batch duplicate of item 1")
 	require.Len(t, batchRows, 2+5) // fresh: items 1, 3, 4, 6, 8
+}
+
+// chunkedItems is batchItems followed by more than two chunks (semantic.BatchChunk, the
+// first a quarter of it) of other users' memories, with duplicates that cross the chunks'
+// boundaries: of an item of an earlier chunk (exact and near) in a scope that held memories
+// before the batch, so the near-duplicate query of the later chunk sees the earlier chunk's
+// rows, and of stored memories.
+func chunkedItems(org string) []semantic.NewMemory {
+	items := batchItems(org)
+	r := rand.New(rand.NewPCG(7, 42))
+	words := strings.Fields("teal orange drive friday caption studio font white client export palette brand office " +
+		"shot grade channel render proxy codec timeline sound mix colour review cut frame lens light")
+	for len(items) < semantic.BatchChunk/4+2*semantic.BatchChunk+40 {
+		w := make([]string, 7)
+		for k := range w {
+			w[k] = words[r.IntN(len(words))]
+		}
+		items = append(items, newMem(org, fmt.Sprintf("f%d", len(items)%40), fmt.Sprintf("%s %d", strings.Join(w, " "), len(items))))
+		switch len(items) {
+		case 100: // item 100, in chunk 1
+			items = append(items, newMem(org, "u1", "captions use the studio font in WHITE")) // exact of item 4 (chunk 0)
+		case 200:
+			items = append(items, newMem(org, "u1", "the client prefers 4k exports always please")) // exact of a stored memory
+		case 330: // items 330-332, in chunk 2
+			items = append(items, newMem(org, "u1", "captions use the studio font in white, always"))   // near of item 4
+			items = append(items, newMem(org, "u1", "the brand palette is teal and warm orange tones")) // near of a stored memory
+			items = append(items, newMem(org, "u2", "exports go to the shared drive every friday!"))    // near of item 3
+		}
+	}
+	return items
+}
+
+// TestIngestBatchMatchesSequentialCreates is TestCreateBatchMatchesSequentialCreates for a
+// batch of several chunks written by IngestBatch (the vectors computed chunk by chunk while
+// the previous chunk's rows are inserted) and by CreateBatch, with the near-duplicate
+// lookups exact (small scopes) and through the HNSW index (ExactBelow 1): every answer and
+// every row left is what one Create after the other gives. The items that duplicate a
+// stored memory's text are not embedded.
+func TestIngestBatchMatchesSequentialCreates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	type answer struct {
+		reason  string
+		dupOf   string // the text of the memory that answered
+		count   int
+		created bool
+	}
+	lex := embed.NewLexical(384)
+	for _, exactBelow := range []int{0, 1} {
+		store := semantic.NewStore(semantic.Options{DedupThreshold: 0.9, ExactBelow: exactBelow}, func() time.Time { return now })
+		var embedded, calls, largest int // of the ingest run
+		run := func(mode string) ([]answer, []string) {
+			pool, _ := testenv.Pool(t)
+			var answers []answer
+			require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+				seedStored(t, ctx, store, tx, "acme")
+				items := chunkedItems("acme")
+				var res []semantic.BatchResult
+				var err error
+				switch mode {
+				case "ingest":
+					for i := range items {
+						items[i].Vector = nil
+					}
+					res, err = store.IngestBatch(ctx, tx, items, func(ctx context.Context, texts []string) ([][]float32, error) {
+						embedded, calls, largest = embedded+len(texts), calls+1, max(largest, len(texts))
+						return lex.Embed(ctx, texts)
+					})
+				case "batch":
+					res, err = store.CreateBatch(ctx, tx, items)
+				default:
+					for _, n := range items {
+						m, d, err := store.Create(ctx, tx, n)
+						require.NoError(t, err)
+						res = append(res, semantic.BatchResult{Memory: m, Dedup: d})
+					}
+				}
+				require.NoError(t, err)
+				if mode != "sequential" {
+					// An earlier item of the batch answers by its index, even when the
+					// near-duplicate query found its row (item 330's scope held memories).
+					require.Equal(t, []int{4, -1, 4, -1, 3}, []int{res[100].DuplicateOf, res[200].DuplicateOf,
+						res[330].DuplicateOf, res[331].DuplicateOf, res[332].DuplicateOf}, mode)
+				}
+				for _, r := range res {
+					a := answer{dupOf: r.Memory.Text, count: r.Memory.DedupCount, created: r.Dedup == nil}
+					if r.Dedup != nil {
+						a.reason = r.Dedup.Reason
+					}
+					answers = append(answers, a)
+				}
+				return nil
+			}))
+			var rows []string
+			require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+				r, err := tx.Query(ctx, `SELECT user_id || '|' || text || '|' || dedup_count || '|' || importance || '|' || created_by_key
+					FROM memories ORDER BY user_id, text`)
+				if err != nil {
+					return err
+				}
+				rows, err = pgx.CollectRows(r, pgx.RowTo[string])
+				return err
+			}))
+			return answers, rows
+		}
+		seqAnswers, seqRows := run("sequential")
+		for _, mode := range []string{"batch", "ingest"} {
+			answers, rows := run(mode)
+			require.Equal(t, seqAnswers, answers, "%s, ExactBelow %d", mode, exactBelow)
+			require.Equal(t, seqRows, rows, "%s, ExactBelow %d", mode, exactBelow)
+		}
+		items := chunkedItems("acme")
+		require.Equal(t, len(items)-2, embedded, "items 0 and 200, duplicates of stored texts, are not embedded")
+		require.Equal(t, semantic.BatchChunk, largest)
+		require.Equal(t, 4, calls, "64 + 256 + 256 + the rest")
+		for _, c := range []struct {
+			i      int
+			reason string
+			dupOf  string
+		}{
+			{100, "exact", items[4].Text}, {200, "exact", "the client prefers 4k exports always please"},
+			{330, "near", items[4].Text}, {331, "near", "the brand palette is teal and warm orange"}, {332, "near", items[3].Text},
+		} {
+			require.Equal(t, c.reason, seqAnswers[c.i].reason, "item %d: %s", c.i, items[c.i].Text)
+			require.Equal(t, c.dupOf, seqAnswers[c.i].dupOf, "item %d", c.i)
+		}
+	}
 }
 
 // TestCreateBatchConcurrentOverlappingScopes runs batches that share scopes at once: the
