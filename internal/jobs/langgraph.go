@@ -404,9 +404,10 @@ const tupleCols = `cp.job_id, cp.checkpoint_ns, cp.checkpoint_id, coalesce(cp.pa
 			'data', translate(encode(bl.blob, 'base64'), E'\n', '')))
 		FROM jsonb_each_text(CASE WHEN jsonb_typeof(cp.checkpoint -> 'channel_versions') = 'object'
 			THEN cp.checkpoint -> 'channel_versions' ELSE '{}' END) AS v
-		JOIN langgraph_blobs bl ON bl.org_id = cp.org_id AND bl.job_id = cp.job_id
-			AND bl.checkpoint_ns = cp.checkpoint_ns AND bl.channel = v.key AND bl.version = v.value
-		WHERE bl.type <> 'empty'),
+		CROSS JOIN LATERAL (SELECT bl.channel, bl.type, bl.blob FROM langgraph_blobs bl
+			WHERE bl.org_id = cp.org_id AND bl.job_id = cp.job_id AND bl.checkpoint_ns = cp.checkpoint_ns
+				AND bl.channel = v.key AND bl.version = v.value AND bl.type <> 'empty'
+			LIMIT 1) AS bl),
 	(SELECT jsonb_agg(jsonb_build_object('task_id', w.task_id, 'channel', w.channel, 'type', w.type,
 			'data', translate(encode(w.blob, 'base64'), E'\n', '')) ORDER BY w.task_path, w.task_id, w.idx)
 		FROM langgraph_writes w WHERE w.org_id = cp.org_id AND w.job_id = cp.job_id
