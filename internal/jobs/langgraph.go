@@ -398,15 +398,16 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 
 // tupleCols and tupleFrom read a langgraph_checkpoints row (alias cp) with its channel
 // values, pending writes and, for checkpoints older than format 4, the parent's pending
-// sends: SELECT tupleCols FROM tupleFrom WHERE ... Each list comes as parallel arrays (bytea
-// values in binary, no base64 or JSON in between), aggregated in a LATERAL subquery that runs
-// only for the rows the query returns. A channel value is looked up by the blobs' primary key
+// sends: tupleQuery(the checkpoints' WHERE, ORDER BY and LIMIT). Each list comes as parallel
+// arrays (bytea values in binary, no base64 or JSON in between), aggregated in LATERAL
+// subqueries that run only for the checkpoints the query returns (selected first: a list that
+// sorts does not aggregate the values of rows its LIMIT drops). A channel value is looked up by the blobs' primary key
 // (LATERAL ... LIMIT 1): joined as a set, the planner hashed every blob of the thread.
 const tupleCols = `cp.job_id, cp.checkpoint_ns, cp.checkpoint_id, coalesce(cp.parent_checkpoint_id, ''), cp.checkpoint,
 	cp.metadata, coalesce(cp.job_version, 0), cp.created_at, vals.channel, vals.type, vals.blob,
 	wr.task_id, wr.channel, wr.type, wr.blob, snd.channel, snd.type, snd.blob`
 
-const tupleFrom = `langgraph_checkpoints cp
+const tupleFrom = `
 	CROSS JOIN LATERAL (SELECT array_agg(bl.channel) AS channel, array_agg(bl.type) AS type, array_agg(bl.blob) AS blob
 		FROM jsonb_each_text(CASE WHEN jsonb_typeof(cp.checkpoint -> 'channel_versions') = 'object'
 			THEN cp.checkpoint -> 'channel_versions' ELSE '{}' END) AS v
@@ -428,6 +429,14 @@ const tupleFrom = `langgraph_checkpoints cp
 			AND w.org_id = cp.org_id AND w.job_id = cp.job_id
 			AND w.checkpoint_ns = cp.checkpoint_ns AND w.checkpoint_id = cp.parent_checkpoint_id
 			AND w.channel = '` + LangGraphTasksChannel + `') AS snd`
+
+// tupleQuery reads the tuples of the checkpoints (alias cp) that "WHERE ... ORDER BY ...
+// LIMIT ..." selects, in that order.
+func tupleQuery(where, order, limit string) string {
+	return `SELECT ` + tupleCols + ` FROM (SELECT * FROM langgraph_checkpoints cp WHERE ` + where + `
+		ORDER BY ` + order + ` LIMIT ` + limit + `) AS cp` + tupleFrom + `
+		ORDER BY ` + order
+}
 
 func scanTuple(row pgx.Row) (LangGraphTuple, error) {
 	var t LangGraphTuple
@@ -467,13 +476,11 @@ func orBytes(b []byte) []byte {
 // of the namespace when it is "". ErrNotFound when there is none.
 func (s *Store) LangGraphGet(ctx context.Context, db pg.DBTX, org, jobID, ns, checkpointID string) (LangGraphTuple, error) {
 	if checkpointID != "" {
-		return scanTuple(db.QueryRow(ctx, `SELECT `+tupleCols+` FROM `+tupleFrom+`
-			WHERE cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3 AND cp.checkpoint_id = $4`,
-			org, jobID, ns, checkpointID))
+		return scanTuple(db.QueryRow(ctx, tupleQuery(`cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3
+			AND cp.checkpoint_id = $4`, `cp.checkpoint_id`, `1`), org, jobID, ns, checkpointID))
 	}
-	return scanTuple(db.QueryRow(ctx, `SELECT `+tupleCols+` FROM `+tupleFrom+`
-		WHERE cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3
-		ORDER BY cp.checkpoint_id DESC LIMIT 1`, org, jobID, ns))
+	return scanTuple(db.QueryRow(ctx, tupleQuery(`cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3`,
+		`cp.checkpoint_id DESC`, `1`), org, jobID, ns))
 }
 
 // LangGraphList lists checkpoints, newest (greatest checkpoint id) first; ties across
@@ -528,8 +535,8 @@ func (s *Store) LangGraphList(ctx context.Context, db pg.DBTX, org string, f Lan
 		add(`(cp.checkpoint_id, cp.job_id, cp.checkpoint_ns) < ($?, $?, $?)`, after.CheckpointID, after.ThreadID, after.CheckpointNS)
 	}
 	args = append(args, f.Limit)
-	rows, err := db.Query(ctx, `SELECT `+tupleCols+` FROM `+tupleFrom+` WHERE `+where+`
-		ORDER BY cp.checkpoint_id DESC, cp.job_id DESC, cp.checkpoint_ns DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	rows, err := db.Query(ctx, tupleQuery(where, `cp.checkpoint_id DESC, cp.job_id DESC, cp.checkpoint_ns DESC`,
+		`$`+strconv.Itoa(len(args))), args...)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}
