@@ -396,62 +396,91 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 	}
 }
 
-// tupleCols reads a langgraph_checkpoints row (alias cp) with its channel values, pending
-// writes and, for checkpoints older than format 4, the parent's pending sends.
+// tupleCols and tupleFrom read a langgraph_checkpoints row (alias cp) with its channel
+// values, pending writes and, for checkpoints older than format 4, the parent's pending
+// sends: tupleQuery(the checkpoints' WHERE, ORDER BY and LIMIT). Each list comes as parallel
+// arrays (bytea values in binary, no base64 or JSON in between), aggregated in LATERAL
+// subqueries that run only for the checkpoints the query returns (selected first: a list that
+// sorts does not aggregate the values of rows its LIMIT drops). A channel value is looked up by the blobs' primary key
+// (LATERAL ... LIMIT 1): joined as a set, the planner hashed every blob of the thread.
 const tupleCols = `cp.job_id, cp.checkpoint_ns, cp.checkpoint_id, coalesce(cp.parent_checkpoint_id, ''), cp.checkpoint,
-	cp.metadata, coalesce(cp.job_version, 0), cp.created_at,
-	(SELECT jsonb_agg(jsonb_build_object('channel', bl.channel, 'type', bl.type,
-			'data', translate(encode(bl.blob, 'base64'), E'\n', '')))
+	cp.metadata, coalesce(cp.job_version, 0), cp.created_at, vals.channel, vals.type, vals.blob,
+	wr.task_id, wr.channel, wr.type, wr.blob, snd.channel, snd.type, snd.blob`
+
+const tupleFrom = `
+	CROSS JOIN LATERAL (SELECT array_agg(bl.channel) AS channel, array_agg(bl.type) AS type, array_agg(bl.blob) AS blob
 		FROM jsonb_each_text(CASE WHEN jsonb_typeof(cp.checkpoint -> 'channel_versions') = 'object'
 			THEN cp.checkpoint -> 'channel_versions' ELSE '{}' END) AS v
-		JOIN langgraph_blobs bl ON bl.org_id = cp.org_id AND bl.job_id = cp.job_id
-			AND bl.checkpoint_ns = cp.checkpoint_ns AND bl.channel = v.key AND bl.version = v.value
-		WHERE bl.type <> 'empty'),
-	(SELECT jsonb_agg(jsonb_build_object('task_id', w.task_id, 'channel', w.channel, 'type', w.type,
-			'data', translate(encode(w.blob, 'base64'), E'\n', '')) ORDER BY w.task_path, w.task_id, w.idx)
+		CROSS JOIN LATERAL (SELECT bl.channel, bl.type, bl.blob FROM langgraph_blobs bl
+			WHERE bl.org_id = cp.org_id AND bl.job_id = cp.job_id AND bl.checkpoint_ns = cp.checkpoint_ns
+				AND bl.channel = v.key AND bl.version = v.value AND bl.type <> 'empty'
+			LIMIT 1) AS bl) AS vals
+	CROSS JOIN LATERAL (SELECT array_agg(w.task_id ORDER BY w.task_path, w.task_id, w.idx) AS task_id,
+			array_agg(w.channel ORDER BY w.task_path, w.task_id, w.idx) AS channel,
+			array_agg(w.type ORDER BY w.task_path, w.task_id, w.idx) AS type,
+			array_agg(coalesce(w.blob, '') ORDER BY w.task_path, w.task_id, w.idx) AS blob
 		FROM langgraph_writes w WHERE w.org_id = cp.org_id AND w.job_id = cp.job_id
-			AND w.checkpoint_ns = cp.checkpoint_ns AND w.checkpoint_id = cp.checkpoint_id),
-	CASE WHEN cp.parent_checkpoint_id IS NOT NULL AND jsonb_typeof(cp.checkpoint -> 'v') = 'number'
-			AND (cp.checkpoint ->> 'v')::numeric < 4 THEN
-		(SELECT jsonb_agg(jsonb_build_object('channel', w.channel, 'type', w.type,
-				'data', translate(encode(w.blob, 'base64'), E'\n', '')) ORDER BY w.task_id, w.idx)
-			FROM langgraph_writes w WHERE w.org_id = cp.org_id AND w.job_id = cp.job_id
-				AND w.checkpoint_ns = cp.checkpoint_ns AND w.checkpoint_id = cp.parent_checkpoint_id
-				AND w.channel = '` + LangGraphTasksChannel + `') END`
+			AND w.checkpoint_ns = cp.checkpoint_ns AND w.checkpoint_id = cp.checkpoint_id) AS wr
+	CROSS JOIN LATERAL (SELECT array_agg(w.channel ORDER BY w.task_id, w.idx) AS channel,
+			array_agg(w.type ORDER BY w.task_id, w.idx) AS type,
+			array_agg(coalesce(w.blob, '') ORDER BY w.task_id, w.idx) AS blob
+		FROM langgraph_writes w WHERE cp.parent_checkpoint_id IS NOT NULL
+			AND jsonb_typeof(cp.checkpoint -> 'v') = 'number' AND (cp.checkpoint ->> 'v')::numeric < 4
+			AND w.org_id = cp.org_id AND w.job_id = cp.job_id
+			AND w.checkpoint_ns = cp.checkpoint_ns AND w.checkpoint_id = cp.parent_checkpoint_id
+			AND w.channel = '` + LangGraphTasksChannel + `') AS snd`
+
+// tupleQuery reads the tuples of the checkpoints (alias cp) that "WHERE ... ORDER BY ...
+// LIMIT ..." selects, in that order.
+func tupleQuery(where, order, limit string) string {
+	return `SELECT ` + tupleCols + ` FROM (SELECT * FROM langgraph_checkpoints cp WHERE ` + where + `
+		ORDER BY ` + order + ` LIMIT ` + limit + `) AS cp` + tupleFrom + `
+		ORDER BY ` + order
+}
 
 func scanTuple(row pgx.Row) (LangGraphTuple, error) {
 	var t LangGraphTuple
-	var values, writes, sends []byte
+	var vc, vt, wt, wc, wty, sc, st []string
+	var vb, wb, sb [][]byte
 	if err := row.Scan(&t.ThreadID, &t.CheckpointNS, &t.CheckpointID, &t.ParentCheckpointID, &t.Checkpoint, &t.Metadata,
-		&t.JobVersion, &t.CreatedAt, &values, &writes, &sends); err != nil {
+		&t.JobVersion, &t.CreatedAt, &vc, &vt, &vb, &wt, &wc, &wty, &wb, &sc, &st, &sb); err != nil {
 		return LangGraphTuple{}, pg.Interpret(err)
 	}
 	t.CreatedAt = t.CreatedAt.UTC()
-	t.ChannelValues, t.PendingWrites = []LangGraphValue{}, []LangGraphPendingWrite{}
-	for _, d := range []struct {
-		raw []byte
-		v   any
-	}{{values, &t.ChannelValues}, {writes, &t.PendingWrites}, {sends, &t.PendingSends}} {
-		if len(d.raw) > 0 {
-			if err := json.Unmarshal(d.raw, d.v); err != nil {
-				return LangGraphTuple{}, err
-			}
+	t.ChannelValues = make([]LangGraphValue, len(vc))
+	for i := range vc {
+		t.ChannelValues[i] = LangGraphValue{Channel: vc[i], Type: vt[i], Data: orBytes(vb[i])}
+	}
+	t.PendingWrites = make([]LangGraphPendingWrite, len(wt))
+	for i := range wt {
+		t.PendingWrites[i] = LangGraphPendingWrite{TaskID: wt[i], Channel: wc[i], Type: wty[i], Data: orBytes(wb[i])}
+	}
+	if len(sc) > 0 {
+		t.PendingSends = make([]LangGraphValue, len(sc))
+		for i := range sc {
+			t.PendingSends[i] = LangGraphValue{Channel: sc[i], Type: st[i], Data: orBytes(sb[i])}
 		}
 	}
 	return t, nil
+}
+
+// orBytes is b, or an empty value for a NULL (answered as "", not null).
+func orBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 // LangGraphGet reads one checkpoint of a thread: checkpointID, or the latest (greatest id)
 // of the namespace when it is "". ErrNotFound when there is none.
 func (s *Store) LangGraphGet(ctx context.Context, db pg.DBTX, org, jobID, ns, checkpointID string) (LangGraphTuple, error) {
 	if checkpointID != "" {
-		return scanTuple(db.QueryRow(ctx, `SELECT `+tupleCols+` FROM langgraph_checkpoints cp
-			WHERE cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3 AND cp.checkpoint_id = $4`,
-			org, jobID, ns, checkpointID))
+		return scanTuple(db.QueryRow(ctx, tupleQuery(`cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3
+			AND cp.checkpoint_id = $4`, `cp.checkpoint_id`, `1`), org, jobID, ns, checkpointID))
 	}
-	return scanTuple(db.QueryRow(ctx, `SELECT `+tupleCols+` FROM langgraph_checkpoints cp
-		WHERE cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3
-		ORDER BY cp.checkpoint_id DESC LIMIT 1`, org, jobID, ns))
+	return scanTuple(db.QueryRow(ctx, tupleQuery(`cp.org_id = $1 AND cp.job_id = $2 AND cp.checkpoint_ns = $3`,
+		`cp.checkpoint_id DESC`, `1`), org, jobID, ns))
 }
 
 // LangGraphList lists checkpoints, newest (greatest checkpoint id) first; ties across
@@ -506,8 +535,8 @@ func (s *Store) LangGraphList(ctx context.Context, db pg.DBTX, org string, f Lan
 		add(`(cp.checkpoint_id, cp.job_id, cp.checkpoint_ns) < ($?, $?, $?)`, after.CheckpointID, after.ThreadID, after.CheckpointNS)
 	}
 	args = append(args, f.Limit)
-	rows, err := db.Query(ctx, `SELECT `+tupleCols+` FROM langgraph_checkpoints cp WHERE `+where+`
-		ORDER BY cp.checkpoint_id DESC, cp.job_id DESC, cp.checkpoint_ns DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	rows, err := db.Query(ctx, tupleQuery(where, `cp.checkpoint_id DESC, cp.job_id DESC, cp.checkpoint_ns DESC`,
+		`$`+strconv.Itoa(len(args))), args...)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}

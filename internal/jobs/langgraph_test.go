@@ -109,3 +109,45 @@ func TestLangGraphConcurrentPutWritesOnANewThread(t *testing.T) {
 	require.Equal(t, jobs.StatusRunning, j.Status)
 	require.JSONEq(t, `{"langgraph": true}`, string(j.Metadata))
 }
+
+// Reading a checkpoint looks up each of its channel values by the blobs' primary key, so the
+// read costs the same on a long thread as on a new one (issue 42 item 2): before, the
+// planner joined the channel versions to every blob of the table (a sequential scan that
+// grew with the table, ~10 ms per getTuple at the benchmark's thread lengths).
+func TestLangGraphGetLooksUpBlobsByKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	const steps = 400
+	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
+		for i := 1; i <= steps; i++ {
+			id := fmt.Sprintf("c%05d", i)
+			v := fmt.Sprint(i)
+			if _, err := e.store.LangGraphPut(ctx, tx, "acme", "long", jobs.LangGraphPut{CheckpointID: id,
+				Checkpoint: json.RawMessage(`{"v":4,"id":"` + id + `","channel_versions":{"messages":"` + v + `","counter":"` + v + `"}}`),
+				Blobs: []jobs.LangGraphBlob{{Channel: "messages", Version: v, Type: "json", Data: []byte(`["lorem ipsum dolor sit amet"]`)},
+					{Channel: "counter", Version: v, Type: "json", Data: []byte(v)}}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	_, err := e.pool.Exec(ctx, `ANALYZE langgraph_blobs, langgraph_checkpoints, langgraph_writes`)
+	require.NoError(t, err)
+	var got jobs.LangGraphTuple
+	var seq, idx, fetched int64
+	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
+		var err error
+		if got, err = e.store.LangGraphGet(ctx, tx, "acme", "long", "", ""); err != nil {
+			return err
+		}
+		// This transaction's own scans of langgraph_blobs (pg_stat_xact_user_tables).
+		return tx.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0)
+			FROM pg_stat_xact_user_tables WHERE relname = 'langgraph_blobs'`).Scan(&seq, &idx, &fetched)
+	}))
+	require.Equal(t, fmt.Sprintf("c%05d", steps), got.CheckpointID)
+	require.Len(t, got.ChannelValues, 2)
+	require.Zero(t, seq, "sequential scans of langgraph_blobs")
+	require.EqualValues(t, 2, idx, "index lookups of langgraph_blobs: one per channel")
+	require.EqualValues(t, 2, fetched, "blob rows read (the thread has %d)", 2*steps)
+}
