@@ -185,7 +185,7 @@ type Deliverer struct {
 // SSRF guard on every connection it dials.
 func NewClient(timeout time.Duration, allowPrivate bool) *http.Client {
 	d := &net.Dialer{Timeout: timeout, Control: dialControl(allowPrivate)}
-	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: 4,
+	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: QueueWorkers, // a sender each: no redial per request
 		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: timeout, ResponseHeaderTimeout: timeout}
 	return &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
