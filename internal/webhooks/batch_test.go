@@ -112,7 +112,7 @@ func TestBatchDeliveryStatementsPerDelivery(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
-	emit := func(prefix string) {
+	emit := func(prefix string, n int) {
 		t.Helper()
 		err := pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
 			for i := range n {
@@ -140,7 +140,9 @@ func TestBatchDeliveryStatementsPerDelivery(t *testing.T) {
 			return k == want
 		}, 60*time.Second, 20*time.Millisecond)
 	}
-	measure := func(name string, want int) (perStmt, perTx float64) {
+	// measure counts the delivery path's statements for n events emitted in groups of
+	// burst (each group delivered before the next is emitted), want delivered in the end.
+	measure := func(name string, n, burst, want int) (perStmt, perTx float64) {
 		t.Helper()
 		cnt.stmts.Store(0)
 		cnt.trips.Store(0)
@@ -148,23 +150,17 @@ func TestBatchDeliveryStatementsPerDelivery(t *testing.T) {
 		cnt.mu.Lock()
 		clear(cnt.seen)
 		cnt.mu.Unlock()
-		cnt.on.Store(true)
-		emit(name)
-		cnt.on.Store(false) // the emission is the writer's, not the delivery path's
-		cnt.stmts.Store(0)
-		cnt.trips.Store(0)
-		cnt.commits.Store(0)
-		cnt.mu.Lock()
-		clear(cnt.seen)
-		cnt.mu.Unlock()
-		cnt.on.Store(true)
-		d.Wake(org)
-		delivered(want)
-		cnt.on.Store(false)
-		perStmt = float64(cnt.stmts.Load()) / n
-		perTx = float64(cnt.commits.Load()) / n
+		for i := 0; i < n; i += burst {
+			emit(fmt.Sprint(name, i), burst) // the writer's statements, not counted
+			cnt.on.Store(true)
+			d.Wake(org)
+			delivered(want - n + i + burst)
+			cnt.on.Store(false)
+		}
+		perStmt = float64(cnt.stmts.Load()) / float64(n)
+		perTx = float64(cnt.commits.Load()) / float64(n)
 		t.Logf("%s: %d deliveries: %d statements (%.3f per delivery), %d round trips (%.3f), %d transactions (%.3f)",
-			name, n, cnt.stmts.Load(), perStmt, cnt.trips.Load(), float64(cnt.trips.Load())/n, cnt.commits.Load(), perTx)
+			name, n, cnt.stmts.Load(), perStmt, cnt.trips.Load(), float64(cnt.trips.Load())/float64(n), cnt.commits.Load(), perTx)
 		cnt.mu.Lock()
 		for s, k := range cnt.seen {
 			t.Logf("  %4d × %s", k, s)
@@ -173,19 +169,25 @@ func TestBatchDeliveryStatementsPerDelivery(t *testing.T) {
 		return perStmt, perTx
 	}
 
-	// Every attempt succeeds.
-	perStmt, perTx := measure("first", n)
+	// One event at a time (a quiet org: nothing to batch): one dispatch pass (4 round trips)
+	// and one record transaction per delivery.
+	perStmt, perTx := measure("single", 20, 1, 20)
+	require.LessOrEqual(t, perStmt, 12.5, "statements per delivery")
+	require.LessOrEqual(t, perTx, 2.5, "transactions per delivery")
+
+	// A burst: every attempt succeeds.
+	perStmt, perTx = measure("first", n, n, 20+n)
 	require.Less(t, perStmt, 1.0, "statements per delivery")
 	require.Less(t, perTx, 0.5, "transactions per delivery")
 
 	// Every first attempt is refused: each delivery is retried once, after its backoff.
 	refuse.Store(true)
-	perStmt, perTx = measure("retried", 2*n)
+	perStmt, perTx = measure("retried", n, n, 20+2*n)
 	require.Less(t, perStmt, 2.0, "statements per delivery, with a retry each")
 	require.Less(t, perTx, 1.0, "transactions per delivery, with a retry each")
 
 	mu.Lock()
-	require.Len(t, got, 2*n, "every event arrived")
+	require.Len(t, got, 20+2*n, "every event arrived")
 	for id, k := range got {
 		require.Equal(t, 1, k, "webhook-id %s arrived %d times", id, k)
 	}
@@ -193,8 +195,8 @@ func TestBatchDeliveryStatementsPerDelivery(t *testing.T) {
 	var attempts, rows int
 	require.NoError(t, owner.QueryRow(ctx, `SELECT coalesce(sum(attempts), 0), (SELECT count(*) FROM webhook_attempts WHERE org_id = $1)
 		FROM webhook_deliveries WHERE org_id = $1`, org).Scan(&attempts, &rows))
-	require.Equal(t, 3*n, attempts, "one attempt per first delivery, two per retried one")
-	require.Equal(t, 3*n, rows, "every attempt in the log")
+	require.Equal(t, 20+3*n, attempts, "one attempt per first delivery, two per retried one")
+	require.Equal(t, 20+3*n, rows, "every attempt in the log")
 	var leased int
 	require.NoError(t, owner.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE org_id = $1 AND lease_until IS NOT NULL`, org).Scan(&leased))
 	require.Zero(t, leased)

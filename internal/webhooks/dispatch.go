@@ -143,29 +143,34 @@ const dispatchBatch = 500
 // claimBatch is the most deliveries one claim statement leases.
 const claimBatch = 200
 
-// insertSQL records a pass's deliveries in one statement, leased for their first attempt.
-const insertSQL = `INSERT INTO webhook_deliveries
-		(org_id, id, subscription_id, event_id, event_seq, event_type, body, attempts, lease_until, created_at, updated_at)
-	SELECT $1, u.id, u.sub, u.event_id, u.seq, u.type, u.body, 1, $3, $2, $2
-	FROM unnest($4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[]) AS u(id, sub, event_id, seq, type, body)`
+// cursorSQL takes org's cursor for the pass (creating it at 0 the first time), locked; no
+// row: another replica holds it. The pass commits without waiting for the WAL flush (the
+// statement says so): if Postgres itself crashed before the flush, the whole pass — cursor
+// and deliveries — is lost together and the next pass fans the same events out again, once;
+// an attempt already sent meanwhile is then sent again under the same webhook-id (the
+// event's id), which is what a receiver dedupes on. It saves a disk flush per pass.
+const cursorSQL = `WITH s AS (SELECT set_config('synchronous_commit', 'off', true)),
+	i AS (INSERT INTO webhook_cursors (org_id, seq) SELECT $1, 0 FROM s ON CONFLICT DO NOTHING RETURNING seq),
+	c AS (SELECT seq FROM webhook_cursors WHERE org_id = $1 FOR UPDATE SKIP LOCKED)
+	SELECT seq FROM c UNION ALL SELECT seq FROM i`
+
+// advanceSQL records a pass's deliveries in one statement, leased for their first attempt,
+// and moves the cursor past the pass's events.
+const advanceSQL = `WITH d AS (
+		INSERT INTO webhook_deliveries
+			(org_id, id, subscription_id, event_id, event_seq, event_type, body, attempts, lease_until, created_at, updated_at)
+		SELECT $1, u.id, u.sub, u.event_id, u.seq, u.type, u.body, 1, $3, $2, $2
+		FROM unnest($4::uuid[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[]) AS u(id, sub, event_id, seq, type, body))
+	UPDATE webhook_cursors SET seq = $10, updated_at = now() WHERE org_id = $1`
 
 // dispatchOrg fans out up to dispatchBatch events after org's cursor and returns their
 // deliveries, leased for a first attempt. more: another batch may follow. A cursor locked
-// by another replica is left to it.
+// by another replica is left to it. Four round trips whatever the batch holds: the cursor,
+// the events and subscriptions (one batch), the deliveries with the cursor's move, COMMIT.
 func (d *Dispatcher) dispatchOrg(ctx context.Context, org string) (cs []claimed, head int64, more bool, err error) {
 	err = pg.InOrgTx(ctx, d.Pool, org, func(tx pgx.Tx) error {
-		// The pass commits without waiting for the WAL flush (its first statement says so):
-		// if Postgres itself crashed before the flush, the whole pass — cursor and
-		// deliveries — is lost together and the next pass fans the same events out again,
-		// once; an attempt already sent meanwhile is then sent again under the same
-		// webhook-id (the event's id), which is what a receiver dedupes on. It saves a disk
-		// flush per pass.
-		if _, err := tx.Exec(ctx, `WITH s AS (SELECT set_config('synchronous_commit', 'off', true))
-			INSERT INTO webhook_cursors (org_id, seq) SELECT $1, 0 FROM s ON CONFLICT DO NOTHING`, org); err != nil {
-			return err
-		}
 		var cursor int64
-		err := tx.QueryRow(ctx, `SELECT seq FROM webhook_cursors WHERE org_id = $1 FOR UPDATE SKIP LOCKED`, org).Scan(&cursor)
+		err := tx.QueryRow(ctx, cursorSQL, org).Scan(&cursor)
 		if err == pgx.ErrNoRows {
 			return nil // another replica is on it
 		}
@@ -173,13 +178,23 @@ func (d *Dispatcher) dispatchOrg(ctx context.Context, org string) (cs []claimed,
 			return err
 		}
 		head = cursor
-		evs, err := outbox.List(ctx, tx, org, outbox.Filter{After: cursor, Limit: dispatchBatch})
-		if err != nil || len(evs) == 0 {
+		var evs []outbox.Event
+		var subs []subTarget
+		b := &pgx.Batch{}
+		sql, args := outbox.ListQuery(org, outbox.Filter{After: cursor, Limit: dispatchBatch})
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			evs, err = outbox.CollectEvents(rows)
+			return err
+		})
+		b.Queue(activeTargetsSQL, org).Query(func(rows pgx.Rows) error {
+			subs, err = d.Store.collectTargets(org, rows)
+			return err
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		subs, err := d.Store.activeTargets(ctx, tx, org)
-		if err != nil {
-			return err
+		if len(evs) == 0 {
+			return nil
 		}
 		now := d.Store.now()
 		var ids, subIDs, eventIDs, types, bodies []string
@@ -206,13 +221,8 @@ func (d *Dispatcher) dispatchOrg(ctx context.Context, org string) (cs []claimed,
 					EventID: e.ID, EventSeq: e.Seq, EventType: e.Type, Status: "pending", Attempts: 1, CreatedAt: now, UpdatedAt: now}})
 			}
 		}
-		if len(ids) > 0 {
-			if _, err := tx.Exec(ctx, insertSQL, org, now, now.Add(d.Deliverer.lease()), ids, subIDs, eventIDs, seqs, types, bodies); err != nil {
-				return err
-			}
-		}
 		head = evs[len(evs)-1].Seq
-		if _, err := tx.Exec(ctx, `UPDATE webhook_cursors SET seq = $2, updated_at = now() WHERE org_id = $1`, org, head); err != nil {
+		if _, err := tx.Exec(ctx, advanceSQL, org, now, now.Add(d.Deliverer.lease()), ids, subIDs, eventIDs, seqs, types, bodies, head); err != nil {
 			return err
 		}
 		more = len(evs) == dispatchBatch

@@ -312,14 +312,13 @@ func (s *Store) secrets(org, id string, sealed, prev []byte, prevUntil *time.Tim
 	return out, nil
 }
 
-// activeTargets returns org's active subscriptions with their event types and what a
-// delivery to each needs (the dispatcher's one read of them per pass).
-func (s *Store) activeTargets(ctx context.Context, db pg.DBTX, org string) ([]subTarget, error) {
-	rows, err := db.Query(ctx, `SELECT id, event_types, url, secret_seal, previous_secret_seal, previous_secret_expires_at
-		FROM webhook_subscriptions WHERE org_id = $1 AND active ORDER BY id`, org)
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
+// activeTargetsSQL selects org's active subscriptions with their event types and what a
+// delivery to each needs (the dispatcher's one read of them per pass; collectTargets reads
+// its rows).
+const activeTargetsSQL = `SELECT id, event_types, url, secret_seal, previous_secret_seal, previous_secret_expires_at
+	FROM webhook_subscriptions WHERE org_id = $1 AND active ORDER BY id`
+
+func (s *Store) collectTargets(org string, rows pgx.Rows) ([]subTarget, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (subTarget, error) {
 		var x subTarget
 		var sealed, prev []byte
