@@ -156,10 +156,14 @@ func (w *Deliverer) claim(ctx context.Context, org, id string, limit int) (cs []
 }
 
 // recordSQL records the outcomes of org's attempts in one statement: each delivery's state
-// (locked by the update, so a concurrent delete waits) and a row in its attempt log.
+// (locked by the update, so a concurrent delete waits) and a row in its attempt log. Its
+// transaction commits without waiting for the WAL flush (no flush of its own competing with
+// the writes' commits): if Postgres itself crashed first, the outcome is lost and the
+// delivery, still leased, is sent again once the lease runs out — under the same webhook-id.
 const recordSQL = `WITH o AS (
-		SELECT * FROM unnest($2::uuid[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], $8::timestamptz[], $9::timestamptz[])
-			AS o(id, attempt, status, code, latency, error, retry_at, at)),
+		SELECT o.* FROM unnest($2::uuid[], $3::int[], $4::text[], $5::int[], $6::int[], $7::text[], $8::timestamptz[], $9::timestamptz[])
+			AS o(id, attempt, status, code, latency, error, retry_at, at),
+			(SELECT set_config('synchronous_commit', 'off', true)) s),
 	u AS (
 		UPDATE webhook_deliveries d SET status = o.status, last_status_code = nullif(o.code, 0), last_error = nullif(o.error, ''),
 			last_latency_ms = o.latency, lease_until = NULL, retry_at = o.retry_at, updated_at = o.at,
