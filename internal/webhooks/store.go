@@ -1,8 +1,9 @@
 // Package webhooks delivers outbox events (internal/outbox) to per-org HTTP subscriptions
 // (docs/events.md): the subscriptions and their sealed signing secrets, the dispatcher that
 // fans each org's committed events out into deliveries exactly once (its cursor commits with
-// the deliveries), and the River worker that POSTs each delivery signed per Standard
-// Webhooks (webhook-id, webhook-timestamp, webhook-signature) with exponential backoff,
+// the deliveries), and the Deliverer whose senders POST the deliveries — claimed, sent and
+// recorded in batches (batch.go) — signed per Standard Webhooks (webhook-id,
+// webhook-timestamp, webhook-signature) with exponential backoff,
 // a delivery log of every attempt, and a dead-letter state once attempts run out. Delivery
 // is at least once: a receiver dedupes on webhook-id. An SSRF guard refuses URLs that
 // resolve to loopback, link-local or private addresses at subscribe time and at dial time,
