@@ -290,9 +290,6 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if err := jobs.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("starting background workers: %w", err)
 	}
-	// The dispatcher enqueues deliveries with the working client, whose producers learn of
-	// them at once (an insert-only client's jobs wait for the next fetch poll, up to 1 s).
-	dispatcher.Queue = jobs
 	if err := dispatcher.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("starting the webhook dispatcher: %w", err)
 	}

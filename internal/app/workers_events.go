@@ -10,8 +10,9 @@ import (
 	"github.com/strata-mem/strata/internal/webhooks"
 )
 
-// eventWorkers registers the webhook delivery worker (docs/events.md) on workers and returns
-// the dispatcher (outbox → deliveries, and the sweep of interrupted deliveries) and the
+// eventWorkers registers the webhook delivery worker (pings and redeliveries, docs/events.md)
+// on workers and returns the dispatcher (outbox → deliveries sent by its Deliverer's
+// senders, retries, and the sweep of interrupted deliveries) and the
 // watcher (stalled jobs, erasure deadlines → events); serve starts and stops them with the
 // other background services. Call it before the River client is created.
 func (p *parts) eventWorkers(workers *river.Workers) (*webhooks.Dispatcher, *watch.Watcher) {
@@ -20,11 +21,11 @@ func (p *parts) eventWorkers(workers *river.Workers) (*webhooks.Dispatcher, *wat
 	if p.tracing { // deliveries carry the traceparent of the job that sends them
 		client.Transport = telemetry.Transport(client.Transport)
 	}
-	river.AddWorker(workers, &webhooks.Deliverer{Pool: p.pool, Store: p.webhooks,
-		Client:      client,
-		MaxAttempts: cfg.WebhookMaxAttempts, Backoff: cfg.WebhookBackoff, RequestTimeout: cfg.WebhookTimeout, Log: log})
-	d := &webhooks.Dispatcher{Pool: p.pool, Store: p.webhooks, Queue: p.erasures, ExtraOrg: cfg.AdminOrg, Log: log,
-		SweepEvery: max(cfg.WebhookTimeout, time.Second), Stale: 2*cfg.WebhookTimeout + 5*time.Second}
+	deliverer := &webhooks.Deliverer{Pool: p.pool, Store: p.webhooks, Client: client, Metrics: webhooks.NewMetrics(p.metrics),
+		MaxAttempts: cfg.WebhookMaxAttempts, Backoff: cfg.WebhookBackoff, RequestTimeout: cfg.WebhookTimeout, Log: log}
+	river.AddWorker(workers, deliverer) // pings and redeliveries
+	d := &webhooks.Dispatcher{Pool: p.pool, Store: p.webhooks, Deliverer: deliverer, ExtraOrg: cfg.AdminOrg, Log: log,
+		SweepEvery: max(cfg.WebhookTimeout, time.Second)}
 	w := &watch.Watcher{Pool: p.pool, Jobs: p.jobs, Interval: cfg.EventsWatchInterval, Retention: cfg.EventsRetention, ExtraOrg: cfg.AdminOrg, Log: log}
 	return d, w
 }

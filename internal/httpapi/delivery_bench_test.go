@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -59,6 +60,20 @@ func (a *arrivals) count(prefix string) int {
 	return n
 }
 
+// tally counts strings.
+type tally struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (t *tally) add(k string) { t.mu.Lock(); t.n[k]++; t.mu.Unlock() }
+
+func (t *tally) snapshot() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.n)
+}
+
 // BenchmarkEventDelivery measures event-to-delivery latency open loop: writes are sent on a
 // fixed schedule (500/s for 60 s by default), each at its planned time whether or not the
 // earlier ones have been answered, and each write is one request that emits exactly one
@@ -107,7 +122,8 @@ func BenchmarkEventDelivery(b *testing.B) {
 	// the client (an open loop must not wait for a free connection either).
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
 	var errs, okCount atomic.Int64
-	var lastAnswer atomic.Int64 // unix nanos of the latest answer
+	failures := &tally{n: map[string]int{}} // failed writes by status ("transport": no answer)
+	var lastAnswer atomic.Int64             // unix nanos of the latest answer
 	send := func(id string) {
 		body := fmt.Sprintf(`{"id":%q,"from":"a1","to":"a2"}`, id)
 		req, _ := http.NewRequest("POST", s.URL+"/v1/jobs/"+id+"/handoffs", strings.NewReader(body))
@@ -116,12 +132,14 @@ func BenchmarkEventDelivery(b *testing.B) {
 		resp, err := client.Do(req)
 		if err != nil {
 			errs.Add(1)
+			failures.add("transport")
 			return
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 201 {
 			errs.Add(1)
+			failures.add(strconv.Itoa(resp.StatusCode))
 			return
 		}
 		okCount.Add(1)
@@ -198,6 +216,6 @@ func BenchmarkEventDelivery(b *testing.B) {
 	b.ReportMetric(float64(lat.pct(0.50).Milliseconds()), "deliver-p50-ms")
 	b.ReportMetric(float64(lat.pct(0.95).Milliseconds()), "deliver-p95-ms")
 	b.ReportMetric(float64(lat.pct(0.99).Milliseconds()), "deliver-p99-ms")
-	b.Logf("offered %d events/s for %d s: %d writes, %d acknowledged, %d errors, %d delivered (%d duplicate deliveries), generator at worst %s late",
-		rate, secs, n, okCount.Load(), errs.Load(), n-undelivered, dups, lag)
+	b.Logf("offered %d events/s for %d s: %d writes, %d acknowledged, %d errors %v, %d delivered (%d duplicate deliveries), generator at worst %s late",
+		rate, secs, n, okCount.Load(), errs.Load(), failures.snapshot(), n-undelivered, dups, lag)
 }

@@ -33,7 +33,9 @@ import (
 // subscription to `*` delivering to a local receiver (created before, deleted after each
 // "with" round), at least 3 rounds each, the order flipped every round. Per side: the server
 // process's CPU per request (utime+stime from /proc), the server's Postgres backends' CPU
-// per request, and the mix's p99; then the ratios with ÷ without. Between rounds, as a
+// per request, and the mix's p99; then the ratios with ÷ without: the median over the pairs
+// of adjacent rounds (one with, one without) of each pair's ratio, the verdict, robust to a
+// spell of load from elsewhere, and beside it the pooled ratio of the sides' sums. Between rounds, as a
 // diagnostic, 150 sequential handoffs on a fresh job (the cheapest write that emits; the
 // job's PUT is not timed) on this server alternating with 150 on a second server with
 // STRATA_EVENTS=false: the write's extra time (median − median) over no emission at all,
@@ -101,6 +103,12 @@ func BenchmarkEmissionCost(b *testing.B) {
 		noEmit     latencyList // the same write, alternating with it, on the STRATA_EVENTS=false server
 	}
 	var with, without side
+	// Per round, in order: what the pairs' ratios are made of.
+	type roundFig struct {
+		subscribed      bool
+		cpu, pgCPU, p99 float64 // µs per request, µs per request, ms
+	}
+	var figs []roundFig
 	pgOn := testenv.OwnerConn(b, on.dsn)
 	b.ResetTimer()
 	for i := range 2 * rounds {
@@ -133,6 +141,8 @@ func BenchmarkEmissionCost(b *testing.B) {
 		cpu, pgc := procCPU(b, on.cmd.Process.Pid)-cpu0, pgBackendCPU(b, pgOn).since(pg0)
 		sd.cpu, sd.pgCPU, sd.requests = sd.cpu+cpu, sd.pgCPU+pgc, sd.requests+ph.Requests
 		sd.p99s, sd.errors = append(sd.p99s, ph.P99Ms), sd.errors+ph.Errors
+		figs = append(figs, roundFig{subscribed: subscribed, cpu: float64(cpu.Microseconds()) / float64(ph.Requests),
+			pgCPU: float64(pgc.Microseconds()) / float64(ph.Requests), p99: ph.P99Ms})
 		b.Logf("round %d %-7s: %d requests (%.0f/s of %d offered), %d errors, p50 %.1f ms, p99 %.1f ms, server CPU %.0f µs/req, Postgres backends %.0f µs/req",
 			i, name, ph.Requests, ph.Throughput, rate, ph.Errors, ph.P50Ms, ph.P99Ms,
 			float64(cpu.Microseconds())/float64(ph.Requests), float64(pgc.Microseconds())/float64(ph.Requests))
@@ -152,17 +162,32 @@ func BenchmarkEmissionCost(b *testing.B) {
 	perReq := func(d time.Duration, n uint64) float64 { return float64(d.Microseconds()) / float64(n) }
 	cpuW, cpuWo := perReq(with.cpu, with.requests), perReq(without.cpu, without.requests)
 	pgW, pgWo := perReq(with.pgCPU, with.requests), perReq(without.pgCPU, without.requests)
-	p99W, p99Wo := mean(with.p99s), mean(without.p99s)
+	// The verdict: rounds 2k and 2k+1 are one with and one without, next to each other in
+	// time; each pair gives a ratio, and the median of the pairs' ratios is reported, so a
+	// spell of load from elsewhere on the machine moves one pair, not the verdict. The
+	// pooled ratios (every round of a side summed) are reported beside them.
+	var cpuR, cpuPgR, p99R []float64
+	for k := 0; k+1 < len(figs); k += 2 {
+		w, wo := figs[k], figs[k+1]
+		if !w.subscribed {
+			w, wo = wo, w
+		}
+		cpuR, cpuPgR, p99R = append(cpuR, w.cpu/wo.cpu), append(cpuPgR, (w.cpu+w.pgCPU)/(wo.cpu+wo.pgCPU)), append(p99R, w.p99/wo.p99)
+	}
+	b.Logf("pairs (with ÷ without, adjacent rounds): CPU %.3f, CPU+Postgres %.3f, p99 %.3f", cpuR, cpuPgR, p99R)
 	b.ReportMetric(float64(rate), "offered-req/s")
 	b.ReportMetric(cpuW, "with-cpu-µs/req")
 	b.ReportMetric(cpuWo, "without-cpu-µs/req")
-	b.ReportMetric(cpuW/cpuWo, "cpu-with/without")
-	b.ReportMetric((cpuW+pgW)/(cpuWo+pgWo), "cpu+pg-with/without")
+	b.ReportMetric(medianOf(cpuR), "cpu-with/without")
+	b.ReportMetric(medianOf(cpuPgR), "cpu+pg-with/without")
+	b.ReportMetric(medianOf(p99R), "p99-with/without")
+	b.ReportMetric(cpuW/cpuWo, "cpu-with/without-pooled")
+	b.ReportMetric((cpuW+pgW)/(cpuWo+pgWo), "cpu+pg-with/without-pooled")
+	b.ReportMetric(mean(with.p99s)/mean(without.p99s), "p99-with/without-pooled")
 	b.ReportMetric(pgW, "with-pg-cpu-µs/req")
 	b.ReportMetric(pgWo, "without-pg-cpu-µs/req")
-	b.ReportMetric(p99W, "with-p99-ms")
-	b.ReportMetric(p99Wo, "without-p99-ms")
-	b.ReportMetric(p99W/p99Wo, "p99-with/without")
+	b.ReportMetric(medianOf(with.p99s), "with-p99-ms")
+	b.ReportMetric(medianOf(without.p99s), "without-p99-ms")
 	// Diagnostic: the cheapest emitting write, sequential, between rounds.
 	b.ReportMetric(float64(without.noEmit.median().Microseconds()), "write-no-events-p50-µs")
 	b.ReportMetric(float64(with.write.median().Microseconds()), "write-with-p50-µs")
@@ -191,6 +216,19 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(max(len(xs), 1))
+}
+
+// medianOf is the median of xs (the mean of the middle two for an even count).
+func medianOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 type latencyList []time.Duration

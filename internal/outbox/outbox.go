@@ -183,6 +183,17 @@ const eventCols = `seq, id::text, type, org_id, coalesce(job_id, ''), data, crea
 
 // List returns org's events after f.After in seq order.
 func List(ctx context.Context, db pg.DBTX, org string, f Filter) ([]Event, error) {
+	sql, args := ListQuery(org, f)
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, pg.Interpret(err)
+	}
+	return CollectEvents(rows)
+}
+
+// ListQuery is List's statement, for a caller that sends it in a batch (CollectEvents reads
+// its rows).
+func ListQuery(org string, f Filter) (string, []any) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -190,13 +201,14 @@ func List(ctx context.Context, db pg.DBTX, org string, f Filter) ([]Event, error
 	if slices.Contains(types, "*") {
 		types = nil
 	}
-	rows, err := db.Query(ctx, `SELECT `+eventCols+` FROM outbox_events
+	return `SELECT ` + eventCols + ` FROM outbox_events
 		WHERE org_id = $1 AND seq > $2 AND (coalesce(cardinality($3::text[]), 0) = 0 OR type = ANY($3))
 		  AND ($4 = '' OR job_id = $4)
-		ORDER BY seq LIMIT $5`, org, f.After, types, f.JobID, f.Limit)
-	if err != nil {
-		return nil, pg.Interpret(err)
-	}
+		ORDER BY seq LIMIT $5`, []any{org, f.After, types, f.JobID, f.Limit}
+}
+
+// CollectEvents reads the events of ListQuery's rows.
+func CollectEvents(rows pgx.Rows) ([]Event, error) {
 	out, err := pgx.CollectRows(rows, scanEvent)
 	return out, pg.Interpret(err)
 }

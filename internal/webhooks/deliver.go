@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -158,7 +159,11 @@ type DeliverArgs struct {
 // Kind names the job.
 func (DeliverArgs) Kind() string { return "webhook_delivery" }
 
-// Deliverer POSTs deliveries. It is River's worker for DeliverArgs.
+// Deliverer POSTs deliveries. Its batch path (the dispatcher's: Dispatcher.Deliverer) sends
+// claimed deliveries with Workers senders and records their outcomes in batches
+// (batch.go); it is also River's worker for DeliverArgs, the jobs a ping or a redelivery
+// queues, which it claims, sends and records alone. Either way a failed attempt is retried
+// at its retry_at by the dispatcher's claim pass, not by River.
 type Deliverer struct {
 	river.WorkerDefaults[DeliverArgs]
 	Pool           *pgxpool.Pool
@@ -167,37 +172,37 @@ type Deliverer struct {
 	MaxAttempts    int           // then dead
 	Backoff        time.Duration // before the second attempt; doubles, at most an hour
 	RequestTimeout time.Duration // per request
+	Workers        int           // attempts at once on the batch path; default QueueWorkers
+	Metrics        *Metrics      // optional
 	Log            *slog.Logger
-	// Attempted, when set, is called after each attempt (tests).
+	// Attempted, when set, is called after each attempt is recorded (tests).
 	Attempted func(org string, d Delivery)
+
+	retry atomic.Pointer[func(org string, at time.Time)] // the dispatcher's: schedules a claim pass
 }
 
 // NewClient is the HTTP client deliveries use: no proxy, no redirects followed, and the
 // SSRF guard on every connection it dials.
 func NewClient(timeout time.Duration, allowPrivate bool) *http.Client {
 	d := &net.Dialer{Timeout: timeout, Control: dialControl(allowPrivate)}
-	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: 4,
+	tr := &http.Transport{Proxy: nil, DialContext: d.DialContext, MaxIdleConnsPerHost: QueueWorkers, // a sender each: no redial per request
 		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: timeout, ResponseHeaderTimeout: timeout}
 	return &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// InsertOpts: River retries are ours (NextRetry), and Work decides the dead letter itself.
+// InsertOpts: one attempt per job; a failed attempt is retried by the dispatcher's claim pass.
 func (DeliverArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 100, Queue: Queue}
+	return river.InsertOpts{MaxAttempts: 1, Queue: Queue}
 }
 
-// Queue is the River queue deliveries run on (app gives it QueueWorkers workers): its own,
-// so slow receivers never hold up the default queue's work.
+// Queue is the River queue pings and redeliveries run on (app gives it QueueWorkers
+// workers): its own, so slow receivers never hold up the default queue's work.
 const Queue = "webhooks"
 
-// QueueWorkers is how many deliveries run at once on a replica.
+// QueueWorkers is how many River deliveries run at once on a replica, and the batch path's
+// default number of senders.
 const QueueWorkers = 32
-
-// NextRetry is exponential backoff: Backoff · 2^(attempt-1), at most an hour.
-func (w *Deliverer) NextRetry(job *river.Job[DeliverArgs]) time.Time {
-	return time.Now().Add(w.backoff(job.Attempt))
-}
 
 func (w *Deliverer) backoff(attempt int) time.Duration {
 	d := w.Backoff
@@ -212,82 +217,24 @@ func (w *Deliverer) Timeout(*river.Job[DeliverArgs]) time.Duration {
 	return w.RequestTimeout + 10*time.Second
 }
 
-// errRetry is a failed attempt River should retry (its text is the delivery's last error).
-type errRetry struct{ msg string }
-
-func (e errRetry) Error() string { return "webhook delivery failed: " + e.msg }
-
-// Work makes one attempt of a pending delivery.
+// Work makes one attempt of the job's delivery if it is due (a delivery already delivered,
+// dead, deleted, leased by another attempt or waiting for its retry is left alone) and
+// records it.
 func (w *Deliverer) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
-	org, id := job.Args.OrgID, job.Args.DeliveryID
-	var d Delivery
-	var body string
-	var t target
-	now := time.Now().UTC()
-	// Claim: a lease on the delivery (an attempt after a crash waits for it), one attempt more.
-	err := pg.InOrgTx(ctx, w.Pool, org, func(tx pgx.Tx) error {
-		var err error
-		d, err = scanDelivery(tx.QueryRow(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, lease_until = $3,
-				updated_at = $4
-			WHERE org_id = $1 AND id = $2::uuid AND status = 'pending' AND (lease_until IS NULL OR lease_until < $4)
-			RETURNING `+deliveryCols, org, id, now.Add(2*w.RequestTimeout+5*time.Second), now))
+	cs, _, err := w.claim(ctx, job.Args.OrgID, job.Args.DeliveryID, 1)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		o := w.attempt(ctx, c, false)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := w.record(rctx, c.org, []outcome{o})
+		cancel()
 		if err != nil {
+			w.log().Warn("webhooks: recording a delivery attempt", "org", c.org, "delivery", c.d.ID, "err", err)
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT body FROM webhook_deliveries WHERE org_id = $1 AND id = $2::uuid`, org, id).Scan(&body); err != nil {
-			return err
-		}
-		t, err = w.Store.target(ctx, tx, org, d.SubscriptionID)
-		return err
-	})
-	if errors.Is(err, strata.ErrNotFound) {
-		return nil // delivered, dead, deleted or leased by another attempt
-	}
-	if err != nil {
-		return err
-	}
-	code, latency, aerr := w.post(ctx, t, d.EventID, []byte(body))
-	status, msg := "delivered", ""
-	if aerr != nil {
-		msg = aerr.Error()
-		if len(msg) > 500 {
-			msg = msg[:500]
-		}
-		status = "pending"
-		if d.Attempts >= w.MaxAttempts {
-			status = "dead"
-		}
-	}
-	var retryAt *time.Time
-	if status == "pending" {
-		r := time.Now().UTC().Add(w.backoff(job.Attempt))
-		retryAt = &r
-	}
-	end := time.Now().UTC()
-	err = pg.InOrgTx(context.WithoutCancel(ctx), w.Pool, org, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (org_id, delivery_id, attempt, status_code, latency_ms, error, at)
-			VALUES ($1, $2::uuid, $3, nullif($4, 0), $5, nullif($6, ''), $7)`, org, id, d.Attempts, code, latency, msg, end); err != nil {
-			return err
-		}
-		var err error
-		d, err = scanDelivery(tx.QueryRow(ctx, `UPDATE webhook_deliveries SET status = $3, last_status_code = nullif($4, 0),
-				last_error = nullif($5, ''), last_latency_ms = $6, lease_until = NULL, retry_at = $7, updated_at = $8::timestamptz,
-				delivered_at = CASE WHEN $3::text = 'delivered' THEN $8::timestamptz END
-			WHERE org_id = $1 AND id = $2::uuid RETURNING `+deliveryCols, org, id, status, code, msg, latency, retryAt, end))
-		return err
-	})
-	if err != nil {
-		w.Log.Warn("webhooks: recording a delivery attempt", "org", org, "delivery", id, "err", err)
-		return err
-	}
-	if w.Attempted != nil {
-		w.Attempted(org, d)
-	}
-	if status == "pending" {
-		return errRetry{msg}
-	}
-	if status == "dead" {
-		w.Log.Warn("webhook delivery dead after its attempts", "org", org, "delivery", id, "attempts", d.Attempts, "err", msg)
+		w.recorded([]outcome{o})
 	}
 	return nil
 }
@@ -295,6 +242,9 @@ func (w *Deliverer) Work(ctx context.Context, job *river.Job[DeliverArgs]) error
 // post sends one signed request (a signature per secret, space-separated, the current
 // secret's first); a non-2xx answer is an error.
 func (w *Deliverer) post(ctx context.Context, t target, msgID string, body []byte) (code, latencyMS int, err error) {
+	if t.err != nil {
+		return 0, 0, t.err
+	}
 	ctx, cancel := context.WithTimeout(ctx, w.RequestTimeout)
 	defer cancel()
 	ts := time.Now().Unix()

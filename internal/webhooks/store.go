@@ -1,8 +1,9 @@
 // Package webhooks delivers outbox events (internal/outbox) to per-org HTTP subscriptions
 // (docs/events.md): the subscriptions and their sealed signing secrets, the dispatcher that
 // fans each org's committed events out into deliveries exactly once (its cursor commits with
-// the deliveries), and the River worker that POSTs each delivery signed per Standard
-// Webhooks (webhook-id, webhook-timestamp, webhook-signature) with exponential backoff,
+// the deliveries), and the Deliverer whose senders POST the deliveries — claimed, sent and
+// recorded in batches (batch.go) — signed per Standard Webhooks (webhook-id,
+// webhook-timestamp, webhook-signature) with exponential backoff,
 // a delivery log of every attempt, and a dead-letter state once attempts run out. Delivery
 // is at least once: a receiver dedupes on webhook-id. An SSRF guard refuses URLs that
 // resolve to loopback, link-local or private addresses at subscribe time and at dial time,
@@ -291,33 +292,50 @@ func (s *Store) Delete(ctx context.Context, db pg.DBTX, org, id string, ifMatch 
 type target struct {
 	url     string
 	secrets []string // the current secret, then the previous one while it is still valid
-	active  bool
+	err     error    // the secret cannot be unsealed: each attempt fails with it
 }
 
-func (s *Store) target(ctx context.Context, db pg.DBTX, org, id string) (target, error) {
-	var t target
-	var sealed, prev []byte
-	var prevUntil *time.Time
-	err := db.QueryRow(ctx, `SELECT url, secret_seal, active, previous_secret_seal, previous_secret_expires_at
-		FROM webhook_subscriptions WHERE org_id = $1 AND id = $2`, org, id).
-		Scan(&t.url, &sealed, &t.active, &prev, &prevUntil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("webhook subscription: %w", strata.ErrNotFound)
-	}
-	if err != nil {
-		return t, pg.Interpret(err)
-	}
+// secrets unseals subscription id's signing secrets: the current one, then the previous one
+// while it is still valid.
+func (s *Store) secrets(org, id string, sealed, prev []byte, prevUntil *time.Time) ([]string, error) {
 	cur, err := s.open(org, id, sealed)
 	if err != nil {
-		return t, err
+		return nil, err
 	}
-	t.secrets = []string{cur}
+	out := []string{cur}
 	if prev != nil && prevUntil != nil && prevUntil.After(s.now()) {
 		// A previous secret sealed under an older STRATA_PSEUDONYM_KEY is left out: the
 		// rotation that followed the key change must not stop the new secret's deliveries.
 		if old, err := s.open(org, id, prev); err == nil {
-			t.secrets = append(t.secrets, old)
+			out = append(out, old)
 		}
 	}
-	return t, nil
+	return out, nil
+}
+
+// activeTargetsSQL selects org's active subscriptions with their event types and what a
+// delivery to each needs (the dispatcher's one read of them per pass; collectTargets reads
+// its rows).
+const activeTargetsSQL = `SELECT id, event_types, url, secret_seal, previous_secret_seal, previous_secret_expires_at
+	FROM webhook_subscriptions WHERE org_id = $1 AND active ORDER BY id`
+
+func (s *Store) collectTargets(org string, rows pgx.Rows) ([]subTarget, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (subTarget, error) {
+		var x subTarget
+		var sealed, prev []byte
+		var prevUntil *time.Time
+		if err := r.Scan(&x.id, &x.types, &x.t.url, &sealed, &prev, &prevUntil); err != nil {
+			return x, err
+		}
+		x.t.secrets, x.t.err = s.secrets(org, x.id, sealed, prev, prevUntil)
+		return x, nil
+	})
+	return out, pg.Interpret(err)
+}
+
+// subTarget is an active subscription as the dispatcher sees it.
+type subTarget struct {
+	id    string
+	types []string
+	t     target
 }
