@@ -105,3 +105,47 @@ func TestMemoryRoundTrips(t *testing.T) {
 		require.LessOrEqual(t, tr.Statements(), c.stmts, "%s: statements\n%s", c.op, tr)
 	}
 }
+
+// BenchmarkMemoryCalls times one memory write and one search against an in-process server,
+// one at a time, with Go's HTTP client (the process's allocations include the client's):
+// the server's share of the calls BenchmarkMem0Peer makes, without Node and without mem0
+// beside it, for CPU and allocation profiles.
+//
+//	go test -run '^$' -bench BenchmarkMemoryCalls -benchtime 500x ./internal/mem0/
+func BenchmarkMemoryCalls(b *testing.B) {
+	s := apptest.Start(b, apptest.Env("STRATA_RATE_LIMIT", "0"), apptest.Env("STRATA_LOG_LEVEL", "error"))
+	key := s.NewKey("calls", "agent")
+	do := func(path string, body any) {
+		if r := s.Do("POST", path, key, body); r.Status >= 300 {
+			b.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	n := 0
+	text := func() string {
+		n++
+		return fmt.Sprintf("note %d: shot s%dq graded with lut v%dk for channel c%dm", n, n, n*7, n%17)
+	}
+	for range 200 { // a scope of some size to search
+		do("/v1/memories", map[string]any{"text": text(), "user_id": fmt.Sprintf("u%d", n%10)})
+	}
+	for _, op := range []string{"add", "search", "mem0-add", "mem0-search"} {
+		b.Run(op, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := range b.N {
+				u := fmt.Sprintf("u%d", i%10)
+				q := fmt.Sprintf("graded lut for channel c%dm", i%17)
+				switch op {
+				case "add":
+					do("/v1/memories", map[string]any{"text": text(), "user_id": u})
+				case "search":
+					do("/v1/memories/search", map[string]any{"query": q, "user_id": u, "top_k": 10})
+				case "mem0-add":
+					do("/mem0/v1/memories/", map[string]any{"messages": []map[string]any{{"role": "user", "content": text()}},
+						"user_id": u, "infer": false})
+				case "mem0-search":
+					do("/mem0/v2/memories/search/", map[string]any{"query": q, "filters": map[string]any{"user_id": u}, "top_k": 10})
+				}
+			}
+		})
+	}
+}

@@ -197,18 +197,20 @@ type hit struct {
 	id   uuid.UUID
 	dist float64
 	mem  *Memory // the row itself, when the leg was asked for rows (alongside.rows)
+	meta []byte  // mem's metadata, undecoded (decodeMetadata)
 }
 
 // scanHit scans a leg's row: the id and its distance or rank, or with rows the memory's
-// columns (memCols) and then the distance or rank.
+// columns (memCols) and then the distance or rank — the metadata left undecoded, since most
+// candidates are not returned.
 func scanHit(r pgx.CollectableRow, rows bool) (hit, error) {
 	var h hit
 	if !rows {
 		err := r.Scan(&h.id, &h.dist)
 		return h, err
 	}
-	m, err := scanMemory(r, &h.dist)
-	h.id, h.mem = m.ID, &m
+	m, meta, err := scanMemoryRaw(r, &h.dist)
+	h.id, h.mem, h.meta = m.ID, &m, meta
 	return h, err
 }
 
@@ -564,15 +566,15 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	if len(ids) == 0 {
 		return []Result{}, info, nil
 	}
-	byID := make(map[uuid.UUID]*Memory, len(ids))
+	byID := make(map[uuid.UUID]*hit, len(ids))
 	for _, legs := range [][]hit{near.hits, texts} {
-		for _, h := range legs {
-			byID[h.id] = h.mem
+		for i := range legs {
+			byID[legs[i].id] = &legs[i]
 		}
 	}
 	out := make([]Result, 0, len(ids))
 	for _, id := range ids {
-		m := *byID[id]
+		m := *byID[id].mem
 		b := bd[m.ID]
 		s.rank(b, m, now)
 		out = append(out, Result{Memory: m, Score: *b,
@@ -586,6 +588,11 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	})
 	if len(out) > q.TopK {
 		out = out[:q.TopK]
+	}
+	for i := range out {
+		if err := decodeMetadata(&out[i].Memory, byID[out[i].Memory.ID].meta); err != nil {
+			return nil, info, err
+		}
 	}
 	return out, info, nil
 }

@@ -26,6 +26,16 @@ const memCols = `id, root_id, version, kind, text, user_id, agent_id, session_id
 // scanMemory scans a row of memCols; extra are the destinations of columns selected after
 // them (a search leg's distance or rank).
 func scanMemory(r pgx.Row, extra ...any) (Memory, error) {
+	m, meta, err := scanMemoryRaw(r, extra...)
+	if err != nil {
+		return m, err
+	}
+	return m, decodeMetadata(&m, meta)
+}
+
+// scanMemoryRaw is scanMemory with the metadata left undecoded (decodeMetadata decodes it):
+// a search reads every candidate's row and decodes only those it returns.
+func scanMemoryRaw(r pgx.Row, extra ...any) (Memory, []byte, error) {
 	var m Memory
 	var imp float32
 	var meta []byte
@@ -34,18 +44,23 @@ func scanMemory(r pgx.Row, extra ...any) (Memory, error) {
 		&m.Embedding.Embedder, &m.Embedding.Model, &m.Embedding.Dims, &m.ValidFrom, &m.ValidTo, &m.SupersededBy,
 		&m.AccessCount, &m.LastAccessed, &m.DedupCount, &m.LastVerified, &m.VerifiedBy, &m.UpdatedAt}, extra...)...)
 	if err != nil {
-		return m, err
+		return m, nil, err
 	}
 	m.Importance = float64(imp)
+	utc(&m.ValidFrom, &m.UpdatedAt)
+	utcp(m.ValidTo, m.LastAccessed, m.LastVerified)
+	return m, meta, nil
+}
+
+// decodeMetadata sets m's metadata from its stored JSON ({} when there is none).
+func decodeMetadata(m *Memory, meta []byte) error {
 	if err := json.Unmarshal(meta, &m.Metadata); err != nil {
-		return m, err
+		return err
 	}
 	if m.Metadata == nil {
 		m.Metadata = map[string]any{}
 	}
-	utc(&m.ValidFrom, &m.UpdatedAt)
-	utcp(m.ValidTo, m.LastAccessed, m.LastVerified)
-	return m, nil
+	return nil
 }
 
 func utc(ts ...*time.Time) {
