@@ -235,7 +235,9 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 }
 
 // lockCall is the scope lock's call on parameter $i (lockScopeSQL's, in a select list).
-func lockCall(i int) string { return `pg_advisory_xact_lock(hashtextextended($` + strconv.Itoa(i) + `, 0))` }
+func lockCall(i int) string {
+	return `pg_advisory_xact_lock(hashtextextended($` + strconv.Itoa(i) + `, 0))`
+}
 
 // dedupHitSQL records a write that found its duplicate (Create's and CreateBatch's): the
 // count and access time, the newer provenance, the higher importance, pinned if either was.
