@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,19 +23,24 @@ func (s *Server) policyDoc(org string, st policy.Stored) (*api.PolicyOutput, err
 		UpdatedAt: st.UpdatedAt, UpdatedBy: st.UpdatedBy, Policy: e.Doc, Stored: st.Policy, Defaults: def}}, nil
 }
 
-// orgVerifyAge fills a search's verification age from the org's policy (the fact kind's
-// verify_age) when the request did not name one: search's staleness flag and
-// exclude_stale follow the policy.
-func (s *Server) orgVerifyAge(ctx context.Context, tx pgx.Tx, q *semantic.Query) error {
+// orgVerifyAge makes a search's verification age the org's policy's (the fact kind's
+// verify_age) when the request did not name one: search's staleness flag and exclude_stale
+// follow the policy. The policy is read in the search's own round trip.
+func (s *Server) orgVerifyAge(q *semantic.Query) {
 	if q.StaleAfter > 0 {
-		return nil
+		return
 	}
-	e, err := policy.LoadEffective(ctx, tx, q.Scope.OrgID, s.PolicyDefaults)
-	if err != nil {
-		return err
+	org, def := q.Scope.OrgID, s.PolicyDefaults
+	q.LoadStaleAfter = func(b *pgx.Batch) func() (time.Duration, error) {
+		var res policy.EffectiveResult
+		policy.QueueLoadEffective(b, org, def, &res)
+		return func() (time.Duration, error) {
+			if res.Err != nil {
+				return 0, res.Err
+			}
+			return res.Effective.ForKind(semantic.KindFact).VerifyAge, nil
+		}
 	}
-	q.StaleAfter = e.ForKind(semantic.KindFact).VerifyAge
-	return nil
 }
 
 func (s *Server) getPolicies(ctx context.Context, r *Request, in *struct{}) (*api.PolicyOutput, error) {

@@ -549,3 +549,77 @@ func TestMemoriesOpenAIDimensionMismatchIs503(t *testing.T) {
 	require.NotEmpty(t, r.Header.Get("Retry-After"))
 	require.Zero(t, ownerCount(t, s, `SELECT count(*) FROM memories`))
 }
+
+// TestMemoryIdempotentWrites: a memory write's Idempotency-Key claim rides in front of its
+// first statement (claimInWrite). The same key and body replays the first answer (a second
+// run would find the memory and answer 200, deduplicated), with one row and one audit
+// record; another body is refused; another org's key is its own; a key held by a request in
+// flight answers 409 and nothing is written; a refused body claims nothing.
+func TestMemoryIdempotentWrites(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.Env("STRATA_IDEMPOTENCY_WAIT", "300ms"))
+	k := s.NewKey("acme", "agent")
+	other := s.NewKey("globex", "agent")
+	write := func(key, text, apiKey string) *apptest.Response {
+		return s.Do("POST", "/v1/memories", apiKey, map[string]any{"text": text, "user_id": "u-1"}, "Idempotency-Key", key)
+	}
+	audited := func() int {
+		var n int
+		require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(),
+			`SELECT count(*) FROM audit_log WHERE org_id = 'acme' AND action = 'create-memory'`).Scan(&n))
+		return n
+	}
+	memories := func(org string) (n, dedups int) {
+		require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(),
+			`SELECT count(*), coalesce(sum(dedup_count), 0) FROM memories WHERE org_id = $1`, org).Scan(&n, &dedups))
+		return n, dedups
+	}
+
+	first := write("k-1", "the colourist prefers the warm LUT", k)
+	require.Equal(t, 201, first.Status, string(first.Body))
+	again := write("k-1", "the colourist prefers the warm LUT", k)
+	require.Equal(t, 201, again.Status, string(again.Body))
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	require.JSONEq(t, string(first.Body), string(again.Body))
+	require.Equal(t, 1, audited(), "a replay is not audited again")
+	n, dedups := memories("acme")
+	require.Equal(t, 1, n)
+	require.Zero(t, dedups, "the replay did not run the write again")
+
+	// The key with another body: refused, nothing written.
+	r := write("k-1", "exports go to the shared drive", k)
+	require.Equal(t, 422, r.Status, string(r.Body))
+	n, _ = memories("acme")
+	require.Equal(t, 1, n)
+	// Another org's request with the same key is its own.
+	require.Equal(t, 201, write("k-1", "the colourist prefers the warm LUT", other).Status)
+
+	// A body refused before any statement claims nothing: the key serves the next request.
+	r = s.Do("POST", "/v1/memories", k, map[string]any{"text": "", "user_id": "u-1"}, "Idempotency-Key", "k-2")
+	require.Equal(t, 422, r.Status, string(r.Body))
+	r = write("k-2", "captions use the studio font", k)
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.Empty(t, r.Header.Get("Idempotent-Replayed"))
+
+	// A key held by a request in flight: 409 after the wait, nothing written; once the
+	// holder rolls back, the key is free.
+	ctx := context.Background()
+	holder := testenv.OwnerConn(t, s.DBURL)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO idempotency_keys (org_id, key, request_hash, method, path, response_status, expires_at)
+		VALUES ('acme', 'k-3', '\x00', 'POST', '/v1/memories', 0, now() + interval '1 hour')`)
+	require.NoError(t, err)
+	r = write("k-3", "the client wants 4k masters", k)
+	require.Equal(t, 409, r.Status, string(r.Body))
+	require.NotEmpty(t, r.Header.Get("Retry-After"))
+	n, _ = memories("acme")
+	require.Equal(t, 2, n)
+	require.NoError(t, tx.Rollback(ctx))
+	r = write("k-3", "the client wants 4k masters", k)
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.Empty(t, r.Header.Get("Idempotent-Replayed"))
+	n, _ = memories("acme")
+	require.Equal(t, 3, n)
+	require.Equal(t, 3, audited())
+}

@@ -225,12 +225,16 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 // claimInWrite are the operations whose Idempotency-Key claim rides in front of their first
 // statement (pg.Session.AtBegin) instead of costing a round trip of its own. An operation
 // belongs here only if its handler does nothing outside its transaction before its first
-// statement (no Redis, no cache, no outside call) and always sends one: a refused claim
-// must leave nothing behind but a rolled-back transaction. The LangGraph checkpointer's
-// writes are checked (TestLangGraphSaverRoundTrips counts them; TestLangGraphIdempotentWrites
-// replays them).
+// statement (no Redis, no cache, no outside call with an effect) and always sends one: a
+// refused claim must leave nothing behind but a rolled-back transaction. The LangGraph
+// checkpointer's writes are checked (TestLangGraphSaverRoundTrips counts them;
+// TestLangGraphIdempotentWrites replays them). A memory write embeds its text first — a call
+// with no effect outside, which a replay pays once more — and its graph extraction runs
+// only after its first statement, the claim, went through (TestMemoryRoundTrips,
+// TestMemoryIdempotentWrites).
 var claimInWrite = map[string]bool{
 	api.OpPutLanggraphCheckpoint.OperationID: true, api.OpPutLanggraphWrites.OperationID: true,
+	api.OpCreateMemory.OperationID: true,
 }
 
 // finishWrite runs the write's handler into a buffer and, when it answered < 400, queues

@@ -147,7 +147,12 @@ type Query struct {
 	// StaleAfter overrides Options.StaleAfter; ExcludeStale drops stale facts.
 	StaleAfter   time.Duration
 	ExcludeStale bool
-	Strategy     Strategy
+	// LoadStaleAfter, when StaleAfter is 0, queues the read of the verification age that
+	// replaces it (the caller's: the org's policy) into b, and returns what answers it once
+	// b's results are read (0: Options.StaleAfter). It rides in the search's own round trip;
+	// with ExcludeStale, whose filter needs the age, it costs one of its own first.
+	LoadStaleAfter func(b *pgx.Batch) func() (time.Duration, error)
+	Strategy       Strategy
 	// Candidates per leg [max(4·TopK, 40)].
 	Candidates int
 	// SkipText turns off the full-text leg (benchmarks of the vector leg alone).
@@ -192,18 +197,20 @@ type hit struct {
 	id   uuid.UUID
 	dist float64
 	mem  *Memory // the row itself, when the leg was asked for rows (alongside.rows)
+	meta []byte  // mem's metadata, undecoded (decodeMetadata)
 }
 
 // scanHit scans a leg's row: the id and its distance or rank, or with rows the memory's
-// columns (memCols) and then the distance or rank.
+// columns (memCols) and then the distance or rank — the metadata left undecoded, since most
+// candidates are not returned.
 func scanHit(r pgx.CollectableRow, rows bool) (hit, error) {
 	var h hit
 	if !rows {
 		err := r.Scan(&h.id, &h.dist)
 		return h, err
 	}
-	m, err := scanMemory(r, &h.dist)
-	h.id, h.mem = m.ID, &m
+	m, meta, err := scanMemoryRaw(r, &h.dist)
+	h.id, h.mem, h.meta = m.ID, &m, meta
 	return h, err
 }
 
@@ -238,6 +245,97 @@ type alongside struct {
 	rows bool
 }
 
+// vectorPlan is how a vector query will run: the filter with the space's conditions, the
+// strategy, the scope's counted size (-1: not counted) and whether the scope has an HNSW
+// index of its own.
+type vectorPlan struct {
+	f         *filter
+	strategy  Strategy
+	scopeSize int
+	ownIndex  bool
+}
+
+// planVector chooses how the n nearest vectors of space sp passing f are found: exact or
+// HNSW per strategy (Auto: by the scope's bounded count, which costs a round trip of its own
+// unless a recent count is remembered, or HNSW when the scope has its own index).
+func (s *Store) planVector(ctx context.Context, tx pgx.Tx, f *filter, sp Space, strategy Strategy) (vectorPlan, error) {
+	// The dimension is a literal so the partial HNSW index (WHERE dims = N) applies.
+	f = f.clone()
+	f.conds = append(f.conds, "dims = "+strconv.Itoa(sp.Dims))
+	f.add("model = ? AND embedder = ?", sp.Model, sp.Embedder)
+	p := vectorPlan{f: f, strategy: strategy, scopeSize: -1}
+	if strategy != StrategyAuto {
+		return p, nil
+	}
+	hs, hot := f.hotScope(sp.Dims)
+	if hot && s.hot.isIndexed(hs) {
+		// The scope has an HNSW index of its own (scopeindex.go): it answers, uncounted.
+		p.strategy, p.ownIndex = StrategyHNSW, true
+		return p, nil
+	}
+	// Count the scope (bounded): the b-tree on (org, user, agent, session) answers it —
+	// unless a count of the last few seconds found it far from the threshold.
+	key := scopeKey(f)
+	cnt, ok := s.counts.remembered(key, s.o.ExactBelow, s.o.CountTTL)
+	if !ok {
+		cf := f.clone()
+		err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+cf.sql()+
+			` LIMIT `+cf.arg(s.o.ExactBelow+1)+`) x`, cf.args...).Scan(&cnt)
+		if err != nil {
+			return p, pg.Interpret(err)
+		}
+		s.counts.put(key, cnt)
+	}
+	p.scopeSize = cnt
+	p.strategy = StrategyHNSW
+	if cnt <= s.o.ExactBelow {
+		p.strategy = StrategyExact
+	}
+	if hot && cnt > s.o.ScopeIndexAbove {
+		s.hot.note(hs) // a candidate for an index of its own
+	}
+	return p, nil
+}
+
+// vectorLeg is the SQL of the vector leg with strategy over qf's conditions, the query
+// vector and the limit being the placeholders qv (cast to the space's dimension) and lim of
+// qf's arguments; and, for an HNSW scan, the statement of its scan settings, which must run
+// in the same transaction before it (settings.SQL is "" for the exact sort).
+func (s *Store) vectorLeg(qf *filter, qv, lim string, dims, n int, strategy Strategy, ownIndex, rows bool) (sql string, settings Statement) {
+	expr := vecExpr(dims)
+	if strategy == StrategyExact {
+		// "+ 0" keeps the planner off the HNSW index: an exact top-n sort over the rows the
+		// filter (and its b-tree) selects.
+		return `SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` + qf.sql() +
+			` ORDER BY (` + expr + ` <=> ` + qv + `) + 0, id LIMIT ` + lim, Statement{}
+	}
+	ef := max(s.o.EfSearch, n)
+	if ownIndex {
+		ef = max(s.o.ScopeEfSearch, n)
+	}
+	mode, sortOK := "relaxed_order", "on"
+	if strategy == StrategyHNSWPlain {
+		// The naive query really scans the index: on a partitioned memories a partition's
+		// sharper statistics can make the planner pick the scope b-tree and an exact sort
+		// for a small scope, which would show nothing.
+		mode, sortOK = "off", "off"
+	}
+	// relaxed_order may return rows slightly out of order: re-sort the materialised
+	// candidates (pgvector's documented pattern).
+	sql = `WITH nn AS MATERIALIZED (SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
+		qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT * FROM nn ORDER BY d, id`
+	// JIT is off: enable_sort = off prices any sort at 10^10, past jit_above_cost, and
+	// compiling the plain query took 140 ms of its 146 (BenchmarkSemantic100k).
+	return sql, Statement{SQL: hnswSettingsSQL, Args: []any{strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples), sortOK}}
+}
+
+// hnswSettingsSQL sets an HNSW scan's settings for the rest of the transaction: ef_search,
+// the iterative scan and its bound, custom plans, sorting and no JIT ($1-$4).
+const hnswSettingsSQL = `SELECT set_config('hnsw.ef_search', $1, true),
+	set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
+	set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_sort', $4, true),
+	set_config('jit', 'off', true)`
+
 // nearest returns the n nearest current vectors of space sp passing f, by cosine
 // distance, choosing exact or HNSW per strategy; with carries statements queued in the
 // same round trip as the vector query.
@@ -247,42 +345,12 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 	if err := checkVector(v, sp); err != nil {
 		return res, err
 	}
-	// The dimension is a literal so the partial HNSW index (WHERE dims = N) applies.
-	f = f.clone()
-	f.conds = append(f.conds, "dims = "+strconv.Itoa(sp.Dims))
-	f.add("model = ? AND embedder = ?", sp.Model, sp.Embedder)
-	ownIndex := false
-	if strategy == StrategyAuto {
-		hs, hot := f.hotScope(sp.Dims)
-		if hot && s.hot.isIndexed(hs) {
-			// The scope has an HNSW index of its own (scopeindex.go): it answers, uncounted.
-			res.strategy, ownIndex = StrategyHNSW, true
-		} else {
-			// Count the scope (bounded): the b-tree on (org, user, agent, session) answers
-			// it — unless a count of the last few seconds found it far from the threshold.
-			key := scopeKey(f)
-			cnt, ok := s.counts.remembered(key, s.o.ExactBelow, s.o.CountTTL)
-			if !ok {
-				cf := f.clone()
-				err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+cf.sql()+
-					` LIMIT `+cf.arg(s.o.ExactBelow+1)+`) x`, cf.args...).Scan(&cnt)
-				if err != nil {
-					return res, pg.Interpret(err)
-				}
-				s.counts.put(key, cnt)
-			}
-			res.scopeSize = cnt
-			res.strategy = StrategyHNSW
-			if cnt <= s.o.ExactBelow {
-				res.strategy = StrategyExact
-			}
-			if hot && cnt > s.o.ScopeIndexAbove {
-				s.hot.note(hs) // a candidate for an index of its own
-			}
-		}
+	p, err := s.planVector(ctx, tx, f, sp, strategy)
+	if err != nil {
+		return res, err
 	}
+	f, res.strategy, res.scopeSize = p.f, p.strategy, p.scopeSize
 	vec := pgvector.NewVector(v)
-	expr := vecExpr(sp.Dims)
 	rows := with.rows
 	run := func(strategy Strategy) ([]hit, error) {
 		qf := f.clone()
@@ -296,37 +364,10 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 		for _, add := range with.before {
 			add(b)
 		}
-		var sql string
-		switch strategy {
-		case StrategyExact:
-			// "+ 0" keeps the planner off the HNSW index: an exact top-n sort over the
-			// rows the filter (and its b-tree) selects.
-			sql = `SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` + qf.sql() +
-				` ORDER BY (` + expr + ` <=> ` + qv + `) + 0, id LIMIT ` + lim
-		default:
-			ef := max(s.o.EfSearch, n)
-			if ownIndex {
-				ef = max(s.o.ScopeEfSearch, n)
-			}
-			mode, sortOK := "relaxed_order", "on"
-			if strategy == StrategyHNSWPlain {
-				// The naive query really scans the index: on a partitioned memories a
-				// partition's sharper statistics can make the planner pick the scope
-				// b-tree and an exact sort for a small scope, which would show nothing.
-				mode, sortOK = "off", "off"
-			}
-			// relaxed_order may return rows slightly out of order: re-sort the
-			// materialised candidates (pgvector's documented pattern).
-			sql = `WITH nn AS MATERIALIZED (SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
-				qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT * FROM nn ORDER BY d, id`
-			// The scan settings and the query travel in one batch: one round trip. JIT is
-			// off: enable_sort = off prices any sort at 10^10, past jit_above_cost, and
-			// compiling the plain query took 140 ms of its 146 (BenchmarkSemantic100k).
-			b.Queue(`SELECT set_config('hnsw.ef_search', $1, true),
-				set_config('hnsw.iterative_scan', $2, true), set_config('hnsw.max_scan_tuples', $3, true),
-				set_config('plan_cache_mode', 'force_custom_plan', true), set_config('enable_sort', $4, true),
-				set_config('jit', 'off', true)`,
-				strconv.Itoa(ef), mode, strconv.Itoa(s.o.MaxScanTuples), sortOK)
+		sql, settings := s.vectorLeg(qf, qv, lim, sp.Dims, n, strategy, p.ownIndex, rows)
+		if settings.SQL != "" {
+			// The scan settings and the query travel in one batch: one round trip.
+			b.Queue(settings.SQL, settings.Args...)
 		}
 		var hits []hit
 		b.Queue(sql, qf.args...).Query(func(rs pgx.Rows) error {
@@ -374,7 +415,10 @@ const textScopeFirstAtMost = 500
 // most textScopeFirstAtMost rows) is read scope first instead (a materialised scan of the
 // scope's rows without their vectors, then the words): one right plan, so a generic one, and
 // the GIN index is not worth it for a few hundred rows.
-func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, rows, smallScope bool, out *[]hit) {
+//
+// inForce is the plan choice the statement before it left (pg.GenericPlansSQL or
+// pg.CustomPlansSQL): the leg only sets its own when that differs.
+func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, rows, smallScope bool, inForce string, out *[]hit) {
 	qf := f.clone()
 	tq := qf.arg(text)
 	lim := qf.arg(n)
@@ -384,7 +428,9 @@ func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, rows, smal
 		mode, with, where = pg.GenericPlansSQL, `WITH memories AS MATERIALIZED (SELECT `+memCols+`, tsv FROM memories WHERE `+qf.sql()+`) `, ""
 	}
 	// The caller's batch restores the session's plan choice after it (nearest's DefaultPlansSQL).
-	b.Queue(mode)
+	if mode != inForce {
+		b.Queue(mode)
+	}
 	b.Queue(with+`SELECT `+legCols(rows)+`, ts_rank_cd(tsv, q) AS r
 		FROM memories, (SELECT replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery AS q) tq
 		WHERE `+where+`q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...).Query(func(rs pgx.Rows) error {
@@ -406,6 +452,24 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 		n = max(4*q.TopK, 40)
 	}
 	now := s.now().UTC()
+	var before []func(*pgx.Batch)
+	var readStale func() (time.Duration, error)
+	if q.StaleAfter <= 0 && q.LoadStaleAfter != nil {
+		if q.ExcludeStale {
+			b := &pgx.Batch{}
+			read := q.LoadStaleAfter(b)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return nil, info, pg.Interpret(err)
+			}
+			d, err := read()
+			if err != nil {
+				return nil, info, err
+			}
+			q.StaleAfter = d
+		} else {
+			before = append(before, func(b *pgx.Batch) { readStale = q.LoadStaleAfter(b) })
+		}
+	}
 	staleAfter := q.StaleAfter
 	if staleAfter <= 0 {
 		staleAfter = s.o.StaleAfter
@@ -451,13 +515,28 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	if !q.SkipText && strings.TrimSpace(q.Text) != "" {
 		also = append(also, func(b *pgx.Batch, strategy Strategy, scopeSize int) {
 			small := strategy == StrategyExact && scopeSize >= 0 && scopeSize <= textScopeFirstAtMost
-			queueTextCandidates(b, f, q.Text, n, true, small, &texts)
+			// The vector leg left generic plans in force for the exact sort, custom ones for
+			// an HNSW scan (its settings).
+			inForce := pg.CustomPlansSQL
+			if strategy == StrategyExact {
+				inForce = pg.GenericPlansSQL
+			}
+			queueTextCandidates(b, f, q.Text, n, true, small, inForce, &texts)
 		})
 	}
 	// Both legs return their candidates' rows: no round trip of its own to read them.
-	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy, alongside{after: also, rows: true})
+	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy, alongside{before: before, after: also, rows: true})
 	if err != nil {
 		return nil, info, err
+	}
+	if readStale != nil {
+		d, err := readStale()
+		if err != nil {
+			return nil, info, err
+		}
+		if d > 0 {
+			staleAfter = d
+		}
 	}
 	info.Strategy, info.ScopeSize, info.Fallback, info.VectorCandidates = near.strategy, near.scopeSize, near.fallback, len(near.hits)
 	info.TextCandidates = len(texts)
@@ -487,15 +566,15 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	if len(ids) == 0 {
 		return []Result{}, info, nil
 	}
-	byID := make(map[uuid.UUID]*Memory, len(ids))
+	byID := make(map[uuid.UUID]*hit, len(ids))
 	for _, legs := range [][]hit{near.hits, texts} {
-		for _, h := range legs {
-			byID[h.id] = h.mem
+		for i := range legs {
+			byID[legs[i].id] = &legs[i]
 		}
 	}
 	out := make([]Result, 0, len(ids))
 	for _, id := range ids {
-		m := *byID[id]
+		m := *byID[id].mem
 		b := bd[m.ID]
 		s.rank(b, m, now)
 		out = append(out, Result{Memory: m, Score: *b,
@@ -509,6 +588,11 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	})
 	if len(out) > q.TopK {
 		out = out[:q.TopK]
+	}
+	for i := range out {
+		if err := decodeMetadata(&out[i].Memory, byID[out[i].Memory.ID].meta); err != nil {
+			return nil, info, err
+		}
 	}
 	return out, info, nil
 }

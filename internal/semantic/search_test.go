@@ -52,8 +52,13 @@ func TestSearchStrategies(t *testing.T) {
 		}
 	}
 
+	// One clock for every search, so that results compared across searches rank with the
+	// same recency (a loaded machine puts seconds between them).
+	at := time.Now()
+	clock := func() time.Time { return at }
+
 	// A small scope: auto counts it and sorts exactly.
-	auto := semantic.NewStore(semantic.Options{}, nil)
+	auto := semantic.NewStore(semantic.Options{}, clock)
 	want, winfo := search(auto, "u-small", "logo caption", semantic.StrategyExact)
 	require.Equal(t, semantic.StrategyExact, winfo.Strategy)
 	require.Equal(t, -1, winfo.ScopeSize, "a forced strategy counts nothing")
@@ -87,7 +92,7 @@ func TestSearchStrategies(t *testing.T) {
 
 	// Past ExactBelow: the count stops at ExactBelow+1 and HNSW answers; the text leg's
 	// candidates from the first statement are kept.
-	small := semantic.NewStore(semantic.Options{ExactBelow: 10}, nil)
+	small := semantic.NewStore(semantic.Options{ExactBelow: 10}, clock)
 	want, _ = search(auto, "u-big", "music export", semantic.StrategyExact)
 	got, info = search(small, "u-big", "music export", semantic.StrategyAuto)
 	require.Equal(t, semantic.StrategyHNSW, info.Strategy)
@@ -99,7 +104,7 @@ func TestSearchStrategies(t *testing.T) {
 
 	// Past ExactBelow with fewer rows than candidates wanted: the HNSW scan comes back
 	// short and the exact sort answers.
-	tiny := semantic.NewStore(semantic.Options{ExactBelow: 3}, nil)
+	tiny := semantic.NewStore(semantic.Options{ExactBelow: 3}, clock)
 	want, _ = search(auto, "u-small", "logo caption", semantic.StrategyExact)
 	got, info = search(tiny, "u-small", "logo caption", semantic.StrategyAuto)
 	require.Equal(t, semantic.StrategyHNSW, info.Strategy)

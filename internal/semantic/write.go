@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,16 @@ const memCols = `id, root_id, version, kind, text, user_id, agent_id, session_id
 // scanMemory scans a row of memCols; extra are the destinations of columns selected after
 // them (a search leg's distance or rank).
 func scanMemory(r pgx.Row, extra ...any) (Memory, error) {
+	m, meta, err := scanMemoryRaw(r, extra...)
+	if err != nil {
+		return m, err
+	}
+	return m, decodeMetadata(&m, meta)
+}
+
+// scanMemoryRaw is scanMemory with the metadata left undecoded (decodeMetadata decodes it):
+// a search reads every candidate's row and decodes only those it returns.
+func scanMemoryRaw(r pgx.Row, extra ...any) (Memory, []byte, error) {
 	var m Memory
 	var imp float32
 	var meta []byte
@@ -33,18 +44,23 @@ func scanMemory(r pgx.Row, extra ...any) (Memory, error) {
 		&m.Embedding.Embedder, &m.Embedding.Model, &m.Embedding.Dims, &m.ValidFrom, &m.ValidTo, &m.SupersededBy,
 		&m.AccessCount, &m.LastAccessed, &m.DedupCount, &m.LastVerified, &m.VerifiedBy, &m.UpdatedAt}, extra...)...)
 	if err != nil {
-		return m, err
+		return m, nil, err
 	}
 	m.Importance = float64(imp)
+	utc(&m.ValidFrom, &m.UpdatedAt)
+	utcp(m.ValidTo, m.LastAccessed, m.LastVerified)
+	return m, meta, nil
+}
+
+// decodeMetadata sets m's metadata from its stored JSON ({} when there is none).
+func decodeMetadata(m *Memory, meta []byte) error {
 	if err := json.Unmarshal(meta, &m.Metadata); err != nil {
-		return m, err
+		return err
 	}
 	if m.Metadata == nil {
 		m.Metadata = map[string]any{}
 	}
-	utc(&m.ValidFrom, &m.UpdatedAt)
-	utcp(m.ValidTo, m.LastAccessed, m.LastVerified)
-	return m, nil
+	return nil
 }
 
 func utc(ts ...*time.Time) {
@@ -107,6 +123,12 @@ func checkVector(v []float32, sp Space) error {
 // write on it: dedup_count and last_accessed_at, the newer provenance, the higher
 // importance, pinned if either was. Concurrent writes to one scope are serialised by an
 // advisory lock, so 20 identical writes at once leave one row.
+//
+// It costs one round trip (with the transaction's BEGIN when it is its first statement):
+// the scope lock, then — under it — one statement that checks both duplicates and inserts
+// the memory or records the write on its duplicate (createSQL), and the restoration of the
+// plan choice. A scope not counted in the last few seconds is counted first, in a round
+// trip of its own, to choose the near-duplicate check's strategy (planVector).
 func (s *Store) Create(ctx context.Context, tx pgx.Tx, n NewMemory) (Memory, *Dedup, error) {
 	if err := checkVector(n.Vector, n.Space); err != nil {
 		return Memory{}, nil, err
@@ -117,53 +139,104 @@ func (s *Store) Create(ctx context.Context, tx pgx.Tx, n NewMemory) (Memory, *De
 	if n.Metadata == nil {
 		n.Metadata = map[string]any{}
 	}
-	sc := n.Scope
-	now := s.now().UTC()
-	hash := TextHash(n.Text)
-
-	// One round trip (with the transaction's BEGIN when this is its first statement): the
-	// scope lock, then — under it, as the statements run in order — the exact-duplicate
-	// check and the nearest current memory of the scope. The nearest answer is unused when
-	// an exact duplicate exists; asking anyway saves a round trip on every new memory.
-	var dupID uuid.UUID
-	var dedup *Dedup
-	lockAndExact := func(b *pgx.Batch) {
-		b.Queue(lockScopeSQL, scopeLockKey(sc))
-		b.Queue(`SELECT id FROM memories WHERE org_id = $1 AND user_id = $2 AND agent_id = $3
-			AND session_id = $4 AND text_hash = $5 AND valid_to IS NULL`,
-			sc.OrgID, sc.UserID, sc.AgentID, sc.SessionID, hash).QueryRow(func(r pgx.Row) error {
-			switch err := r.Scan(&dupID); {
-			case err == nil:
-				dedup = &Dedup{Reason: "exact", Similarity: 1}
-			case !errors.Is(err, pgx.ErrNoRows):
-				return err
-			}
-			return nil
-		})
+	meta, err := json.Marshal(n.Metadata)
+	if err != nil {
+		return Memory{}, nil, err
 	}
+	sc := n.Scope
 	f := newFilter(sc.OrgID)
 	f.exactScope(sc)
 	f.current()
-	near, err := s.nearest(ctx, tx, f, n.Vector, n.Space, 1, StrategyAuto, alongside{before: []func(*pgx.Batch){lockAndExact}})
+	p, err := s.planVector(ctx, tx, f, n.Space, StrategyAuto)
 	if err != nil {
 		return Memory{}, nil, err
 	}
-	if dedup == nil && len(near.hits) == 1 && 1-near.hits[0].dist >= s.o.DedupThreshold {
-		dupID = near.hits[0].id
-		dedup = &Dedup{Reason: "near", Similarity: 1 - near.hits[0].dist}
+	sql, args, settings := s.createSQL(f, p, n, meta, uuid.Must(uuid.NewV7()), s.now().UTC())
+	b := &pgx.Batch{}
+	// The plan choice (or the HNSW scan's settings) and the scope lock in one statement:
+	// the duplicate checks run under the lock, in a statement of their own, so their
+	// snapshot sees every write that held it before.
+	b.Queue(settings.SQL, append(settings.Args, scopeLockKey(sc))...)
+	var m Memory
+	var reason *string
+	var sim *float64
+	b.Queue(sql, args...).QueryRow(func(r pgx.Row) error {
+		var err error
+		m, err = scanMemory(r, &reason, &sim)
+		return err
+	})
+	b.Queue(pg.DefaultPlansSQL)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return Memory{}, nil, pg.Interpret(err)
 	}
-	if dedup != nil {
-		m, err := scanMemory(tx.QueryRow(ctx, dedupHitSQL, dedupHitArgs(n, dupID, now)...))
-		return m, dedup, pg.Interpret(err)
+	if reason == nil {
+		return m, nil, nil
 	}
+	return m, &Dedup{Reason: *reason, Similarity: *sim}, nil
+}
 
-	id := uuid.Must(uuid.NewV7())
-	args, err := insertMemoryArgs(n, id, hash, now)
-	if err != nil {
-		return Memory{}, nil, err
+// createSQL is Create's one statement and its arguments: the exact duplicate (same
+// normalised text in the scope), else the nearest current memory of the scope if it is at
+// least DedupThreshold similar (by plan p's strategy; after an HNSW scan that found none,
+// by the exact sort, as nearest falls back), then the dedup hit recorded on the duplicate
+// (dedupHitSQL's changes) or the new memory inserted (insertMemorySQL's row) — each
+// returning memCols and the duplicate's reason and similarity (NULL for a new row). The
+// near check does not run when the exact one answered. settings is the statement that must
+// run before it, with the scope lock's key to be appended to its arguments: the plan
+// choice, or the HNSW scan's settings.
+func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id uuid.UUID, now time.Time) (string, []any, Statement) {
+	pr := n.Provenance
+	exactCond := f.sql() // org, scope and current: $1-$4
+	qf := p.f.clone()
+	vec := qf.arg(pgvector.NewVector(n.Vector))
+	qv := vec + "::vector(" + strconv.Itoa(n.Space.Dims) + ")"
+	lim := qf.arg(1)
+	near, settings := s.vectorLeg(qf, qv, lim, n.Space.Dims, 1, p.strategy, p.ownIndex, false)
+	if p.strategy == StrategyHNSW {
+		exact, _ := s.vectorLeg(qf, qv, lim, n.Space.Dims, 1, StrategyExact, false, false)
+		near = `WITH h AS (` + near + `) SELECT * FROM h UNION ALL
+			SELECT * FROM (` + exact + `) e WHERE NOT EXISTS (SELECT 1 FROM h)`
 	}
-	m, err := scanMemory(tx.QueryRow(ctx, insertMemorySQL, args...))
-	return m, nil, pg.Interpret(err)
+	a := qf.arg
+	hash, thr := a(TextHash(n.Text)), a(s.o.DedupThreshold)
+	now_, imp, pin := a(now), a(n.Importance), a(n.Pinned)
+	key, agent, job, seq := a(pr.KeyID), a(pr.AgentID), a(pr.JobID), a(pr.EventSeq)
+	mid := a(id)
+	sql := `WITH exact AS (SELECT id FROM memories WHERE ` + exactCond + ` AND text_hash = ` + hash + `),
+	near AS (` + near + `),
+	dup AS (SELECT id AS dup_id, 'exact'::text AS reason, 1::float8 AS sim FROM exact
+		UNION ALL
+		SELECT id, 'near', 1 - d FROM near WHERE 1 - d >= ` + thr + ` AND NOT EXISTS (SELECT 1 FROM exact)
+		LIMIT 1),
+	hit AS (UPDATE memories SET dedup_count = dedup_count + 1,
+		last_accessed_at = ` + now_ + `, updated_at = ` + now_ + `,
+		importance = greatest(importance, ` + imp + `), pinned = pinned OR ` + pin + `,
+		created_by_key = CASE WHEN ` + key + ` <> '' THEN ` + key + ` ELSE created_by_key END,
+		source_agent_id = CASE WHEN ` + agent + ` <> '' THEN ` + agent + ` ELSE source_agent_id END,
+		source_job_id = CASE WHEN ` + job + ` <> '' THEN ` + job + ` ELSE source_job_id END,
+		source_event_seq = coalesce(` + seq + `, source_event_seq)
+		FROM dup WHERE org_id = $1 AND id = dup.dup_id
+		RETURNING ` + memCols + `, dup.reason, dup.sim),
+	ins AS (INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id,
+		session_id, kind, text, text_hash, metadata, importance, pinned, trust, created_by_key, source_agent_id,
+		source_job_id, source_event_seq, embedding, embedder, model, dims, valid_from, updated_at)
+		SELECT $1, ` + mid + `::uuid, ` + mid + `::uuid, 1, $2, $3, $4, ` + a(n.Kind) + `, ` + a(n.Text) + `, ` + hash + `, ` +
+		a(meta) + `::jsonb, ` + imp + `, ` + pin + `, ` + a(n.Trust) + `, ` + key + `, ` + agent + `, ` + job + `, ` + seq + `, ` +
+		vec + `, ` + a(n.Space.Embedder) + `, ` + a(n.Space.Model) + `, ` + a(n.Space.Dims) + `::int, ` + now_ + `, ` + now_ + `
+		WHERE NOT EXISTS (SELECT 1 FROM dup)
+		RETURNING ` + memCols + `, NULL::text, NULL::float8)
+	SELECT * FROM hit UNION ALL SELECT * FROM ins`
+	if settings.SQL == "" {
+		settings = Statement{SQL: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), ` + lockCall(1)}
+	} else {
+		settings.SQL += `, ` + lockCall(len(settings.Args)+1)
+	}
+	return sql, qf.args, settings
+}
+
+// lockCall is the scope lock's call on parameter $i (lockScopeSQL's, in a select list).
+func lockCall(i int) string {
+	return `pg_advisory_xact_lock(hashtextextended($` + strconv.Itoa(i) + `, 0))`
 }
 
 // dedupHitSQL records a write that found its duplicate (Create's and CreateBatch's): the
