@@ -22,9 +22,9 @@ func WithRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		if !idempotency.ValidKey(id) || len(id) > 128 {
-			b := make([]byte, 12)
-			_, _ = rand.Read(b)
-			id = hex.EncodeToString(b)
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
