@@ -57,9 +57,9 @@ func BenchmarkRouteAllocs(b *testing.B) {
 	// The real server (app.RunWith): its key and restriction caches are on, as in the soak
 	// (app.NewServer leaves them off: every request would ask Postgres).
 	s := apptest.Start(b, apptest.Env("STRATA_RATE_LIMIT", "0"), apptest.NoAutoConsolidation(),
-		// Rolling summaries run on a 2 s poll, not per request: off, so the counts do not
-		// depend on how long the run takes.
-		apptest.Env("STRATA_SUMMARY_POLL", "1h"))
+		// Rolling summaries (a 2 s poll) and the access counts' flush (every 1 s) are work per
+		// second, not per request: off, so the counts do not depend on how long the run takes.
+		apptest.Env("STRATA_SUMMARY_POLL", "1h"), apptest.Env("STRATA_ACCESS_FLUSH", "1h"))
 	bearer := "Bearer " + s.NewKey("bench", "agent")
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 
