@@ -49,13 +49,22 @@ type principalKey struct{}
 
 // WithPrincipal attaches p to ctx.
 func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return WithPrincipalRef(ctx, &p)
+}
+
+// WithPrincipalRef is WithPrincipal for a caller already on the heap, which the context
+// then shares instead of boxing a copy of its own. p must not change afterwards.
+func WithPrincipalRef(ctx context.Context, p *Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
 // FromContext returns the caller; ok is false on unauthenticated routes.
 func FromContext(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
+	p, ok := ctx.Value(principalKey{}).(*Principal)
+	if !ok {
+		return Principal{}, false
+	}
+	return *p, true
 }
 
 // Key is an API key's metadata (never its secret).
