@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"os"
 	"strings"
@@ -217,9 +218,14 @@ func (p *Pseudonymizer) Hash(org, id string) string {
 }
 
 func subjectWith(key []byte, org, userID string) string {
-	m := hmac.New(sha256.New, key)
+	return pseudonym(hmac.New(sha256.New, key), org, userID)
+}
+
+// pseudonym is the first 16 bytes, in hex, of m's MAC over org and userID.
+func pseudonym(m hash.Hash, org, userID string) string {
 	m.Write([]byte(org))
 	m.Write([]byte{0})
 	m.Write([]byte(userID))
-	return hex.EncodeToString(m.Sum(nil))[:32]
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(m.Sum(sum[:0])[:16])
 }

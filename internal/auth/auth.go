@@ -49,13 +49,22 @@ type principalKey struct{}
 
 // WithPrincipal attaches p to ctx.
 func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return WithPrincipalRef(ctx, &p)
+}
+
+// WithPrincipalRef is WithPrincipal for a caller already on the heap, which the context
+// then shares instead of boxing a copy of its own. p must not change afterwards.
+func WithPrincipalRef(ctx context.Context, p *Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
 // FromContext returns the caller; ok is false on unauthenticated routes.
 func FromContext(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
+	p, ok := ctx.Value(principalKey{}).(*Principal)
+	if !ok {
+		return Principal{}, false
+	}
+	return *p, true
 }
 
 // Key is an API key's metadata (never its secret).
@@ -121,23 +130,23 @@ func (s *Store) Create(ctx context.Context, q pg.DBTX, org string, role strata.R
 // Authenticate resolves a secret to its principal. Unknown and revoked keys are
 // strata.ErrNotFound; a database outage is an UnavailableError.
 func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, error) {
-	h := hash(secret)
-	if s.rootKey != nil && subtle.ConstantTimeCompare(h, s.rootKey) == 1 {
+	h := sha256.Sum256([]byte(secret))
+	if s.rootKey != nil && subtle.ConstantTimeCompare(h[:], s.rootKey) == 1 {
 		return Principal{KeyID: "root", OrgID: s.rootOrg, Role: strata.RoleAdmin, Root: true}, nil
 	}
 	now := time.Now()
-	p, ok, gen := s.cache.get(string(h), now)
+	p, ok, gen := s.cache.get(h, now)
 	if ok {
 		return p, nil
 	}
 	var role string
-	err := s.pool.QueryRow(ctx, `SELECT id, org_id, role FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, h).
+	err := s.pool.QueryRow(ctx, `SELECT id, org_id, role FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, h[:]).
 		Scan(&p.KeyID, &p.OrgID, &role)
 	if err != nil {
 		return Principal{}, pg.Interpret(err)
 	}
 	p.Role = strata.Role(role)
-	s.cache.put(string(h), p, gen, now)
+	s.cache.put(h, p, gen, now)
 	return p, nil
 }
 

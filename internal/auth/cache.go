@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"log/slog"
 	"sync"
 	"time"
@@ -24,7 +25,7 @@ type keyCache struct {
 	enabled bool
 	gen     uint64
 	ttl     time.Duration
-	entries map[string]cachedKey
+	entries map[[sha256.Size]byte]cachedKey // by the secret's hash: an array key costs no allocation
 }
 
 type cachedKey struct {
@@ -33,10 +34,10 @@ type cachedKey struct {
 }
 
 func newKeyCache(ttl time.Duration) *keyCache {
-	return &keyCache{ttl: ttl, entries: map[string]cachedKey{}}
+	return &keyCache{ttl: ttl, entries: map[[sha256.Size]byte]cachedKey{}}
 }
 
-func (c *keyCache) get(h string, now time.Time) (Principal, bool, uint64) {
+func (c *keyCache) get(h [sha256.Size]byte, now time.Time) (Principal, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.enabled {
@@ -49,14 +50,14 @@ func (c *keyCache) get(h string, now time.Time) (Principal, bool, uint64) {
 	return e.p, true, c.gen
 }
 
-func (c *keyCache) put(h string, p Principal, gen uint64, now time.Time) {
+func (c *keyCache) put(h [sha256.Size]byte, p Principal, gen uint64, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.enabled || gen != c.gen {
 		return
 	}
 	if len(c.entries) > 100_000 {
-		c.entries = map[string]cachedKey{}
+		c.entries = map[[sha256.Size]byte]cachedKey{}
 	}
 	c.entries[h] = cachedKey{p: p, until: now.Add(c.ttl)}
 }
@@ -66,7 +67,7 @@ func (c *keyCache) reset(enabled bool) {
 	defer c.mu.Unlock()
 	c.gen++
 	c.enabled = enabled
-	c.entries = map[string]cachedKey{}
+	c.entries = map[[sha256.Size]byte]cachedKey{}
 }
 
 // Listen keeps a connection LISTENing for revocations until ctx ends, enabling the lookup

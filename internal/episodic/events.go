@@ -231,25 +231,39 @@ func (s *Store) prepareAll(in []EventInput) ([]prepared, error) {
 	return out, nil
 }
 
-const eventCols = `e.job_id, e.seq, e.op, e.params, e.result, e.fingerprint, coalesce(e.agent_id, ''),
+// eventCols are scanEvent's columns. The fingerprint comes as hex text (what Event holds):
+// one string instead of the bytes, their copy and their encoding.
+const eventCols = `e.job_id, e.seq, e.op, e.params, e.result, coalesce(encode(e.fingerprint, 'hex'), ''), coalesce(e.agent_id, ''),
 	coalesce(e.user_id, ''), coalesce(e.session_id, ''), coalesce(e.idempotency_key, ''),
 	coalesce(e.reverts_seq, 0), e.created_at`
 
 func scanEvent(row pgx.Row) (Event, error) {
-	var e Event
-	var params, result, fp []byte
-	err := row.Scan(&e.JobID, &e.Seq, &e.Op, &params, &result, &fp, &e.AgentID, &e.UserID, &e.SessionID,
+	var r eventRow
+	return r.scan(row)
+}
+
+// eventRow is what an event is scanned into: the destinations escape to the driver, so
+// keeping them together costs one allocation (per query, in collectEvents) instead of
+// one per destination per row.
+type eventRow struct {
+	e              Event
+	params, result []byte
+}
+
+func (r *eventRow) scan(row pgx.Row) (Event, error) {
+	r.e, r.params, r.result = Event{}, nil, nil // fresh buffers: the last event keeps its own
+	e := &r.e
+	err := row.Scan(&e.JobID, &e.Seq, &e.Op, &r.params, &r.result, &e.Fingerprint, &e.AgentID, &e.UserID, &e.SessionID,
 		&e.IdempotencyKey, &e.RevertsSeq, &e.CreatedAt)
 	if err != nil {
-		return e, err
+		return *e, err
 	}
-	e.Params = json.RawMessage(params)
-	if result != nil {
-		e.Result = json.RawMessage(result)
+	e.Params = json.RawMessage(r.params)
+	if r.result != nil {
+		e.Result = json.RawMessage(r.result)
 	}
-	e.Fingerprint = hex.EncodeToString(fp)
 	e.CreatedAt = e.CreatedAt.UTC()
-	return e, nil
+	return *e, nil
 }
 
 func collectEvents(rows pgx.Rows, err error) ([]Event, error) {
@@ -258,8 +272,9 @@ func collectEvents(rows pgx.Rows, err error) ([]Event, error) {
 	}
 	defer rows.Close()
 	var out []Event
+	var r eventRow
 	for rows.Next() {
-		e, err := scanEvent(rows)
+		e, err := r.scan(rows)
 		if err != nil {
 			return nil, pg.Interpret(err)
 		}

@@ -171,7 +171,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			// claim is made again on its own below, which replays, refuses or waits.
 			sess.AtBegin(idempotency.ClaimStatements(p.OrgID, key, fp, r.Method, r.URL.Path, subjectOf(r, body),
 				s.Options.IdempotencyTTL, s.Options.IdempotencyWait)...)
-			refused := s.finishWrite(w, r, next, sess, p, key, body, state)
+			refused := s.finishWrite(w, r, next, sess, p, key, body, state, true)
 			if refused == nil {
 				return
 			}
@@ -218,7 +218,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				return
 			}
 		}
-		_ = s.finishWrite(w, r, next, sess, p, key, body, state)
+		_ = s.finishWrite(w, r, next, sess, p, key, body, state, false)
 	})
 }
 
@@ -242,10 +242,15 @@ var claimInWrite = map[string]bool{
 // before the response is written. It returns the error of an AtBegin claim that refused
 // the key; then it rolled back and wrote nothing to w.
 func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.Handler, sess *pg.Session, p auth.Principal,
-	key string, body []byte, state *uowState) error {
+	key string, body []byte, state *uowState, claimed bool) error {
 	ctx := r.Context()
-	// The handler writes its headers into a copy, so that a refused claim leaves w as it was.
-	rec := &recorder{header: w.Header().Clone()}
+	// With a claim in front (claimed), the handler writes its headers into a copy, so that a
+	// refused claim leaves w as it was; otherwise into w's own (nothing is sent before
+	// flushTo).
+	rec := &recorder{header: w.Header()}
+	if claimed {
+		rec.header = rec.header.Clone()
+	}
 	next.ServeHTTP(rec, r)
 	if err := sess.BeginErr(); err != nil {
 		sess.Rollback(ctx)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,41 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	// StoreErrors counts requests answered 503 because a store was unreachable.
 	StoreErrors *prometheus.CounterVec
+
+	// series keeps each (method, route, status)'s counter and histogram: looking them up
+	// by label values costs allocations on every request (the values' slice, the status's
+	// string); the key set is the vectors' own, so it grows no further than they do.
+	seriesMu sync.RWMutex
+	series   map[seriesKey]requestSeries
+}
+
+type seriesKey struct {
+	method, route string
+	status        int
+}
+
+type requestSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// observe counts one request and its duration.
+func (m *Metrics) observe(method, route string, status int, d time.Duration) {
+	k := seriesKey{method, route, status}
+	m.seriesMu.RLock()
+	s, ok := m.series[k]
+	m.seriesMu.RUnlock()
+	if !ok {
+		s = requestSeries{m.requests.WithLabelValues(method, route, strconv.Itoa(status)), m.duration.WithLabelValues(method, route)}
+		m.seriesMu.Lock()
+		if m.series == nil {
+			m.series = map[seriesKey]requestSeries{}
+		}
+		m.series[k] = s
+		m.seriesMu.Unlock()
+	}
+	s.requests.Inc()
+	s.duration.Observe(d.Seconds())
 }
 
 // NewMetrics registers the request metrics and the Go, process, Postgres-pool, Postgres and
@@ -106,13 +142,14 @@ type callerSlotKey struct{}
 // WithCaller attaches the authenticated caller to ctx (auth.WithPrincipal) and tells the
 // enclosing Observe, so the request's log line names its org_id and key_id.
 func WithCaller(ctx context.Context, p auth.Principal) context.Context {
+	pp := &p // one copy on the heap, shared by the slot and the context
 	if slot, ok := ctx.Value(callerSlotKey{}).(*callerSlot); ok {
-		slot.p.Store(&p)
+		slot.p.Store(pp)
 		for outer := slot.parent; outer != nil; outer = outer.parent {
-			outer.p.CompareAndSwap(nil, &p) // in-process calls may run concurrently
+			outer.p.CompareAndSwap(nil, pp) // in-process calls may run concurrently
 		}
 	}
-	return auth.WithPrincipal(ctx, p)
+	return auth.WithPrincipalRef(ctx, pp)
 }
 
 // Observe logs one line per request (ids, route, status, timing; never a body or a
@@ -122,8 +159,12 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			sw := &statusWriter{ResponseWriter: w}
-			slot := &callerSlot{}
+			// The writer and the caller's slot live for the request alike: one allocation.
+			st := &struct {
+				sw   statusWriter
+				slot callerSlot
+			}{sw: statusWriter{ResponseWriter: w}}
+			sw, slot := &st.sw, &st.slot
 			slot.parent, _ = r.Context().Value(callerSlotKey{}).(*callerSlot)
 			defer func() {
 				if rec := recover(); rec != nil {
@@ -145,8 +186,7 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 					status = http.StatusOK
 				}
 				d := time.Since(start)
-				m.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
-				m.duration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+				m.observe(r.Method, route, status, d)
 				var p auth.Principal
 				if sp := slot.p.Load(); sp != nil {
 					p = *sp

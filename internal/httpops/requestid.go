@@ -13,8 +13,10 @@ type requestIDKey struct{}
 
 // RequestID is the request's id (X-Request-Id), "" outside a request.
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	if id, _ := ctx.Value(requestIDKey{}).(*string); id != nil {
+		return *id
+	}
+	return ""
 }
 
 // WithRequestID accepts a sane X-Request-Id from the client or makes one, and echoes it.
@@ -22,11 +24,17 @@ func WithRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		if !idempotency.ValidKey(id) || len(id) > 128 {
-			b := make([]byte, 12)
-			_, _ = rand.Read(b)
-			id = hex.EncodeToString(b)
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
 		}
-		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		// The id for the context (by pointer: a string in an interface is an allocation of
+		// its own) and the header's value, in one allocation.
+		v := &struct {
+			id  string
+			hdr [1]string
+		}{id: id, hdr: [1]string{id}}
+		w.Header()["X-Request-Id"] = v.hdr[:]
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, &v.id)))
 	})
 }

@@ -43,18 +43,23 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
+// Resume's statements, built once (not on every call).
+var (
+	resumeJobSQL        = `SELECT ` + jobCols + ` FROM jobs WHERE org_id = $1 AND job_id = $2`
+	resumeCheckpointSQL = lineageCTE + `SELECT ` + checkpointCols + ` ` + inLineage +
+		` WHERE c.version = (SELECT checkpoint_version FROM jobs WHERE org_id = $1 AND job_id = $2)`
+	resumeStepsSQL = `SELECT ` + stepCols + ` FROM job_steps WHERE org_id = $1 AND job_id = $2
+		ORDER BY (status = 'completed'), finished_at DESC NULLS FIRST, step_id LIMIT $3`
+	resumeHandoffsSQL = `SELECT ` + handoffCols + ` FROM job_handoffs WHERE org_id = $1 AND job_id = $2 AND status = 'pending'`
+)
+
 // Resume reads a job's resume view: job, latest checkpoint (through a fork's lineage),
 // steps by state and pending handoffs — one batch, one round trip to Postgres when db can
 // batch (a pgx.Tx, Conn or Pool). also queues more queries into that batch (the caller's
 // own reads, so they cost no round trip); it needs a db that batches.
 func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also ...func(*pgx.Batch)) (Resume, error) {
 	now := s.Now()
-	qJob := `SELECT ` + jobCols + ` FROM jobs WHERE org_id = $1 AND job_id = $2`
-	qCP := lineageCTE + `SELECT ` + checkpointCols + ` ` + inLineage +
-		` WHERE c.version = (SELECT checkpoint_version FROM jobs WHERE org_id = $1 AND job_id = $2)`
-	qSteps := `SELECT ` + stepCols + ` FROM job_steps WHERE org_id = $1 AND job_id = $2
-		ORDER BY (status = 'completed'), finished_at DESC NULLS FIRST, step_id LIMIT $3`
-	qHand := `SELECT ` + handoffCols + ` FROM job_handoffs WHERE org_id = $1 AND job_id = $2 AND status = 'pending'`
+	qJob, qCP, qSteps, qHand := resumeJobSQL, resumeCheckpointSQL, resumeStepsSQL, resumeHandoffsSQL
 
 	var r Resume
 	var jobErr, cpErr error
@@ -143,7 +148,7 @@ func (s *Store) Resume(ctx context.Context, db pg.DBTX, org, jobID string, also 
 	if len(steps) > MaxResumeSteps {
 		steps, r.StepsTruncated = steps[:MaxResumeSteps], true
 	}
-	r.CompletedSteps, r.InFlight, r.FailedSteps = []CompletedStep{}, []Step{}, []Step{}
+	r.CompletedSteps, r.InFlight, r.FailedSteps = make([]CompletedStep, 0, len(steps)), []Step{}, []Step{}
 	history := map[string][]Attempt{}
 	for _, a := range atts {
 		history[a.StepID] = append(history[a.StepID], a)

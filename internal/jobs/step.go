@@ -103,10 +103,9 @@ func (s *Store) scanStep(row pgx.Row, now time.Time) (Step, error) {
 func (st *Step) normalise(now time.Time) {
 	st.LeaseExpiresAt, st.StartedAt, st.HeartbeatAt = st.LeaseExpiresAt.UTC(), st.StartedAt.UTC(), st.HeartbeatAt.UTC()
 	st.FirstStartedAt = st.FirstStartedAt.UTC()
-	for _, p := range []**time.Time{&st.FinishedAt, &st.ClearedAt} {
-		if *p != nil {
-			t := (**p).UTC()
-			*p = &t
+	for _, p := range []*time.Time{st.FinishedAt, st.ClearedAt} {
+		if p != nil { // the scan's own time: converted in place, no copy allocated
+			*p = p.UTC()
 		}
 	}
 	st.Lease = ""
