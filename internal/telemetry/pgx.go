@@ -32,9 +32,9 @@ var dbSystem = attribute.String("db.system.name", "postgresql")
 // (statement) instead of once per execution.
 type stmt struct {
 	name  string                  // "pg SELECT": the span's or event's name
-	attrs []attribute.KeyValue    // db.operation.name, db.query.text
-	start []trace.SpanStartOption // a span of its own: client kind, db.system.name and attrs
-	event []trace.EventOption     // an event of a batch's span: attrs
+	text  attribute.KeyValue      // db.query.text
+	start []trace.SpanStartOption // a span of its own: client kind, db.system.name, db.operation.name, text
+	event []trace.EventOption     // an event of a batch's span: text (its name says the operation)
 }
 
 // maxStmts bounds the cache of statements: Strata's SQL is a few hundred constant texts,
@@ -64,13 +64,13 @@ func statement(sql string) *stmt {
 
 func newStmt(sql string) *stmt {
 	op := operation(sql)
-	attrs := []attribute.KeyValue{attribute.String("db.operation.name", op), attribute.String("db.query.text", queryText(sql))}
+	text := attribute.String("db.query.text", queryText(sql))
 	return &stmt{
-		name:  "pg " + op,
-		attrs: attrs,
+		name: "pg " + op,
+		text: text,
 		start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(append([]attribute.KeyValue{dbSystem}, attrs...)...)},
-		event: []trace.EventOption{trace.WithAttributes(attrs...)},
+			trace.WithAttributes(dbSystem, attribute.String("db.operation.name", op), text)},
+		event: []trace.EventOption{trace.WithAttributes(text)},
 	}
 }
 
@@ -171,9 +171,9 @@ func (PgxTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBa
 		span.AddEvent(s.name, s.event...)
 		return
 	}
-	attrs := s.attrs
+	attrs := []attribute.KeyValue{s.text}
 	if code := sqlState(d.Err); code != "" {
-		attrs = append(attrs[:len(attrs):len(attrs)], attribute.String("db.response.status_code", code))
+		attrs = append(attrs, attribute.String("db.response.status_code", code))
 	}
 	span.AddEvent(s.name, trace.WithAttributes(attrs...))
 	span.SetStatus(codes.Error, "statement failed")
