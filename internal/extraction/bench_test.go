@@ -46,7 +46,7 @@ func TestBenchExtraction(t *testing.T) {
 						if err != nil || !mark {
 							return err
 						}
-						_, err = tx.Exec(e.ctx, extraction.MarkPendingSQL, org, sess, a.UserID, a.AgentID, a.Turn.Seq, false)
+						_, err = tx.Exec(e.ctx, extraction.MarkPendingSQL, org, sess, a.UserID, a.AgentID, a.Turn.Seq, false, "")
 						return err
 					}))
 					require.NoError(t, a.Confirm(e.ctx))

@@ -96,7 +96,7 @@ func (e *env) say(session, user string, turns ...string) []int64 {
 			seqs = append(seqs, a.Turn.Seq)
 		}
 		last := as[len(as)-1]
-		_, err := tx.Exec(e.ctx, extraction.MarkPendingSQL, org, session, last.UserID, last.AgentID, last.Turn.Seq, false)
+		_, err := tx.Exec(e.ctx, extraction.MarkPendingSQL, org, session, last.UserID, last.AgentID, last.Turn.Seq, false, "")
 		return err
 	})
 	for _, a := range as {

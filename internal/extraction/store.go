@@ -69,15 +69,17 @@ func AddHourUsage(ctx context.Context, db pg.DBTX, org string, hour time.Time, u
 }
 
 // MarkPendingSQL is the statement an append queues into its COMMIT's round trip
-// (pg.Session.AtCommit) when the server has an LLM: it records that the session has turns
-// up to $5 waiting, when the org's policy has extraction on ($1 org, $2 session, $3 user,
-// $4 agent, $5 seq, $6 the default of extraction.enabled).
-const MarkPendingSQL = `INSERT INTO extraction_state AS e (org_id, session_id, user_id, agent_id, pending_seq, last_turn_at, updated_at)
-	SELECT $1, $2, nullif($3, ''), nullif($4, ''), $5, now(), now()
+// (pg.Session.AtCommit) when the server has an LLM: it records that the session has turns up
+// to $5 waiting, when the org's policy has extraction on ($1 org, $2 session, $3 user,
+// $4 agent, $5 seq, $6 the default of extraction.enabled, $7 the appending request's W3C
+// traceparent, empty when it is not traced: the extraction job's span links to it).
+const MarkPendingSQL = `INSERT INTO extraction_state AS e (org_id, session_id, user_id, agent_id, pending_seq, last_turn_at, updated_at, trace_parent)
+	SELECT $1, $2, nullif($3, ''), nullif($4, ''), $5, now(), now(), nullif($7, '')
 	WHERE coalesce((SELECT (p.policy->'extraction'->>'enabled')::boolean FROM eviction_policies p WHERE p.org_id = $1), $6)
 	ON CONFLICT (org_id, session_id) DO UPDATE SET pending_seq = greatest(e.pending_seq, excluded.pending_seq),
 		last_turn_at = excluded.last_turn_at, user_id = coalesce(e.user_id, excluded.user_id),
-		agent_id = coalesce(e.agent_id, excluded.agent_id), updated_at = excluded.updated_at`
+		agent_id = coalesce(e.agent_id, excluded.agent_id), updated_at = excluded.updated_at,
+		trace_parent = excluded.trace_parent`
 
 // SessionExtraction is a session's extraction bookkeeping.
 type SessionExtraction struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/strata"
+	"github.com/strata-mem/strata/internal/telemetry"
 )
 
 // BatchTurns is how many turns one model call reads.
@@ -52,23 +53,30 @@ func (DispatchArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Second}}
 }
 
+// DueSession is a session Due offers, with the trace context of the request whose turn last
+// made it pending.
+type DueSession struct {
+	SessionArgs
+	TraceParent string // W3C traceparent; "" when that request was not traced
+}
+
 // Due lists org's sessions to extract now: turns waiting, quiet for the debounce or at least
 // every_turns of them, not backed off.
-func Due(ctx context.Context, tx pgx.Tx, org string, rules policy.Extraction, now time.Time, limit int) ([]SessionArgs, error) {
+func Due(ctx context.Context, tx pgx.Tx, org string, rules policy.Extraction, now time.Time, limit int) ([]DueSession, error) {
 	n := rules.EveryTurns
 	if n <= 0 {
 		n = 1 << 30
 	}
-	rows, err := tx.Query(ctx, `SELECT session_id, coalesce(user_id, '') FROM extraction_state
+	rows, err := tx.Query(ctx, `SELECT session_id, coalesce(user_id, ''), coalesce(trace_parent, '') FROM extraction_state
 		WHERE org_id = $1 AND pending_seq > extracted_seq AND (retry_after IS NULL OR retry_after <= $2)
 		  AND (last_turn_at <= $3 OR pending_seq - extracted_seq >= $4)
 		ORDER BY last_turn_at LIMIT $5`, org, now, now.Add(-rules.Debounce), n, limit)
 	if err != nil {
 		return nil, pg.Interpret(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionArgs, error) {
-		a := SessionArgs{Org: org}
-		return a, r.Scan(&a.Session, &a.UserID)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DueSession, error) {
+		a := DueSession{SessionArgs: SessionArgs{Org: org}}
+		return a, r.Scan(&a.Session, &a.UserID, &a.TraceParent)
 	})
 	return out, pg.Interpret(err)
 }
@@ -100,7 +108,11 @@ func (w *DispatchWorker) Work(ctx context.Context, _ *river.Job[DispatchArgs]) e
 			}
 			params := make([]river.InsertManyParams, len(due))
 			for i, a := range due {
-				params[i] = river.InsertManyParams{Args: a}
+				params[i] = river.InsertManyParams{Args: a.SessionArgs}
+				if md := telemetry.JobMetadata(a.TraceParent); md != nil {
+					// The job's span links to the request whose turn made the session due.
+					params[i].InsertOpts = &river.InsertOpts{Metadata: md}
+				}
 			}
 			_, err = client.InsertManyTx(ctx, tx, params)
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/strata"
+	"github.com/strata-mem/strata/internal/telemetry"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -111,12 +112,14 @@ func (s *Server) sessionExtraction(ctx context.Context, r *Request, in *struct{ 
 
 // markExtraction records, in the append's COMMIT round trip, that the session has turns up
 // to seq waiting for extraction (when the server has an LLM; the statement itself checks
-// the org's policy). Nothing else of extraction happens on the request path.
-func (s *Server) markExtraction(r *Request, session string, a *working.Appended) {
+// the org's policy), with the request's trace context when it is traced (the extraction
+// job's span links to it). Nothing else of extraction happens on the request path.
+func (s *Server) markExtraction(ctx context.Context, r *Request, session string, a *working.Appended) {
 	if s.Extraction == nil {
 		return
 	}
-	r.AtCommit(extraction.MarkPendingSQL, r.Org, session, a.UserID, a.AgentID, a.Turn.Seq, s.ExtractionDefaultOn)
+	r.AtCommit(extraction.MarkPendingSQL, r.Org, session, a.UserID, a.AgentID, a.Turn.Seq, s.ExtractionDefaultOn,
+		telemetry.Traceparent(ctx))
 }
 
 // postSessionMessages appends a batch of turns (POST /v1/sessions/{s}/messages with
@@ -151,7 +154,7 @@ func (s *Server) postSessionMessages(ctx context.Context, r *Request, in *api.Po
 			}
 		}
 	})
-	s.markExtraction(r, in.Session, last)
+	s.markExtraction(ctx, r, in.Session, last)
 	out := &api.MessageOutput{Status: http.StatusCreated, Body: api.MessageBody{SessionID: in.Session, Turn: last.Turn,
 		ExpiresAt: last.ExpiresAt, Items: make([]working.Turn, len(as))}}
 	for i, a := range as {

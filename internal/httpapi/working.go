@@ -78,7 +78,7 @@ func (s *Server) postSessionMessage(ctx context.Context, r *Request, in *api.Pos
 	if err != nil {
 		return nil, err
 	}
-	s.markExtraction(r, in.Session, a)
+	s.markExtraction(ctx, r, in.Session, a)
 	r.AfterCommit(func() {
 		if err := a.Confirm(context.WithoutCancel(ctx)); err != nil {
 			s.Log.WarnContext(ctx, "confirming turns (the next append re-spills them)", "err", err, "request_id", httpops.RequestID(ctx))

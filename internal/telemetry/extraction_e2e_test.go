@@ -17,7 +17,8 @@ import (
 
 // TestExtractionJobTraced: a conversation turn is extracted in the background by River jobs
 // with the model and the embedder over HTTP (fakes of the OpenAI API). Over OTLP arrive: the
-// per-session extraction job as a consumer span linked to the dispatch run that queued it,
+// per-session extraction job as a consumer span linked to the request that appended the turn
+// (the caller's trace) and to the dispatch run that queued the job,
 // the model call as a client span under the job, and every model and embedding request
 // carrying the traceparent of an exported client span — and no span holds the user id or
 // the turn's words.
@@ -58,8 +59,9 @@ func TestExtractionJobTraced(t *testing.T) {
 	key, admin := s.NewKey("otel-x", "agent"), s.NewKey("otel-x", "admin")
 	r := s.Do("PUT", "/v1/admin/policies", admin, map[string]any{"extraction": map[string]any{"enabled": true, "debounce": "0s"}})
 	require.Contains(t, []int{200, 201}, r.Status, string(r.Body))
+	const turnTrace, callerSpan = "5cf92f3577b34da6a3ce929d0e0e4799", "00f067aa0ba902b8"
 	r = s.Do("POST", "/v1/sessions/sess-x/messages", key, map[string]any{"role": "user", "content": turn,
-		"user_id": user, "agent_id": "a1"})
+		"user_id": user, "agent_id": "a1"}, "traceparent", "00-"+turnTrace+"-"+callerSpan+"-01")
 	require.Equal(t, 201, r.Status, string(r.Body))
 	require.Eventually(t, func() bool {
 		r := s.Do("GET", "/v1/sessions/sess-x/extraction", key, nil)
@@ -69,22 +71,38 @@ func TestExtractionJobTraced(t *testing.T) {
 
 	spans := rc.all()
 	byID := index(spans)
-	var job *tracepb.Span
+	var appendSpan *tracepb.Span // the request that appended the turn
 	for _, sp := range spans {
-		if sp.GetKind() == tracepb.Span_SPAN_KIND_CONSUMER && sp.GetName() == "river.work extract_session" {
-			for _, l := range sp.GetLinks() {
-				if d, ok := byID[hexID(l.GetSpanId())]; ok {
-					for root := d; root != nil; root = byID[hexID(root.GetParentSpanId())] {
-						if root.GetName() == "river.work extraction_dispatch" {
-							job = sp
-							break
-						}
-					}
-				}
-			}
+		if hexID(sp.GetTraceId()) == turnTrace && sp.GetKind() == tracepb.Span_SPAN_KIND_SERVER {
+			appendSpan = sp
 		}
 	}
-	require.NotNil(t, job, "no extraction job span linked to the dispatch run that queued it")
+	require.NotNil(t, appendSpan, "no server span for the append")
+	require.Equal(t, "POST /v1/sessions/{session}/messages", appendSpan.GetName())
+	var job *tracepb.Span
+	for _, sp := range spans {
+		if sp.GetKind() != tracepb.Span_SPAN_KIND_CONSUMER || sp.GetName() != "river.work extract_session" {
+			continue
+		}
+		var toRequest, toDispatch bool
+		for _, l := range sp.GetLinks() {
+			d, ok := byID[hexID(l.GetSpanId())]
+			if !ok {
+				continue
+			}
+			toRequest = toRequest || d == appendSpan
+			for root := d; root != nil; root = byID[hexID(root.GetParentSpanId())] {
+				toDispatch = toDispatch || root.GetName() == "river.work extraction_dispatch"
+			}
+		}
+		if toRequest {
+			require.True(t, toDispatch, "the extraction job is not linked to the dispatch run that inserted it")
+			require.Nil(t, job, "two extraction jobs linked to the append")
+			job = sp
+		}
+	}
+	require.NotNil(t, job, "no extraction job span linked to the request that appended the turn")
+	require.NotEqual(t, turnTrace, hexID(job.GetTraceId()), "a job is a trace of its own, linked")
 	var model *tracepb.Span
 	for _, sp := range spans {
 		if sp.GetKind() == tracepb.Span_SPAN_KIND_CLIENT && strings.HasPrefix(sp.GetName(), "HTTP POST") && descends(byID, sp, job) {

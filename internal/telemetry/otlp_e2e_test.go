@@ -2,17 +2,21 @@ package telemetry_test
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -151,7 +155,8 @@ func TestTracesOverOTLP(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 
-	s := apptest.Start(t, apptest.Env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL),
+	sent := &sentStatements{byTrace: map[string][]string{}}
+	s := apptest.Start(t, apptest.Env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.URL), apptest.Tracer(sent),
 		apptest.Env("STRATA_LOG_LEVEL", "info"),
 		apptest.Env("STRATA_WEBHOOK_ALLOW_PRIVATE", "true"), apptest.Env("STRATA_WEBHOOK_BACKOFF", "50ms"))
 	key := s.NewKey("otel-org", "agent")
@@ -223,7 +228,8 @@ func TestTracesOverOTLP(t *testing.T) {
 	require.Equal(t, "POST /v1/context", handler.GetName())
 	require.Equal(t, "/v1/context", attr(handler, "http.route"))
 	require.Equal(t, requestID, attr(handler, "strata.request_id"))
-	var pgSpans, redisSpans int
+	var exported []string // the SQL of each statement in the trace: a span's, or an event's of a batch's span
+	var redisSpans int
 	for _, sp := range spans {
 		if hexID(sp.GetTraceId()) != callerTrace || sp == handler {
 			continue
@@ -231,8 +237,15 @@ func TestTracesOverOTLP(t *testing.T) {
 		require.True(t, underneath(sp, handler), "span %q is in the trace but not under the handler", sp.GetName())
 		switch attr(sp, "db.system.name") {
 		case "postgresql":
-			if attr(sp, "db.query.text") != "" {
-				pgSpans++
+			if q := attr(sp, "db.query.text"); q != "" {
+				exported = append(exported, q)
+			}
+			for _, e := range sp.GetEvents() {
+				for _, kv := range e.GetAttributes() {
+					if kv.GetKey() == "db.query.text" {
+						exported = append(exported, valueString(kv.GetValue()))
+					}
+				}
 			}
 			require.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, sp.GetKind())
 		case "redis":
@@ -241,8 +254,14 @@ func TestTracesOverOTLP(t *testing.T) {
 		}
 	}
 	t.Logf("the trace of POST /v1/context:\n%s", tree(spans, handler, ""))
-	require.Positive(t, pgSpans, "no Postgres statement under the handler")
 	require.Positive(t, redisSpans, "no Redis command under the handler")
+	// Every statement the server sent for the call is in its trace, once, by its text.
+	want := sent.of(callerTrace)
+	require.NotEmpty(t, want, "no Postgres statement under the handler")
+	slices.Sort(want)
+	slices.Sort(exported)
+	require.Equal(t, want, exported, "the statements sent and the statements in the trace")
+	t.Logf("POST /v1/context: %d statements, %d spans in its trace", len(want), inTrace(spans, callerTrace))
 
 	for trace, route := range map[string]string{mem0Trace: "/mem0/", mcpTrace: "/mcp"} {
 		var found *tracepb.Span
@@ -317,9 +336,57 @@ func TestTracesOverOTLP(t *testing.T) {
 	t.Logf("%d spans in %d export requests", len(spans), rc.requests)
 }
 
+// sentStatements is a pgx tracer of the server's pool (beside the server's own) recording
+// the SQL of each statement sent in a trace, by trace id, whitespace collapsed as spans
+// carry it.
+type sentStatements struct {
+	mu      sync.Mutex
+	byTrace map[string][]string
+}
+
+func (s *sentStatements) record(ctx context.Context, sql string) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		s.mu.Lock()
+		s.byTrace[sc.TraceID().String()] = append(s.byTrace[sc.TraceID().String()], strings.Join(strings.Fields(sql), " "))
+		s.mu.Unlock()
+	}
+}
+
+func (s *sentStatements) of(traceID string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.byTrace[traceID])
+}
+
+func (s *sentStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.record(ctx, d.SQL)
+	return ctx
+}
+func (s *sentStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (s *sentStatements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (s *sentStatements) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.record(ctx, d.SQL)
+}
+func (s *sentStatements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func inTrace(spans []*tracepb.Span, traceID string) int {
+	n := 0
+	for _, sp := range spans {
+		if hexID(sp.GetTraceId()) == traceID {
+			n++
+		}
+	}
+	return n
+}
+
 // tree renders root and its descendants, one span a line (the test's log shows the shape).
 func tree(spans []*tracepb.Span, root *tracepb.Span, indent string) string {
 	out := indent + root.GetName() + "\n"
+	for _, e := range root.GetEvents() {
+		out += indent + "  · " + e.GetName() + "\n"
+	}
 	for _, sp := range spans {
 		if hexID(sp.GetParentSpanId()) == hexID(root.GetSpanId()) && hexID(sp.GetTraceId()) == hexID(root.GetTraceId()) {
 			out += tree(spans, sp, indent+"  ")

@@ -13,17 +13,44 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// metadataKey is the job metadata key holding the trace context of the request (or job)
-// that queued the job.
-const metadataKey = "otel"
+// Job metadata keys: metadataKey holds the trace context of the job's cause — the request
+// (or job) that queued it: the inserter's, unless the enqueuer named another (JobMetadata);
+// inserterKey the inserter's when the enqueuer named the cause.
+const (
+	metadataKey = "otel"
+	inserterKey = "otel_inserter"
+)
 
 // RiverMiddleware carries trace context through River: inserting a job records the
 // inserter's context (traceparent) in the job's metadata, and working it makes a consumer
 // span — a root of its own, linked to the inserter's span, since a job may run long after
-// (and more than once after) the request that queued it finished. Spans name the job's
-// kind; its args (org, session and user ids) are never recorded.
+// (and more than once after) the request that queued it finished. A job queued later on a
+// request's behalf (extraction: the dispatcher queues a session's job once its turns have
+// waited long enough) names that request at insert (JobMetadata), and its span links to the
+// request and to the inserter. Spans name the job's kind; its args (org, session and user
+// ids) are never recorded.
 type RiverMiddleware struct {
 	river.MiddlewareDefaults
+}
+
+// Traceparent is ctx's span context as a W3C traceparent, "" outside a trace: what a request
+// records for a job that will be queued on its behalf later (JobMetadata).
+func Traceparent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+}
+
+// JobMetadata is River job metadata (InsertOpts.Metadata) naming traceparent (Traceparent)
+// as the job's cause; nil when traceparent is empty.
+func JobMetadata(traceparent string) []byte {
+	if traceparent == "" {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]map[string]string{metadataKey: {"traceparent": traceparent}})
+	return b
 }
 
 // InsertMany implements rivertype.JobInsertMiddleware.
@@ -40,7 +67,11 @@ func (RiverMiddleware) InsertMany(ctx context.Context, params []*rivertype.JobIn
 						continue // not ours to rewrite
 					}
 				}
-				meta[metadataKey] = map[string]string(carrier)
+				if _, named := meta[metadataKey]; named {
+					meta[inserterKey] = map[string]string(carrier)
+				} else {
+					meta[metadataKey] = map[string]string(carrier)
+				}
 				if b, err := json.Marshal(meta); err == nil {
 					p.Metadata = b
 				}
@@ -59,12 +90,18 @@ func (RiverMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner 
 			attribute.String("strata.job.kind", job.Kind), attribute.Int64("strata.job.id", job.ID),
 			attribute.Int("strata.job.attempt", job.Attempt))}
 	var meta struct {
-		Otel map[string]string `json:"otel"`
+		Otel     map[string]string `json:"otel"`
+		Inserter map[string]string `json:"otel_inserter"`
 	}
-	if len(job.Metadata) > 0 && json.Unmarshal(job.Metadata, &meta) == nil && len(meta.Otel) > 0 {
-		linked := trace.SpanContextFromContext(otel.GetTextMapPropagator().Extract(context.Background(), propagation.MapCarrier(meta.Otel)))
-		if linked.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: linked}))
+	if len(job.Metadata) > 0 && json.Unmarshal(job.Metadata, &meta) == nil {
+		for _, c := range []map[string]string{meta.Otel, meta.Inserter} {
+			if len(c) == 0 {
+				continue
+			}
+			linked := trace.SpanContextFromContext(otel.GetTextMapPropagator().Extract(context.Background(), propagation.MapCarrier(c)))
+			if linked.IsValid() {
+				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: linked}))
+			}
 		}
 	}
 	ctx, span := tracer().Start(ctx, "river.work "+job.Kind, opts...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 
@@ -51,7 +52,8 @@ func Configured(getenv func(string) string) bool {
 // context propagator as OpenTelemetry's globals. Everything else — endpoint, headers,
 // protocol details, timeouts, the sampler (OTEL_TRACES_SAMPLER, default parentbased_always_on),
 // the batch processor's delays, the service name and resource attributes — is read from
-// the process environment by the SDK itself. OTEL_EXPORTER_OTLP_PROTOCOL (or
+// the process environment by the SDK itself (the batch processor's queue and export sizes
+// default to Strata's, batchLimits). OTEL_EXPORTER_OTLP_PROTOCOL (or
 // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) picks http/protobuf (default) or grpc.
 //
 // The SDK's own errors (an unreachable collector, a full queue) go to log at WARN.
@@ -87,10 +89,37 @@ func Setup(ctx context.Context, getenv func(string) string, log *slog.Logger) (*
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("OpenTelemetry: resource from OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batchLimits(os.Getenv)...), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return &Telemetry{tp: tp}, nil
+}
+
+// Strata's defaults for the batch span processor, where the SDK's (a queue of 2048 spans,
+// exports of 512) are for a process making far fewer spans: POST /v1/context makes about a
+// dozen, so at a few hundred calls a second the SDK's queue holds well under a second of
+// spans, and a collector that is slow for a moment costs spans. The queue is what a span
+// costs the request: ending one is a non-blocking send to it (a full queue drops the span,
+// never waits); the export (protobuf encoding, the HTTP or gRPC round trip) runs on the
+// processor's own goroutine.
+const (
+	defaultMaxQueueSize       = 8192
+	defaultMaxExportBatchSize = 1024
+)
+
+// batchLimits is Strata's defaults for the limits the environment (read by the SDK from the
+// process's, as getenv does) leaves unset. A queue size set alone keeps the SDK's export
+// size (at most the queue).
+func batchLimits(getenv func(string) string) []sdktrace.BatchSpanProcessorOption {
+	var opts []sdktrace.BatchSpanProcessorOption
+	queueSet := getenv("OTEL_BSP_MAX_QUEUE_SIZE") != ""
+	if !queueSet {
+		opts = append(opts, sdktrace.WithMaxQueueSize(defaultMaxQueueSize))
+	}
+	if !queueSet && getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") == "" {
+		opts = append(opts, sdktrace.WithMaxExportBatchSize(defaultMaxExportBatchSize))
+	}
+	return opts
 }
 
 // tracer is Strata's tracer from the global provider. The provider is read per span (a
