@@ -19,8 +19,9 @@ const module = "github.com/strata-mem/strata/"
 // a new package has to be placed deliberately.
 var floors = map[string]int{
 	"internal/strata": 0, "internal/config": 0, "internal/service": 0,
-	"internal/progress": 0, // a leaf: the CLI's bars, and `server partition`'s
-	"internal/pg":       10, "internal/redisconn": 10, "internal/embed": 10,
+	"internal/progress":   0, // a leaf: the CLI's bars, and `server partition`'s
+	"internal/tracecause": 0, // a leaf: a request's traceparent for work queued later on its behalf (issue 44)
+	"internal/pg":         10, "internal/redisconn": 10, "internal/embed": 10,
 	"internal/queue": 11, "migrations": 11, // both build on pg
 	"internal/partition": 11, // the online move to the partitioned layout: runs migrations' SQL functions
 	"internal/working":   20, "internal/episodic": 20, "internal/jobs": 20, "internal/semantic": 20,

@@ -16,7 +16,7 @@ import (
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/queue"
 	"github.com/strata-mem/strata/internal/strata"
-	"github.com/strata-mem/strata/internal/telemetry"
+	"github.com/strata-mem/strata/internal/tracecause"
 )
 
 // BatchTurns is how many turns one model call reads.
@@ -109,7 +109,7 @@ func (w *DispatchWorker) Work(ctx context.Context, _ *river.Job[DispatchArgs]) e
 			params := make([]river.InsertManyParams, len(due))
 			for i, a := range due {
 				params[i] = river.InsertManyParams{Args: a.SessionArgs}
-				if md := telemetry.JobMetadata(a.TraceParent); md != nil {
+				if md := tracecause.JobMetadata(a.TraceParent); md != nil {
 					// The job's span links to the request whose turn made the session due.
 					params[i].InsertOpts = &river.InsertOpts{Metadata: md}
 				}

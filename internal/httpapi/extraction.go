@@ -12,7 +12,7 @@ import (
 	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/strata"
-	"github.com/strata-mem/strata/internal/telemetry"
+	"github.com/strata-mem/strata/internal/tracecause"
 	"github.com/strata-mem/strata/internal/working"
 )
 
@@ -119,7 +119,7 @@ func (s *Server) markExtraction(ctx context.Context, r *Request, session string,
 		return
 	}
 	r.AtCommit(extraction.MarkPendingSQL, r.Org, session, a.UserID, a.AgentID, a.Turn.Seq, s.ExtractionDefaultOn,
-		telemetry.Traceparent(ctx))
+		tracecause.Traceparent(ctx))
 }
 
 // postSessionMessages appends a batch of turns (POST /v1/sessions/{s}/messages with

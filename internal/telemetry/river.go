@@ -11,13 +11,15 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/strata-mem/strata/internal/tracecause"
 )
 
 // Job metadata keys: metadataKey holds the trace context of the job's cause — the request
-// (or job) that queued it: the inserter's, unless the enqueuer named another (JobMetadata);
+// (or job) that queued it: the inserter's, unless the enqueuer named another (tracecause.JobMetadata);
 // inserterKey the inserter's when the enqueuer named the cause.
 const (
-	metadataKey = "otel"
+	metadataKey = tracecause.MetadataKey
 	inserterKey = "otel_inserter"
 )
 
@@ -26,31 +28,11 @@ const (
 // span — a root of its own, linked to the inserter's span, since a job may run long after
 // (and more than once after) the request that queued it finished. A job queued later on a
 // request's behalf (extraction: the dispatcher queues a session's job once its turns have
-// waited long enough) names that request at insert (JobMetadata), and its span links to the
+// waited long enough) names that request at insert (tracecause.JobMetadata), and its span links to the
 // request and to the inserter. Spans name the job's kind; its args (org, session and user
 // ids) are never recorded.
 type RiverMiddleware struct {
 	river.MiddlewareDefaults
-}
-
-// Traceparent is ctx's span context as a W3C traceparent, "" outside a trace: what a request
-// records for a job that will be queued on its behalf later (JobMetadata).
-func Traceparent(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return ""
-	}
-	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
-}
-
-// JobMetadata is River job metadata (InsertOpts.Metadata) naming traceparent (Traceparent)
-// as the job's cause; nil when traceparent is empty.
-func JobMetadata(traceparent string) []byte {
-	if traceparent == "" {
-		return nil
-	}
-	b, _ := json.Marshal(map[string]map[string]string{metadataKey: {"traceparent": traceparent}})
-	return b
 }
 
 // InsertMany implements rivertype.JobInsertMiddleware.
