@@ -137,13 +137,25 @@ func TestLangGraphGetLooksUpBlobsByKey(t *testing.T) {
 	var got jobs.LangGraphTuple
 	var seq, idx, fetched int64
 	require.NoError(t, e.tx("acme", func(tx pgx.Tx) error {
+		// The read's own scans of langgraph_blobs: pg_stat_xact_user_tables after the read
+		// minus before it. The view also holds counts of this backend's earlier transactions
+		// that Postgres 15 has not flushed yet (it flushes at most once a second), so only the
+		// difference is the read's.
+		const scans = `SELECT coalesce(sum(seq_scan), 0)::bigint, coalesce(sum(idx_scan), 0)::bigint,
+			coalesce(sum(idx_tup_fetch), 0)::bigint FROM pg_stat_xact_user_tables WHERE relname = 'langgraph_blobs'`
+		var seq0, idx0, fetched0 int64 // a row even when nothing is pending (sum)
+		if err := tx.QueryRow(ctx, scans).Scan(&seq0, &idx0, &fetched0); err != nil {
+			return err
+		}
 		var err error
 		if got, err = e.store.LangGraphGet(ctx, tx, "acme", "long", "", ""); err != nil {
 			return err
 		}
-		// This transaction's own scans of langgraph_blobs (pg_stat_xact_user_tables).
-		return tx.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0)
-			FROM pg_stat_xact_user_tables WHERE relname = 'langgraph_blobs'`).Scan(&seq, &idx, &fetched)
+		if err := tx.QueryRow(ctx, scans).Scan(&seq, &idx, &fetched); err != nil {
+			return err
+		}
+		seq, idx, fetched = seq-seq0, idx-idx0, fetched-fetched0
+		return nil
 	}))
 	require.Equal(t, fmt.Sprintf("c%05d", steps), got.CheckpointID)
 	require.Len(t, got.ChannelValues, 2)
