@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/embed"
@@ -60,15 +61,9 @@ func TestCreateBatchMatchesSequentialCreates(t *testing.T) {
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	store := semantic.NewStore(semantic.Options{DedupThreshold: 0.9}, func() time.Time { return now })
 
-	type answer struct {
-		reason  string
-		dupOf   string // the text of the memory that answered
-		count   int
-		created bool
-	}
-	run := func(batch bool) ([]answer, []string) {
+	run := func(batch bool) ([]createAnswer, []string) {
 		pool, _ := testenv.Pool(t)
-		var answers []answer
+		var answers []createAnswer
 		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
 			seedStored(t, ctx, store, tx, "acme")
 			items := batchItems("acme")
@@ -76,36 +71,18 @@ func TestCreateBatchMatchesSequentialCreates(t *testing.T) {
 				res, err := store.CreateBatch(ctx, tx, items)
 				require.NoError(t, err)
 				for _, r := range res {
-					a := answer{dupOf: r.Memory.Text, count: r.Memory.DedupCount, created: r.Dedup == nil}
-					if r.Dedup != nil {
-						a.reason = r.Dedup.Reason
-					}
-					answers = append(answers, a)
+					answers = append(answers, answerOf(r.Memory, r.Dedup))
 				}
 				return nil
 			}
 			for _, n := range items {
 				m, d, err := store.Create(ctx, tx, n)
 				require.NoError(t, err)
-				a := answer{dupOf: m.Text, count: m.DedupCount, created: d == nil}
-				if d != nil {
-					a.reason = d.Reason
-				}
-				answers = append(answers, a)
+				answers = append(answers, answerOf(m, d))
 			}
 			return nil
 		}))
-		var rows []string
-		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-			r, err := tx.Query(ctx, `SELECT user_id || '|' || text || '|' || dedup_count || '|' || importance || '|' || created_by_key
-				FROM memories ORDER BY user_id, text`)
-			if err != nil {
-				return err
-			}
-			rows, err = pgx.CollectRows(r, pgx.RowTo[string])
-			return err
-		}))
-		return answers, rows
+		return answers, memoryRows(t, pool)
 	}
 	seqAnswers, seqRows := run(false)
 	batchAnswers, batchRows := run(true)
@@ -164,19 +141,13 @@ func TestIngestBatchMatchesSequentialCreates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	type answer struct {
-		reason  string
-		dupOf   string // the text of the memory that answered
-		count   int
-		created bool
-	}
 	lex := embed.NewLexical(384)
 	for _, exactBelow := range []int{0, 1} {
 		store := semantic.NewStore(semantic.Options{DedupThreshold: 0.9, ExactBelow: exactBelow}, func() time.Time { return now })
 		var embedded, calls, largest int // of the ingest run
-		run := func(mode string) ([]answer, []string) {
+		run := func(mode string) ([]createAnswer, []string) {
 			pool, _ := testenv.Pool(t)
-			var answers []answer
+			var answers []createAnswer
 			require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
 				seedStored(t, ctx, store, tx, "acme")
 				items := chunkedItems("acme")
@@ -208,25 +179,11 @@ func TestIngestBatchMatchesSequentialCreates(t *testing.T) {
 						res[330].DuplicateOf, res[331].DuplicateOf, res[332].DuplicateOf}, mode)
 				}
 				for _, r := range res {
-					a := answer{dupOf: r.Memory.Text, count: r.Memory.DedupCount, created: r.Dedup == nil}
-					if r.Dedup != nil {
-						a.reason = r.Dedup.Reason
-					}
-					answers = append(answers, a)
+					answers = append(answers, answerOf(r.Memory, r.Dedup))
 				}
 				return nil
 			}))
-			var rows []string
-			require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
-				r, err := tx.Query(ctx, `SELECT user_id || '|' || text || '|' || dedup_count || '|' || importance || '|' || created_by_key
-					FROM memories ORDER BY user_id, text`)
-				if err != nil {
-					return err
-				}
-				rows, err = pgx.CollectRows(r, pgx.RowTo[string])
-				return err
-			}))
-			return answers, rows
+			return answers, memoryRows(t, pool)
 		}
 		seqAnswers, seqRows := run("sequential")
 		for _, mode := range []string{"batch", "ingest"} {
@@ -315,4 +272,36 @@ func TestCreateBatchRefusesOversizedAndWrongVectors(t *testing.T) {
 		return tx.QueryRow(ctx, `SELECT count(*) FROM memories`).Scan(&n)
 	}))
 	require.Zero(t, n, "a refused batch writes nothing")
+}
+
+// createAnswer is what a create answered: a new memory, or the duplicate it met and why.
+type createAnswer struct {
+	reason  string
+	dupOf   string // the text of the memory that answered
+	count   int
+	created bool
+}
+
+func answerOf(m semantic.Memory, d *semantic.Dedup) createAnswer {
+	a := createAnswer{dupOf: m.Text, count: m.DedupCount, created: d == nil}
+	if d != nil {
+		a.reason = d.Reason
+	}
+	return a
+}
+
+// memoryRows is org acme's memories, one line each, in a stable order.
+func memoryRows(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	var rows []string
+	require.NoError(t, pg.InOrgTx(context.Background(), pool, "acme", func(tx pgx.Tx) error {
+		r, err := tx.Query(context.Background(), `SELECT user_id || '|' || text || '|' || dedup_count || '|' || importance || '|' || created_by_key
+			FROM memories ORDER BY user_id, text`)
+		if err != nil {
+			return err
+		}
+		rows, err = pgx.CollectRows(r, pgx.RowTo[string])
+		return err
+	}))
+	return rows
 }
