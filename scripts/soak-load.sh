@@ -9,6 +9,16 @@
 #   make soak-load                      # ~11 minutes
 #   SOAK_DURATION=2m make soak-load     # a shorter run (not the recorded target)
 #
+# Postgres: unless SOAK_PG names a server, the soak starts a Postgres 15 of its own for the
+# run (Debian's binaries, a temporary data directory, a free port) with the compose stack's
+# settings (docker-compose.yml: shared_buffers 256MB, maintenance_work_mem 512MB) and
+# Postgres's defaults otherwise — autovacuum on, fsync, synchronous_commit and
+# full_page_writes on, checkpoints every 5 minutes. The machine's own Postgres is set up for
+# CI (autovacuum off: /etc/postgresql/15/main/conf.d/90-ci.conf), and without autovacuum the
+# rows the mix updates keep every dead version, which no production server does.
+#
+#   SOAK_PG=postgres://postgres@127.0.0.1:5432 make soak-load   # the machine's server instead
+#
 # The server's pool is SOAK_DB_CONNS connections (default 8: server, Postgres, Redis and the
 # load generator share the machine's cores; docs/benchmarks.md has the comparison), and the
 # main phase starts SOAK_SETTLE (default 30s) after the probe.
@@ -25,20 +35,36 @@ GO=${GO:-$(bash scripts/ensure-go.sh)}
 DURATION=${SOAK_DURATION:-10m}
 PROBE=${SOAK_PROBE:-60s}
 PORT=${SOAK_PORT:-18089}
-PGBASE=${SOAK_PG:-postgres://postgres@127.0.0.1:5432}
 DB=strata_soak
 OUT=docs/bench
 mkdir -p "$OUT"
 tmp=$(mktemp -d)
-server_pid= sampler_pid= profiler_pid=
+server_pid= sampler_pid= profiler_pid= pgroot=
+PGBIN=/usr/lib/postgresql/15/bin
+as_pg() { if [ "$(id -u)" = 0 ]; then setpriv --reuid=postgres --regid=postgres --init-groups "$@"; else "$@"; fi; }
 cleanup() {
 	for p in $sampler_pid $profiler_pid; do kill "$p" 2>/dev/null || true; done
 	if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+	if [ -n "$pgroot" ]; then as_pg "$PGBIN/pg_ctl" -D "$pgroot/data" -m fast -w stop >/dev/null 2>&1 || true; rm -rf "$pgroot"; fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 
 say() { printf '\033[1;34m[soak]\033[0m %s\n' "$*" >&2; }
+
+if [ -n "${SOAK_PG:-}" ]; then
+	PGBASE=$SOAK_PG
+else
+	[ -x "$PGBIN/initdb" ] || { say "no $PGBIN/initdb: install postgresql-15 (bash scripts/stores.sh), or set SOAK_PG to a server"; exit 1; }
+	pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	pgroot=$(mktemp -d /tmp/strata-soak-pg.XXXXXX)
+	chmod 755 "$pgroot"
+	if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$pgroot"; fi
+	say "a Postgres of its own on port $pgport (the compose stack's settings, autovacuum on)"
+	as_pg "$PGBIN/initdb" -D "$pgroot/data" -U postgres --auth=trust -E UTF8 --no-instructions >/dev/null
+	as_pg "$PGBIN/pg_ctl" -D "$pgroot/data" -l "$pgroot/log" -w -t 60 -o "-p $pgport -k $pgroot -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c maintenance_work_mem=512MB -c max_connections=200" start >/dev/null
+	PGBASE=postgres://postgres@127.0.0.1:$pgport
+fi
 
 say "building the server and the CLI"
 "$GO" build -o "$tmp/server" ./cmd/server
@@ -66,7 +92,7 @@ metrics() { curl -fsS -H "Authorization: Bearer $admin" "http://127.0.0.1:$PORT/
 {
 	echo "soak $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), duration $DURATION, probe $PROBE"
 	echo "load before: $(cat /proc/loadavg)"
-	echo "postgres: autovacuum=$(psql "$PGBASE/postgres" -qAtc 'SHOW autovacuum'), STRATA_DB_MAX_CONNS=$STRATA_DB_MAX_CONNS"
+	echo "postgres: $( [ -n "$pgroot" ] && echo "its own for the run" || echo "$PGBASE"), $(psql "$PGBASE/postgres" -qAtc "SELECT string_agg(name || '=' || setting, ', ' ORDER BY name) FROM pg_settings WHERE name IN ('autovacuum', 'shared_buffers', 'synchronous_commit', 'fsync', 'checkpoint_timeout', 'max_wal_size')"), STRATA_DB_MAX_CONNS=$STRATA_DB_MAX_CONNS"
 	echo "/metrics before:"
 	metrics
 } >"$tmp/soak.txt"
@@ -104,8 +130,8 @@ sample >"$tmp/memory.tsv" &
 sampler_pid=$!
 (
 	sleep "$lead" && pprof allocs "$tmp/allocs-start.pb.gz"
-	sleep $((main / 2 - 15)) && pprof "profile?seconds=30" "$tmp/cpu.pb.gz"
-	sleep $((main / 2 - 25)) && pprof allocs "$tmp/allocs-end.pb.gz"
+	sleep $((main / 2 > 15 ? main / 2 - 15 : 0)) && pprof "profile?seconds=30" "$tmp/cpu.pb.gz"
+	sleep $((main / 2 > 25 ? main / 2 - 25 : 0)) && pprof allocs "$tmp/allocs-end.pb.gz"
 ) &
 profiler_pid=$!
 
