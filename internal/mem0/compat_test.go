@@ -107,8 +107,8 @@ func BenchmarkMem0CallPath(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkMem0Peer -benchtime 1x ./internal/mem0/
 //
-// BENCH_N (adds per side per round, default 200: they grow the data searched),
-// BENCH_SEARCH_N (searches per side per round, default 500) and BENCH_ROUNDS (default 3, at
+// BENCH_N (adds per side per round, default 500: they grow the data searched),
+// BENCH_SEARCH_N (searches per side per round, default 1000) and BENCH_ROUNDS (default 3, at
 // least 3) are passed through.
 func BenchmarkMem0Peer(b *testing.B) {
 	dir := testenv.NodeProject(b, "clients/compat-mem0")
