@@ -19,6 +19,7 @@ import (
 	"hash"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -352,25 +353,94 @@ const insertManySQL = `INSERT INTO audit_log (org_id, actor_key_id, actor_role, 
 			$10::int[], $11::jsonb[]) WITH ORDINALITY AS a(actor, role, agent, action, etype, eid, rid, subj, status, details, ord)
 		ORDER BY a.ord`
 
-// InsertMany is Insert for records of one org (a group commit's), as one statement.
+// InsertMany is Insert for records of one org (a group commit's), as one statement. The
+// nine text columns share one backing array (a group is often one record).
 func InsertMany(org string, es []Entry) (string, []any, error) {
 	n := len(es)
-	actor, role, agent, action := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	etype, eid, rid, subj := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	status, details := make([]int32, n), make([]string, n)
+	text := make([]string, 9*n)
+	col := func(i int) []string { return text[i*n : (i+1)*n : (i+1)*n] }
+	actor, role, agent, action := col(0), col(1), col(2), col(3)
+	etype, eid, rid, subj, details := col(4), col(5), col(6), col(7), col(8)
+	status := make([]int32, n)
 	for i, e := range es {
 		if e.OrgID != org {
 			return "", nil, fmt.Errorf("audit: record of org %q in a batch of org %q", e.OrgID, org)
 		}
-		b, err := e.details()
+		d, err := e.detailsText()
 		if err != nil {
 			return "", nil, err
 		}
 		actor[i], role[i], agent[i], action[i] = e.ActorKeyID, e.ActorRole, e.AgentID, e.Action
 		etype[i], eid[i], rid[i], subj[i] = e.EntityType, e.EntityID, e.RequestID, e.Subject
-		status[i], details[i] = int32(e.Status), string(b)
+		status[i], details[i] = int32(e.Status), d
 	}
 	return insertManySQL, []any{org, actor, role, agent, action, etype, eid, rid, subj, status, details}, nil
+}
+
+// detailsText is details as a string. The request records' details ({"method", "route",
+// and "via" for in-process callers: plain ASCII strings) are written directly, in one
+// allocation, as encoding/json would write them (keys sorted, nothing to escape); any
+// other details go through encoding/json.
+func (e Entry) detailsText() (string, error) {
+	if s, ok := plainDetails(e.Details); ok {
+		return s, nil
+	}
+	b, err := e.details()
+	return string(b), err
+}
+
+// plainDetails encodes d when it has at most four entries whose keys and values are
+// strings that JSON needs no escape for; ok is false otherwise.
+func plainDetails(d map[string]any) (string, bool) {
+	if len(d) == 0 {
+		return "{}", true
+	}
+	if len(d) > 4 {
+		return "", false
+	}
+	var keys [4]string
+	var vals [4]string
+	n, size := 0, 1
+	for k, v := range d {
+		sv, ok := v.(string)
+		if !ok || !plainJSON(k) || !plainJSON(sv) {
+			return "", false
+		}
+		// Insertion sort: encoding/json writes a map's keys in order.
+		i := n
+		for ; i > 0 && keys[i-1] > k; i-- {
+			keys[i], vals[i] = keys[i-1], vals[i-1]
+		}
+		keys[i], vals[i] = k, sv
+		n++
+		size += len(k) + len(sv) + 6 // "k":"v",
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(keys[i])
+		b.WriteString(`":"`)
+		b.WriteString(vals[i])
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String(), true
+}
+
+// plainJSON: s is printable ASCII without the characters encoding/json escapes (" \ < > &).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // details is the record's details as JSON ({} when none).

@@ -86,32 +86,37 @@ func QueueAppendGroup(b *pgx.Batch, org string, items []*GroupItem) {
 	b.Queue(groupInsertSQL, args...).Query(func(rows pgx.Rows) error { return fillGroup(rows, items, total) })
 }
 
-// groupArgs are groupInsertSQL's arguments for items, and the number of events.
+// groupArgs are groupInsertSQL's arguments for items, and the number of events. A group is
+// small (often one item of one event): the distinct jobs are a sorted slice rather than a
+// map, and the columns share two backing arrays (the text columns one, the bigint columns
+// another), so the allocations do not grow with the number of columns.
 func groupArgs(org string, items []*GroupItem) ([]any, int) {
-	counts := map[string]int64{}
 	total := 0
 	for _, it := range items {
-		counts[it.Job] += int64(len(it.ps))
 		total += len(it.ps)
 	}
-	jobs := make([]string, 0, len(counts))
-	for j := range counts {
-		jobs = append(jobs, j)
+	nj := len(items) // at most this many distinct jobs
+	str := make([]string, nj+6*total)
+	col := func(i int) []string { return str[nj+i*total : nj+i*total : nj+(i+1)*total] }
+	jobs := str[:0:nj]
+	for _, it := range items {
+		jobs = append(jobs, it.Job)
 	}
 	slices.Sort(jobs)
-	cnts := make([]int64, len(jobs))
-	for i, j := range jobs {
-		cnts[i] = counts[j]
-	}
-	ejob, epos := make([]string, 0, total), make([]int64, 0, total)
-	ops, params, results := make([]string, 0, total), make([]string, 0, total), make([]*string, 0, total)
-	fps := make([][]byte, 0, total)
-	agents, users, sessions := make([]string, 0, total), make([]string, 0, total), make([]string, 0, total)
-	pos := map[string]int64{}
+	jobs = slices.Compact(jobs)
+	ints := make([]int64, 2*len(jobs)+total)
+	cnts, pos, epos := ints[:len(jobs)], ints[len(jobs):2*len(jobs)], ints[2*len(jobs):2*len(jobs):len(ints)]
 	for _, it := range items {
+		j, _ := slices.BinarySearch(jobs, it.Job)
+		cnts[j] += int64(len(it.ps))
+	}
+	ejob, ops, params, agents, users, sessions := col(0), col(1), col(2), col(3), col(4), col(5)
+	results, fps := make([]*string, 0, total), make([][]byte, 0, total)
+	for _, it := range items {
+		j, _ := slices.BinarySearch(jobs, it.Job)
 		for _, p := range it.ps {
-			pos[it.Job]++
-			ejob, epos = append(ejob, it.Job), append(epos, pos[it.Job])
+			pos[j]++
+			ejob, epos = append(ejob, it.Job), append(epos, pos[j])
 			ops, params, fps = append(ops, p.op), append(params, string(p.params)), append(fps, p.fp)
 			var r *string
 			if p.result != nil {
