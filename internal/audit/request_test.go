@@ -33,7 +33,7 @@ func TestRequestEntryNamesTheEntityAndPseudonymisesSubjects(t *testing.T) {
 
 // The request records' details are written without encoding/json, byte for byte as it
 // would write them; anything it would escape, and any other value, goes through it.
-func TestDetailsTextIsEncodingJSON(t *testing.T) {
+func TestDetailsAreEncodingJSON(t *testing.T) {
 	t.Parallel()
 	for _, d := range []map[string]any{
 		nil, {},
@@ -50,9 +50,9 @@ func TestDetailsTextIsEncodingJSON(t *testing.T) {
 		}
 		want, err := json.Marshal(v)
 		require.NoError(t, err)
-		got, err := Entry{Details: d}.detailsText()
+		got, err := Entry{Details: d}.details()
 		require.NoError(t, err)
-		require.Equal(t, string(want), got, "%v", d)
+		require.Equal(t, string(want), string(got), "%v", d)
 	}
 	_, ok := plainDetails(map[string]any{"q": "a&b"})
 	require.False(t, ok)

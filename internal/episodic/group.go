@@ -70,6 +70,9 @@ RETURNING job_id, seq, created_at`
 // item), as if the items had been appended one after the other; seqs stay gap-free per
 // job. On error the transaction must be rolled back.
 func AppendGroup(ctx context.Context, db pg.DBTX, org string, items []*GroupItem) error {
+	if one := oneEvent(items); one != nil {
+		return pg.Interpret(one.scanOne(db.QueryRow(ctx, insertOneSQL, one.oneArgs(org)...)))
+	}
 	args, total := groupArgs(org, items)
 	rows, err := db.Query(ctx, groupInsertSQL, args...)
 	if err != nil {
@@ -82,8 +85,56 @@ func AppendGroup(ctx context.Context, db pg.DBTX, org string, items []*GroupItem
 // QueueAppendGroup is AppendGroup as a statement queued in b, for a caller that sends it in
 // a pipeline of its own; the items' Out are filled in when b's results are read.
 func QueueAppendGroup(b *pgx.Batch, org string, items []*GroupItem) {
+	if one := oneEvent(items); one != nil {
+		b.Queue(insertOneSQL, one.oneArgs(org)...).QueryRow(one.scanOne)
+		return
+	}
 	args, total := groupArgs(org, items)
 	b.Queue(groupInsertSQL, args...).Query(func(rows pgx.Rows) error { return fillGroup(rows, items, total) })
+}
+
+// oneEvent is the group's only item when it holds a single event (a group of one request,
+// the usual case below saturation), which insertOneSQL writes with plain parameters: the
+// same counter bump and insert, bound without nine one-element arrays.
+func oneEvent(items []*GroupItem) *GroupItem {
+	if len(items) == 1 && len(items[0].ps) == 1 {
+		return items[0]
+	}
+	return nil
+}
+
+// oneArgs are insertOneSQL's arguments for the item's one event.
+func (it *GroupItem) oneArgs(org string) []any {
+	p := it.ps[0]
+	var result *string
+	if p.result != nil {
+		r := string(p.result)
+		result = &r
+	}
+	var rev *int64
+	if p.reverts > 0 {
+		r := p.reverts
+		rev = &r
+	}
+	return []any{org, it.Job, p.op, string(p.params), result, p.fp, p.agent, p.user, p.session, p.key, rev}
+}
+
+// scanOne reads insertOneSQL's row into the item's Out.
+func (it *GroupItem) scanOne(row pgx.Row) error {
+	p := it.ps[0]
+	it.Out = make([]Event, 1)
+	e := &it.Out[0]
+	*e = Event{JobID: it.Job, Op: p.op, Params: json.RawMessage(p.params), Fingerprint: hex.EncodeToString(p.fp),
+		AgentID: p.agent, UserID: p.user, SessionID: p.session, IdempotencyKey: p.key, RevertsSeq: p.reverts}
+	if err := row.Scan(&e.Seq, &e.CreatedAt); err != nil {
+		it.Out = nil
+		return err
+	}
+	e.CreatedAt = e.CreatedAt.UTC()
+	if p.result != nil {
+		e.Result = json.RawMessage(p.result)
+	}
+	return nil
 }
 
 // groupArgs are groupInsertSQL's arguments for items, and the number of events. A group is
