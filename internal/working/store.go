@@ -157,7 +157,7 @@ func (s *Store) Get(ctx context.Context, db pg.DBTX, org, session string) (State
 func (s *Store) load(ctx context.Context, db pg.DBTX, org, session string, nTurns int) (meta, []Turn, error) {
 	k := s.sessionKeys(org, session)
 	for range 3 {
-		res, err := loadScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, nTurns).Result()
+		res, err := s.runLoad(ctx, k, nTurns)
 		if errors.Is(err, redis.Nil) {
 			if err := s.restore(ctx, db, org, session, false); err != nil {
 				if isUnavailable(err) {
@@ -185,6 +185,26 @@ func (s *Store) load(ctx context.Context, db pg.DBTX, org, session string, nTurn
 		return m, turns, nil
 	}
 	return meta{}, nil, fmt.Errorf("working: session %s kept vanishing from Redis while loading", session)
+}
+
+// loadSHA is loadScript's EVALSHA argument, boxed once.
+var loadSHA any = loadScript.Hash()
+
+// runLoad runs loadScript as Script.Run would (EVALSHA, then EVAL when Redis has lost its
+// script cache), with the command's arguments built in one slice: the session read is the
+// most frequent request, and Script.Run costs three allocations more (its keys and
+// arguments slices, copied into a third, and the boxed hash).
+func (s *Store) runLoad(ctx context.Context, k keys, nTurns int) (any, error) {
+	cmd := redis.NewCmd(ctx, "evalsha", loadSHA, 2, k.meta, k.turns, nTurns)
+	cmd.SetFirstKeyPos(3) // the keys' slot, on a cluster
+	err := s.rdb.Process(ctx, cmd)
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return loadScript.Eval(ctx, s.rdb, []string{k.meta, k.turns}, nTurns).Result()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
 }
 
 // decodeLoad decodes loadScript's reply: the session's string alone, or with the newest
@@ -547,7 +567,7 @@ func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 func (s *Store) current(ctx context.Context, db pg.DBTX, org, session string) (meta, error) {
 	k := s.sessionKeys(org, session)
 	for range 3 {
-		res, err := loadScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, 0).Result()
+		res, err := s.runLoad(ctx, k, 0)
 		if errors.Is(err, redis.Nil) {
 			if err := s.restore(ctx, db, org, session, true); err != nil {
 				return meta{}, err

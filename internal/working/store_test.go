@@ -470,3 +470,23 @@ func TestDecodeSessionRefusesMalformed(t *testing.T) { // not parallel: AllocsPe
 		require.Error(t, err, "%q", bad)
 	}
 }
+
+// runLoad falls back to EVAL when Redis does not know the script (its cache was flushed, or
+// it restarted): emulated with a hash Redis has never seen.
+func TestLoadWithoutScriptCache(t *testing.T) { // not parallel: swaps loadSHA
+	b := setup(t, Options{})
+	org, session := "org-a", "s-noscript"
+	require.NoError(t, b.inTx(org, func(tx pgx.Tx) error {
+		_, _, err := b.store.Put(b.ctx, tx, org, session, Write{State: json.RawMessage(`{"a":1}`)})
+		return err
+	}))
+	saved := loadSHA
+	loadSHA = "0000000000000000000000000000000000000000"
+	t.Cleanup(func() { loadSHA = saved })
+	st, err := b.store.Get(b.ctx, b.pool, org, session)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"a":1}`, string(st.State))
+	require.Equal(t, int64(1), st.Version)
+	_, err = b.store.Get(b.ctx, b.pool, org, "s-none")
+	require.ErrorIs(t, err, strata.ErrNotFound)
+}
