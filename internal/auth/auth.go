@@ -49,13 +49,30 @@ type principalKey struct{}
 
 // WithPrincipal attaches p to ctx.
 func WithPrincipal(ctx context.Context, p Principal) context.Context {
-	return WithPrincipalRef(ctx, &p)
+	c, _ := WithPrincipalShared(ctx, p)
+	return c
 }
 
-// WithPrincipalRef is WithPrincipal for a caller already on the heap, which the context
-// then shares instead of boxing a copy of its own. p must not change afterwards.
-func WithPrincipalRef(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+// WithPrincipalShared is WithPrincipal that also returns the context's copy of p, for a
+// caller that shares it (read only) instead of keeping a copy of its own: the context and
+// the principal are one allocation (every request makes one).
+func WithPrincipalShared(ctx context.Context, p Principal) (context.Context, *Principal) {
+	c := &principalCtx{Context: ctx, p: p}
+	return c, &c.p
+}
+
+// principalCtx is a context carrying the caller (context.WithValue's behaviour, with the
+// value stored inline).
+type principalCtx struct {
+	context.Context
+	p Principal
+}
+
+func (c *principalCtx) Value(key any) any {
+	if _, ok := key.(principalKey); ok {
+		return &c.p
+	}
+	return c.Context.Value(key)
 }
 
 // FromContext returns the caller; ok is false on unauthenticated routes.

@@ -127,3 +127,27 @@ func TestCachedAuthenticateAllocatesNothing(t *testing.T) { // not parallel: All
 	_, err = s.Authenticate(ctx, secret+"x")
 	require.ErrorIs(t, err, strata.ErrNotFound)
 }
+
+// TestPrincipalContext: the caller travels in the context with the context's other values
+// and its cancellation, in one allocation.
+func TestPrincipalContext(t *testing.T) { // not parallel: AllocsPerRun
+	type otherKey struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), otherKey{}, "v"))
+	p := auth.Principal{KeyID: "k1", OrgID: "acme", Role: strata.RoleAgent}
+	ctx, shared := auth.WithPrincipalShared(parent, p)
+	got, ok := auth.FromContext(ctx)
+	require.True(t, ok)
+	require.Equal(t, p, got)
+	require.Equal(t, p, *shared)
+	require.Equal(t, "v", ctx.Value(otherKey{}))
+	_, ok = auth.FromContext(parent)
+	require.False(t, ok)
+	child, stop := context.WithCancel(auth.WithPrincipal(ctx, auth.Principal{KeyID: "k2"}))
+	defer stop()
+	got, _ = auth.FromContext(child)
+	require.Equal(t, "k2", got.KeyID, "the innermost caller wins")
+	cancel()
+	<-child.Done()
+	require.ErrorIs(t, child.Err(), context.Canceled)
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { ctx, _ = auth.WithPrincipalShared(parent, p) }))
+}

@@ -142,14 +142,14 @@ type callerSlotKey struct{}
 // WithCaller attaches the authenticated caller to ctx (auth.WithPrincipal) and tells the
 // enclosing Observe, so the request's log line names its org_id and key_id.
 func WithCaller(ctx context.Context, p auth.Principal) context.Context {
-	pp := &p // one copy on the heap, shared by the slot and the context
+	ctx, pp := auth.WithPrincipalShared(ctx, p) // one copy on the heap, shared by the slot and the context
 	if slot, ok := ctx.Value(callerSlotKey{}).(*callerSlot); ok {
 		slot.p.Store(pp)
 		for outer := slot.parent; outer != nil; outer = outer.parent {
 			outer.p.CompareAndSwap(nil, pp) // in-process calls may run concurrently
 		}
 	}
-	return auth.WithPrincipalRef(ctx, pp)
+	return ctx
 }
 
 // Observe logs one line per request (ids, route, status, timing; never a body or a
