@@ -20,10 +20,14 @@ type Request struct {
 // /v1 (admin.<x> under /v1/admin) and the path parameters joined by "/"; a data subject
 // named in the path ({user}) is recorded by pseudonym only, like the user_id of the body.
 func (p *Pseudonymizer) RequestEntry(r Request) Entry {
-	values := append([]string(nil), r.ParamValues...)
+	// The caller's values are copied only when a subject in them is replaced by its pseudonym.
+	values, copied := r.ParamValues, false
 	subject := r.UserID
 	for i, k := range r.ParamKeys {
 		if k == "user" && i < len(values) {
+			if !copied {
+				values, copied = append([]string(nil), values...), true
+			}
 			if subject == "" {
 				subject = values[i]
 			}

@@ -49,13 +49,30 @@ type principalKey struct{}
 
 // WithPrincipal attaches p to ctx.
 func WithPrincipal(ctx context.Context, p Principal) context.Context {
-	return WithPrincipalRef(ctx, &p)
+	c, _ := WithPrincipalShared(ctx, p)
+	return c
 }
 
-// WithPrincipalRef is WithPrincipal for a caller already on the heap, which the context
-// then shares instead of boxing a copy of its own. p must not change afterwards.
-func WithPrincipalRef(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+// WithPrincipalShared is WithPrincipal that also returns the context's copy of p, for a
+// caller that shares it (read only) instead of keeping a copy of its own: the context and
+// the principal are one allocation (every request makes one).
+func WithPrincipalShared(ctx context.Context, p Principal) (context.Context, *Principal) {
+	c := &principalCtx{Context: ctx, p: p}
+	return c, &c.p
+}
+
+// principalCtx is a context carrying the caller (context.WithValue's behaviour, with the
+// value stored inline).
+type principalCtx struct {
+	context.Context
+	p Principal
+}
+
+func (c *principalCtx) Value(key any) any {
+	if _, ok := key.(principalKey); ok {
+		return &c.p
+	}
+	return c.Context.Value(key)
 }
 
 // FromContext returns the caller; ok is false on unauthenticated routes.
@@ -130,7 +147,10 @@ func (s *Store) Create(ctx context.Context, q pg.DBTX, org string, role strata.R
 // Authenticate resolves a secret to its principal. Unknown and revoked keys are
 // strata.ErrNotFound; a database outage is an UnavailableError.
 func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, error) {
-	h := sha256.Sum256([]byte(secret))
+	// The secret's bytes on the stack (a key is far shorter than the buffer): hashing a
+	// string costs no allocation on the hot path, which every request takes.
+	var buf [128]byte
+	h := sha256.Sum256(append(buf[:0], secret...))
 	if s.rootKey != nil && subtle.ConstantTimeCompare(h[:], s.rootKey) == 1 {
 		return Principal{KeyID: "root", OrgID: s.rootOrg, Role: strata.RoleAdmin, Root: true}, nil
 	}
@@ -139,6 +159,13 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Principal, err
 	if ok {
 		return p, nil
 	}
+	return s.lookup(ctx, h, gen, now)
+}
+
+// lookup asks Postgres for the key with hash h and caches it (a cache miss: Authenticate's
+// own variables stay on the stack, since only this path hands them to pgx).
+func (s *Store) lookup(ctx context.Context, h [sha256.Size]byte, gen uint64, now time.Time) (Principal, error) {
+	var p Principal
 	var role string
 	err := s.pool.QueryRow(ctx, `SELECT id, org_id, role FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, h[:]).
 		Scan(&p.KeyID, &p.OrgID, &role)

@@ -100,3 +100,54 @@ func TestOrgOfAndExists(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 }
+
+// TestCachedAuthenticateAllocatesNothing: every request authenticates; a cached key costs
+// no allocation (the secret is hashed from a stack buffer, Postgres is asked only on a miss).
+func TestCachedAuthenticateAllocatesNothing(t *testing.T) { // not parallel: AllocsPerRun
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	pool, dsn := testenv.Pool(t)
+	s := auth.NewStore(pool, "", "root")
+	ready := make(chan struct{})
+	go s.Listen(ctx, dsn, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
+	<-ready
+	var secret string
+	require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+		_, sec, err := s.Create(ctx, tx, "acme", strata.RoleAgent, "", "test")
+		secret = sec
+		return err
+	}))
+	p, err := s.Authenticate(ctx, secret) // the miss that fills the cache
+	require.NoError(t, err)
+	require.Equal(t, "acme", p.OrgID)
+	var got auth.Principal
+	require.Zero(t, testing.AllocsPerRun(100, func() { got, err = s.Authenticate(ctx, secret) }))
+	require.NoError(t, err)
+	require.Equal(t, p, got)
+	_, err = s.Authenticate(ctx, secret+"x")
+	require.ErrorIs(t, err, strata.ErrNotFound)
+}
+
+// TestPrincipalContext: the caller travels in the context with the context's other values
+// and its cancellation, in one allocation.
+func TestPrincipalContext(t *testing.T) { // not parallel: AllocsPerRun
+	type otherKey struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), otherKey{}, "v"))
+	p := auth.Principal{KeyID: "k1", OrgID: "acme", Role: strata.RoleAgent}
+	ctx, shared := auth.WithPrincipalShared(parent, p)
+	got, ok := auth.FromContext(ctx)
+	require.True(t, ok)
+	require.Equal(t, p, got)
+	require.Equal(t, p, *shared)
+	require.Equal(t, "v", ctx.Value(otherKey{}))
+	_, ok = auth.FromContext(parent)
+	require.False(t, ok)
+	child, stop := context.WithCancel(auth.WithPrincipal(ctx, auth.Principal{KeyID: "k2"}))
+	defer stop()
+	got, _ = auth.FromContext(child)
+	require.Equal(t, "k2", got.KeyID, "the innermost caller wins")
+	cancel()
+	<-child.Done()
+	require.ErrorIs(t, child.Err(), context.Canceled)
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { ctx, _ = auth.WithPrincipalShared(parent, p) }))
+}

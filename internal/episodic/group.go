@@ -70,6 +70,9 @@ RETURNING job_id, seq, created_at`
 // item), as if the items had been appended one after the other; seqs stay gap-free per
 // job. On error the transaction must be rolled back.
 func AppendGroup(ctx context.Context, db pg.DBTX, org string, items []*GroupItem) error {
+	if one := oneEvent(items); one != nil {
+		return pg.Interpret(one.scanOne(db.QueryRow(ctx, insertOneSQL, one.oneArgs(org)...)))
+	}
 	args, total := groupArgs(org, items)
 	rows, err := db.Query(ctx, groupInsertSQL, args...)
 	if err != nil {
@@ -82,36 +85,89 @@ func AppendGroup(ctx context.Context, db pg.DBTX, org string, items []*GroupItem
 // QueueAppendGroup is AppendGroup as a statement queued in b, for a caller that sends it in
 // a pipeline of its own; the items' Out are filled in when b's results are read.
 func QueueAppendGroup(b *pgx.Batch, org string, items []*GroupItem) {
+	if one := oneEvent(items); one != nil {
+		b.Queue(insertOneSQL, one.oneArgs(org)...).QueryRow(one.scanOne)
+		return
+	}
 	args, total := groupArgs(org, items)
 	b.Queue(groupInsertSQL, args...).Query(func(rows pgx.Rows) error { return fillGroup(rows, items, total) })
 }
 
-// groupArgs are groupInsertSQL's arguments for items, and the number of events.
+// oneEvent is the group's only item when it holds a single event (a group of one request,
+// the usual case below saturation), which insertOneSQL writes with plain parameters: the
+// same counter bump and insert, bound without nine one-element arrays.
+func oneEvent(items []*GroupItem) *GroupItem {
+	if len(items) == 1 && len(items[0].ps) == 1 {
+		return items[0]
+	}
+	return nil
+}
+
+// oneArgs are insertOneSQL's arguments for the item's one event.
+func (it *GroupItem) oneArgs(org string) []any {
+	p := it.ps[0]
+	var result *string
+	if p.result != nil {
+		r := string(p.result)
+		result = &r
+	}
+	var rev *int64
+	if p.reverts > 0 {
+		r := p.reverts
+		rev = &r
+	}
+	return []any{org, it.Job, p.op, string(p.params), result, p.fp, p.agent, p.user, p.session, p.key, rev}
+}
+
+// scanOne reads insertOneSQL's row into the item's Out.
+func (it *GroupItem) scanOne(row pgx.Row) error {
+	p := it.ps[0]
+	it.Out = make([]Event, 1)
+	e := &it.Out[0]
+	*e = Event{JobID: it.Job, Op: p.op, Params: json.RawMessage(p.params), Fingerprint: hex.EncodeToString(p.fp),
+		AgentID: p.agent, UserID: p.user, SessionID: p.session, IdempotencyKey: p.key, RevertsSeq: p.reverts}
+	if err := row.Scan(&e.Seq, &e.CreatedAt); err != nil {
+		it.Out = nil
+		return err
+	}
+	e.CreatedAt = e.CreatedAt.UTC()
+	if p.result != nil {
+		e.Result = json.RawMessage(p.result)
+	}
+	return nil
+}
+
+// groupArgs are groupInsertSQL's arguments for items, and the number of events. A group is
+// small (often one item of one event): the distinct jobs are a sorted slice rather than a
+// map, and the columns share two backing arrays (the text columns one, the bigint columns
+// another), so the allocations do not grow with the number of columns.
 func groupArgs(org string, items []*GroupItem) ([]any, int) {
-	counts := map[string]int64{}
 	total := 0
 	for _, it := range items {
-		counts[it.Job] += int64(len(it.ps))
 		total += len(it.ps)
 	}
-	jobs := make([]string, 0, len(counts))
-	for j := range counts {
-		jobs = append(jobs, j)
+	nj := len(items) // at most this many distinct jobs
+	str := make([]string, nj+6*total)
+	col := func(i int) []string { return str[nj+i*total : nj+i*total : nj+(i+1)*total] }
+	jobs := str[:0:nj]
+	for _, it := range items {
+		jobs = append(jobs, it.Job)
 	}
 	slices.Sort(jobs)
-	cnts := make([]int64, len(jobs))
-	for i, j := range jobs {
-		cnts[i] = counts[j]
-	}
-	ejob, epos := make([]string, 0, total), make([]int64, 0, total)
-	ops, params, results := make([]string, 0, total), make([]string, 0, total), make([]*string, 0, total)
-	fps := make([][]byte, 0, total)
-	agents, users, sessions := make([]string, 0, total), make([]string, 0, total), make([]string, 0, total)
-	pos := map[string]int64{}
+	jobs = slices.Compact(jobs)
+	ints := make([]int64, 2*len(jobs)+total)
+	cnts, pos, epos := ints[:len(jobs)], ints[len(jobs):2*len(jobs)], ints[2*len(jobs):2*len(jobs):len(ints)]
 	for _, it := range items {
+		j, _ := slices.BinarySearch(jobs, it.Job)
+		cnts[j] += int64(len(it.ps))
+	}
+	ejob, ops, params, agents, users, sessions := col(0), col(1), col(2), col(3), col(4), col(5)
+	results, fps := make([]*string, 0, total), make([][]byte, 0, total)
+	for _, it := range items {
+		j, _ := slices.BinarySearch(jobs, it.Job)
 		for _, p := range it.ps {
-			pos[it.Job]++
-			ejob, epos = append(ejob, it.Job), append(epos, pos[it.Job])
+			pos[j]++
+			ejob, epos = append(ejob, it.Job), append(epos, pos[j])
 			ops, params, fps = append(ops, p.op), append(params, string(p.params)), append(fps, p.fp)
 			var r *string
 			if p.result != nil {

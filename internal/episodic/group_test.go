@@ -82,3 +82,41 @@ func TestAppendGroup(t *testing.T) {
 	err := pg.InOrgTx(ctx, pool, "globex", func(tx pgx.Tx) error { return episodic.AppendGroup(ctx, tx, "acme", []*episodic.GroupItem{it}) })
 	require.Error(t, err)
 }
+
+// A group of one event (the usual group below saturation) is written by the single-event
+// statement, directly and queued in a batch: its Out is what List reads back, field by field.
+func TestAppendGroupOfOneEvent(t *testing.T) {
+	t.Parallel()
+	pool, _ := testenv.Pool(t)
+	st := episodic.NewStore(episodic.Options{})
+	ctx := context.Background()
+	appendOne(t, pool, st, "acme", "one", episodic.EventInput{Op: "before"})
+	var outs []episodic.Event
+	for i, queued := range []bool{false, true} {
+		it, ok := st.NewGroupItem("one", []episodic.EventInput{{Op: "crop", Params: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)),
+			AgentID: "ag", UserID: "u", SessionID: "s", Result: json.RawMessage(`{"ok":true}`)}})
+		require.True(t, ok)
+		require.NoError(t, pg.InOrgTx(ctx, pool, "acme", func(tx pgx.Tx) error {
+			if !queued {
+				return episodic.AppendGroup(ctx, tx, "acme", []*episodic.GroupItem{it})
+			}
+			b := &pgx.Batch{}
+			episodic.QueueAppendGroup(b, "acme", []*episodic.GroupItem{it})
+			return tx.SendBatch(ctx, b).Close()
+		}))
+		require.Len(t, it.Out, 1)
+		outs = append(outs, it.Out[0])
+	}
+	stored, err := inTx(t, pool, "acme", func(tx pgx.Tx) ([]episodic.Event, error) {
+		return st.List(ctx, tx, "acme", "one", episodic.ListQuery{Limit: 100})
+	})
+	require.NoError(t, err)
+	require.Len(t, stored, 3)
+	for i, out := range outs {
+		require.Equal(t, int64(i+2), out.Seq)
+		require.JSONEq(t, string(stored[i+1].Params), string(out.Params))
+		require.JSONEq(t, string(stored[i+1].Result), string(out.Result))
+		stored[i+1].Params, stored[i+1].Result, out.Params, out.Result = nil, nil, nil, nil
+		require.Equal(t, stored[i+1], out)
+	}
+}

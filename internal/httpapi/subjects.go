@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/strata-mem/strata/internal/api"
 )
@@ -115,12 +116,17 @@ func (g subjectGuard) before(ctx context.Context, s *Server, r *Request, in any)
 func (g subjectGuard) after(ctx context.Context, s *Server, r *Request, in, out any) error {
 	switch g.reads {
 	case SubjectData, JobSubjectData:
+		// Usually only one of the two names subjects: its slice is used as it is (read only).
 		var users []string
 		if n, ok := in.(api.SubjectNamer); ok && g.reads == SubjectData {
-			users = append(users, n.SubjectUsers()...)
+			users = n.SubjectUsers()
 		}
 		if n, ok := out.(api.SubjectNamer); ok {
-			users = append(users, n.SubjectUsers()...)
+			if len(users) == 0 {
+				users = n.SubjectUsers()
+			} else {
+				users = slices.Concat(users, n.SubjectUsers())
+			}
 		}
 		if len(users) == 0 {
 			return nil

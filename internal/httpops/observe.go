@@ -139,17 +139,32 @@ type callerSlot struct {
 
 type callerSlotKey struct{}
 
+// observeCtx is Observe's state for a request, and the context that carries its caller
+// slot (context.WithValue's behaviour, with the value stored inline).
+type observeCtx struct {
+	context.Context
+	sw   statusWriter
+	slot callerSlot
+}
+
+func (c *observeCtx) Value(key any) any {
+	if _, ok := key.(callerSlotKey); ok {
+		return &c.slot
+	}
+	return c.Context.Value(key)
+}
+
 // WithCaller attaches the authenticated caller to ctx (auth.WithPrincipal) and tells the
 // enclosing Observe, so the request's log line names its org_id and key_id.
 func WithCaller(ctx context.Context, p auth.Principal) context.Context {
-	pp := &p // one copy on the heap, shared by the slot and the context
+	ctx, pp := auth.WithPrincipalShared(ctx, p) // one copy on the heap, shared by the slot and the context
 	if slot, ok := ctx.Value(callerSlotKey{}).(*callerSlot); ok {
 		slot.p.Store(pp)
 		for outer := slot.parent; outer != nil; outer = outer.parent {
 			outer.p.CompareAndSwap(nil, pp) // in-process calls may run concurrently
 		}
 	}
-	return auth.WithPrincipalRef(ctx, pp)
+	return ctx
 }
 
 // Observe logs one line per request (ids, route, status, timing; never a body or a
@@ -159,11 +174,9 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			// The writer and the caller's slot live for the request alike: one allocation.
-			st := &struct {
-				sw   statusWriter
-				slot callerSlot
-			}{sw: statusWriter{ResponseWriter: w}}
+			// The writer, the caller's slot and the context that carries the slot live for the
+			// request alike: one allocation.
+			st := &observeCtx{Context: r.Context(), sw: statusWriter{ResponseWriter: w}}
 			sw, slot := &st.sw, &st.slot
 			slot.parent, _ = r.Context().Value(callerSlotKey{}).(*callerSlot)
 			defer func() {
@@ -207,7 +220,7 @@ func Observe(log *slog.Logger, m *Metrics, timeout time.Duration) func(http.Hand
 						"org_id", p.OrgID, "key_id", p.KeyID)
 				}
 			}()
-			ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), callerSlotKey{}, slot), timeout)
+			ctx, cancel := context.WithTimeout(st, timeout)
 			defer cancel()
 			next.ServeHTTP(sw, r.WithContext(ctx))
 		})

@@ -28,13 +28,25 @@ func WithRequestID(next http.Handler) http.Handler {
 			_, _ = rand.Read(b[:])
 			id = hex.EncodeToString(b[:])
 		}
-		// The id for the context (by pointer: a string in an interface is an allocation of
-		// its own) and the header's value, in one allocation.
-		v := &struct {
-			id  string
-			hdr [1]string
-		}{id: id, hdr: [1]string{id}}
-		w.Header()["X-Request-Id"] = v.hdr[:]
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, &v.id)))
+		// The context, the id (by pointer: a string in an interface is an allocation of its
+		// own) and the header's value, in one allocation.
+		c := &requestIDCtx{Context: r.Context(), id: id, hdr: [1]string{id}}
+		w.Header()["X-Request-Id"] = c.hdr[:]
+		next.ServeHTTP(w, r.WithContext(c))
 	})
+}
+
+// requestIDCtx is a context carrying the request id (context.WithValue's behaviour, with
+// the value stored inline).
+type requestIDCtx struct {
+	context.Context
+	id  string
+	hdr [1]string
+}
+
+func (c *requestIDCtx) Value(key any) any {
+	if _, ok := key.(requestIDKey); ok {
+		return &c.id
+	}
+	return c.Context.Value(key)
 }

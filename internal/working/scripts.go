@@ -49,17 +49,26 @@ redis.call('PEXPIRE', KEYS[2], ttl)
 
 // loadScript reads a session and slides its TTL.
 // KEYS: meta, turns. ARGV: 1 number of newest turns to return (0: none).
-// Returns nil when the session is not in Redis.
+// Returns nil when the session is not in Redis; otherwise the session in one string (see
+// decodeLoad: one reply value instead of one per hash field, which go-redis would allocate
+// twice each), followed, when ARGV[1] > 0, by the newest turns: {session, turn...}.
+// The string: "v ttl ca ua dx seq new rs len(uid) len(aid) hasdoc\n" .. uid .. aid .. doc.
 var loadScript = redis.NewScript(`
 local f = redis.call('HMGET', KEYS[1], 'v', 'doc', 'uid', 'aid', 'ttl', 'ca', 'ua', 'dx', 'new', 'rs', 'seq')
 if not f[1] then return false end
 local ttl = tonumber(f[5])
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
+local uid, aid = f[3] or '', f[4] or ''
+local hasdoc = '0'
+if f[2] then hasdoc = '1' end
+local s = table.concat({f[1], f[5], f[6] or '0', f[7] or '0', f[8] or '0', f[11] or '0', f[9] or '0', f[10] or '0',
+  #uid, #aid, hasdoc}, ' ') .. '\n' .. uid .. aid .. (f[2] or '')
 local n = tonumber(ARGV[1])
-local turns = {}
-if n > 0 then turns = redis.call('LRANGE', KEYS[2], -n, -1) end
-return {f, turns}
+if n <= 0 then return s end
+local out = redis.call('LRANGE', KEYS[2], -n, -1)
+table.insert(out, 1, s)
+return out
 `)
 
 // casScript is the compare-and-set of the state document.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -156,7 +157,7 @@ func (s *Store) Get(ctx context.Context, db pg.DBTX, org, session string) (State
 func (s *Store) load(ctx context.Context, db pg.DBTX, org, session string, nTurns int) (meta, []Turn, error) {
 	k := s.sessionKeys(org, session)
 	for range 3 {
-		res, err := loadScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, nTurns).Slice()
+		res, err := s.runLoad(ctx, k, nTurns)
 		if errors.Is(err, redis.Nil) {
 			if err := s.restore(ctx, db, org, session, false); err != nil {
 				if isUnavailable(err) {
@@ -186,22 +187,43 @@ func (s *Store) load(ctx context.Context, db pg.DBTX, org, session string, nTurn
 	return meta{}, nil, fmt.Errorf("working: session %s kept vanishing from Redis while loading", session)
 }
 
-func decodeLoad(res []any) (meta, []Turn, error) {
-	if len(res) != 2 {
-		return meta{}, nil, fmt.Errorf("working: unexpected load reply %v", res)
+// loadSHA is loadScript's EVALSHA argument, boxed once.
+var loadSHA any = loadScript.Hash()
+
+// runLoad runs loadScript as Script.Run would (EVALSHA, then EVAL when Redis has lost its
+// script cache), with the command's arguments built in one slice: the session read is the
+// most frequent request, and Script.Run costs three allocations more (its keys and
+// arguments slices, copied into a third, and the boxed hash).
+func (s *Store) runLoad(ctx context.Context, k keys, nTurns int) (any, error) {
+	cmd := redis.NewCmd(ctx, "evalsha", loadSHA, 2, k.meta, k.turns, nTurns)
+	cmd.SetFirstKeyPos(3) // the keys' slot, on a cluster
+	err := s.rdb.Process(ctx, cmd)
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return loadScript.Eval(ctx, s.rdb, []string{k.meta, k.turns}, nTurns).Result()
 	}
-	f, _ := res[0].([]any)
-	if len(f) != 11 {
-		return meta{}, nil, fmt.Errorf("working: unexpected load fields %v", res[0])
+	if err != nil {
+		return nil, err
 	}
-	str := func(i int) string { v, _ := f[i].(string); return v }
-	num := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
-	m := meta{version: num(0), uid: str(2), aid: str(3), ttl: time.Duration(num(4)) * time.Millisecond,
-		ca: num(5), ua: num(6), dx: num(7), isNew: str(8) == "1", restored: str(9) == "1", seq: num(10)}
-	if d, ok := f[1].(string); ok {
-		m.doc = []byte(d)
+	return cmd.Val(), nil
+}
+
+// decodeLoad decodes loadScript's reply: the session's string alone, or with the newest
+// turns after it.
+func decodeLoad(res any) (meta, []Turn, error) {
+	var entries []any
+	s, ok := res.(string)
+	if !ok {
+		all, _ := res.([]any)
+		if len(all) == 0 {
+			return meta{}, nil, fmt.Errorf("working: unexpected load reply %v", res)
+		}
+		s, _ = all[0].(string)
+		entries = all[1:]
 	}
-	entries, _ := res[1].([]any)
+	m, err := decodeSession(s)
+	if err != nil {
+		return meta{}, nil, err
+	}
 	turns := make([]Turn, 0, len(entries))
 	for _, e := range entries {
 		es, _ := e.(string)
@@ -212,6 +234,35 @@ func decodeLoad(res []any) (meta, []Turn, error) {
 		turns = append(turns, t)
 	}
 	return m, turns, nil
+}
+
+// decodeSession parses loadScript's session string, "v ttl ca ua dx seq new rs len(uid)
+// len(aid) hasdoc\n" followed by uid, aid and the document, without allocating but for
+// the document's copy (uid and aid share the reply's memory).
+func decodeSession(s string) (meta, error) {
+	hdr, rest, ok := strings.Cut(s, "\n")
+	var f [11]string
+	for i := range f {
+		f[i], hdr, _ = strings.Cut(hdr, " ")
+	}
+	// (The error names the header only: the rest is the subject's data.)
+	bad := func() (meta, error) {
+		return meta{}, fmt.Errorf("working: unexpected load reply %.100q", s[:len(s)-len(rest)])
+	}
+	if !ok || hdr != "" || f[10] == "" {
+		return bad()
+	}
+	num := func(i int) int64 { n, _ := strconv.ParseInt(f[i], 10, 64); return n }
+	nu, na := int(num(8)), int(num(9))
+	if nu < 0 || na < 0 || nu+na > len(rest) {
+		return bad()
+	}
+	m := meta{version: num(0), ttl: time.Duration(num(1)) * time.Millisecond, ca: num(2), ua: num(3), dx: num(4),
+		seq: num(5), isNew: f[6] == "1", restored: f[7] == "1", uid: rest[:nu], aid: rest[nu : nu+na]}
+	if f[10] == "1" {
+		m.doc = []byte(rest[nu+na:])
+	}
+	return m, nil
 }
 
 // durableBumpWait bounds bumpDurableExpiry, connection wait included.
@@ -516,7 +567,7 @@ func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 func (s *Store) current(ctx context.Context, db pg.DBTX, org, session string) (meta, error) {
 	k := s.sessionKeys(org, session)
 	for range 3 {
-		res, err := loadScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, 0).Slice()
+		res, err := s.runLoad(ctx, k, 0)
 		if errors.Is(err, redis.Nil) {
 			if err := s.restore(ctx, db, org, session, true); err != nil {
 				return meta{}, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -413,4 +414,79 @@ func mustApply(t *testing.T, target, patch string) []byte {
 	b, err := applyPatch([]byte(target), []byte(patch))
 	require.NoError(t, err)
 	return b
+}
+
+// loadScript answers one string per session (decodeSession); what it decodes must be what
+// the session's hash holds, field by field, with and without turns.
+func TestLoadReplyMatchesHash(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{})
+	org, session := "org-a", "s-load"
+	require.NoError(t, b.inTx(org, func(tx pgx.Tx) error {
+		_, _, err := b.store.Put(b.ctx, tx, org, session, Write{State: json.RawMessage(`{"a":"x y\nz"}`), UserID: "u1", AgentID: "ag:2"})
+		return err
+	}))
+	_, err := b.post(org, session, "hello")
+	require.NoError(t, err)
+	k := b.store.sessionKeys(org, session)
+	h, err := b.rdb.HGetAll(b.ctx, k.meta).Result()
+	require.NoError(t, err)
+	num := func(f string) int64 { n, _ := strconv.ParseInt(h[f], 10, 64); return n }
+	want := meta{version: num("v"), doc: []byte(h["doc"]), uid: h["uid"], aid: h["aid"],
+		ttl: time.Duration(num("ttl")) * time.Millisecond, ca: num("ca"), ua: num("ua"), dx: num("dx"), seq: num("seq")}
+	require.Equal(t, "u1", want.uid)
+	require.Equal(t, "ag:2", want.aid)
+	for _, n := range []int{0, 5} {
+		res, err := loadScript.Run(b.ctx, b.rdb, []string{k.meta, k.turns}, n).Result()
+		require.NoError(t, err)
+		m, turns, err := decodeLoad(res)
+		require.NoError(t, err)
+		require.Equal(t, want, m, "turns %d", n)
+		require.Len(t, turns, min(n, 1))
+	}
+
+	// A tombstone (a fresh incarnation): no document, new, no scope.
+	require.NoError(t, b.inTx(org, func(tx pgx.Tx) error { return b.store.Delete(b.ctx, tx, org, session, nil) }))
+	res, err := loadScript.Run(b.ctx, b.rdb, []string{k.meta, k.turns}, 0).Result()
+	require.NoError(t, err)
+	m, _, err := decodeLoad(res)
+	require.NoError(t, err)
+	require.True(t, m.isNew)
+	require.Nil(t, m.doc)
+	require.Empty(t, m.uid)
+	_, err = b.store.Get(b.ctx, b.pool, org, session)
+	require.ErrorIs(t, err, strata.ErrNotFound)
+}
+
+func TestDecodeSessionRefusesMalformed(t *testing.T) { // not parallel: AllocsPerRun
+	m, err := decodeSession("3 60000 1 2 3 4 0 1 2 1 1\nabc{}")
+	require.NoError(t, err)
+	require.Equal(t, meta{version: 3, ttl: time.Minute, ca: 1, ua: 2, dx: 3, seq: 4, restored: true, uid: "ab", aid: "c", doc: []byte("{}")}, m)
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _, _ = decodeSession("3 60000 1 2 3 4 0 1 2 1 1\nabc{}") }),
+		"only the document is copied")
+	for _, bad := range []string{"", "3 60000 1 2 3 4 0 1 2 1\nabc", "3 60000 1 2 3 4 0 1 2 1 1 9\nabc", "3 60000 1 2 3 4 0 1 9 1 1\nabc",
+		"3 60000 1 2 3 4 0 1 -1 1 1\nabc", "3 60000 1 2 3 4 0 1 2 1 1"} {
+		_, err := decodeSession(bad)
+		require.Error(t, err, "%q", bad)
+	}
+}
+
+// runLoad falls back to EVAL when Redis does not know the script (its cache was flushed, or
+// it restarted): emulated with a hash Redis has never seen.
+func TestLoadWithoutScriptCache(t *testing.T) { // not parallel: swaps loadSHA
+	b := setup(t, Options{})
+	org, session := "org-a", "s-noscript"
+	require.NoError(t, b.inTx(org, func(tx pgx.Tx) error {
+		_, _, err := b.store.Put(b.ctx, tx, org, session, Write{State: json.RawMessage(`{"a":1}`)})
+		return err
+	}))
+	saved := loadSHA
+	loadSHA = "0000000000000000000000000000000000000000"
+	t.Cleanup(func() { loadSHA = saved })
+	st, err := b.store.Get(b.ctx, b.pool, org, session)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"a":1}`, string(st.State))
+	require.Equal(t, int64(1), st.Version)
+	_, err = b.store.Get(b.ctx, b.pool, org, "s-none")
+	require.ErrorIs(t, err, strata.ErrNotFound)
 }
