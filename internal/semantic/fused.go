@@ -94,7 +94,7 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 		FULL JOIN (SELECT *, row_number() OVER (ORDER BY r DESC, id) AS trk FROM t) t ON v.id = t.id),
 	e AS (SELECT c.*, ` + score + ` AS s FROM c),
 	x AS (SELECT e.*, s >= coalesce(nth_value(s, ` + qf.arg(fq.topK) + `) OVER (ORDER BY s DESC
-		ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '-Infinity') - ` + strconv.FormatFloat(topSlack, 'g', -1, 64) + ` AS top FROM e)
+		ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '-Infinity') - ` + strconv.FormatFloat(s.restSlack, 'g', -1, 64) + ` AS top FROM e)
 	SELECT x.id, x.vrk, x.d, x.trk, x.r, x.kind, x.pinned, x.importance, x.access_count, x.valid_from,
 		x.last_verified_at, x.top, m.* FROM x
 	LEFT JOIN LATERAL (SELECT ` + restCols + ` FROM memories m WHERE m.org_id = $1 AND m.id = x.id AND x.top) m ON true`
