@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/strata-mem/strata/internal/pg"
@@ -101,43 +102,62 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 	return sql, qf.args, settings
 }
 
-// scanCandidate scans a row of fusedSQL: its restCols only when the row is flagged top.
-func scanCandidate(r pgx.CollectableRow) (candidate, error) {
-	var c candidate
-	var vrk, trk *int64
-	var d, tr *float64
-	var imp float32
-	m := &c.mem
-	light := []any{&m.ID, &vrk, &d, &trk, &tr, &m.Kind, &m.Pinned, &imp, &m.AccessCount, &m.ValidFrom, &m.LastVerified, &c.rest}
-	dest := make([]any, len(light)+21)
-	copy(dest, light)
-	if err := r.Scan(dest...); err != nil {
-		return c, err
-	}
-	m.Importance = float64(imp)
-	utc(&m.ValidFrom)
-	utcp(m.LastVerified)
-	if vrk != nil {
-		c.bd.VectorRank, c.bd.VectorSimilarity = int(*vrk), 1-*d
-	}
-	if trk != nil {
-		c.bd.TextRank, c.bd.TextScore = int(*trk), *tr
-	}
-	if !c.rest {
-		return c, nil
-	}
-	// The same row again, the rest of its columns this time (nil skips a column).
-	dest = dest[:len(light)]
-	clear(dest)
-	dest = append(dest, &m.RootID, &m.Version, &m.Text, &m.UserID, &m.AgentID, &m.SessionID, &c.meta,
+// candidateScanner scans fusedSQL's rows into candidates through one set of destinations
+// for every row: a row outside the top costs the allocation of its kind alone.
+type candidateScanner struct {
+	id, rootID pgtype.UUID
+	vrk, trk   pgtype.Int8
+	d, r       pgtype.Float8
+	imp        float32
+	verified   pgtype.Timestamptz
+	c          candidate
+	// light scans the rank columns, rest the others (nil skips a column).
+	light, rest []any
+}
+
+func newCandidateScanner() *candidateScanner {
+	cs := &candidateScanner{}
+	m := &cs.c.mem
+	cs.light = append([]any{&cs.id, &cs.vrk, &cs.d, &cs.trk, &cs.r, &m.Kind, &m.Pinned, &cs.imp, &m.AccessCount,
+		&m.ValidFrom, &cs.verified, &cs.c.rest}, make([]any, 21)...)
+	cs.rest = append(make([]any, 12), &cs.rootID, &m.Version, &m.Text, &m.UserID, &m.AgentID, &m.SessionID, &cs.c.meta,
 		&m.Trust, &m.Provenance.KeyID, &m.Provenance.AgentID, &m.Provenance.JobID, &m.Provenance.EventSeq,
 		&m.Embedding.Embedder, &m.Embedding.Model, &m.Embedding.Dims, &m.ValidTo, &m.SupersededBy,
 		&m.LastAccessed, &m.DedupCount, &m.VerifiedBy, &m.UpdatedAt)
-	if err := r.Scan(dest...); err != nil {
-		return c, err
+	return cs
+}
+
+// scan scans the current row of rs: its restCols only when the row is flagged top.
+func (cs *candidateScanner) scan(rs pgx.Rows) (candidate, error) {
+	cs.c = candidate{}
+	if err := rs.Scan(cs.light...); err != nil {
+		return candidate{}, err
 	}
-	utc(&m.UpdatedAt)
-	utcp(m.ValidTo, m.LastAccessed)
+	if cs.c.rest {
+		if err := rs.Scan(cs.rest...); err != nil {
+			return candidate{}, err
+		}
+	}
+	c := cs.c
+	m := &c.mem
+	m.ID = cs.id.Bytes
+	m.Importance = float64(cs.imp)
+	m.ValidFrom = m.ValidFrom.UTC()
+	if cs.verified.Valid {
+		t := cs.verified.Time.UTC()
+		m.LastVerified = &t
+	}
+	if cs.vrk.Valid {
+		c.bd.VectorRank, c.bd.VectorSimilarity = int(cs.vrk.Int64), 1-cs.d.Float64
+	}
+	if cs.trk.Valid {
+		c.bd.TextRank, c.bd.TextScore = int(cs.trk.Int64), cs.r.Float64
+	}
+	if c.rest {
+		m.RootID = cs.rootID.Bytes
+		m.UpdatedAt = m.UpdatedAt.UTC()
+		utcp(m.ValidTo, m.LastAccessed)
+	}
 	return c, nil
 }
 
@@ -180,9 +200,16 @@ func (s *Store) searchFused(ctx context.Context, tx pgx.Tx, vfBase, f *filter, s
 		}
 		var cands []candidate
 		b.Queue(sql, args...).Query(func(rs pgx.Rows) error {
-			var err error
-			cands, err = pgx.CollectRows(rs, scanCandidate)
-			return err
+			defer rs.Close()
+			cs := newCandidateScanner()
+			for rs.Next() {
+				c, err := cs.scan(rs)
+				if err != nil {
+					return err
+				}
+				cands = append(cands, c)
+			}
+			return rs.Err()
 		})
 		b.Queue(pg.DefaultPlansSQL)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
