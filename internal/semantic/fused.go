@@ -98,7 +98,10 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 		ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '-Infinity') - ` + strconv.FormatFloat(s.restSlack, 'g', -1, 64) + ` AS top FROM e)
 	SELECT x.id, x.vrk, x.d, x.trk, x.r, x.kind, x.pinned, x.importance, x.access_count, x.valid_from,
 		x.last_verified_at, x.top, m.* FROM x
-	LEFT JOIN LATERAL (SELECT ` + restCols + ` FROM memories m WHERE m.org_id = $1 AND m.id = x.id AND x.top) m ON true`
+	LEFT JOIN LATERAL (SELECT ` + restCols + ` FROM memories m WHERE m.org_id = $1 AND m.id = x.id AND x.top OFFSET 0) m ON true`
+	// OFFSET 0 keeps the lateral subquery from being flattened into the join, where x.top
+	// became a join filter applied after reading every candidate's row; in the subquery it
+	// is a one-time filter: a candidate outside the top reads nothing.
 	return sql, qf.args, settings
 }
 
