@@ -196,31 +196,6 @@ type SearchInfo struct {
 type hit struct {
 	id   uuid.UUID
 	dist float64
-	mem  *Memory // the row itself, when the leg was asked for rows (alongside.rows)
-	meta []byte  // mem's metadata, undecoded (decodeMetadata)
-}
-
-// scanHit scans a leg's row: the id and its distance or rank, or with rows the memory's
-// columns (memCols) and then the distance or rank — the metadata left undecoded, since most
-// candidates are not returned.
-func scanHit(r pgx.CollectableRow, rows bool) (hit, error) {
-	var h hit
-	if !rows {
-		err := r.Scan(&h.id, &h.dist)
-		return h, err
-	}
-	m, meta, err := scanMemoryRaw(r, &h.dist)
-	h.id, h.mem, h.meta = m.ID, &m, meta
-	return h, err
-}
-
-// legCols is what a leg selects: the id, or with rows every memory column (memCols names
-// each, so the outer query of a materialised leg can read them).
-func legCols(rows bool) string {
-	if rows {
-		return memCols
-	}
-	return "id"
 }
 
 type nearResult struct {
@@ -234,15 +209,13 @@ type nearResult struct {
 func vecExpr(dims int) string { return "embedding::vector(" + strconv.Itoa(dims) + ")" }
 
 // alongside is what travels in the vector query's round trip: statements queued before it
-// (Create's scope lock and exact-duplicate check, which must run first) and after it (the
-// full-text leg of a search). An exact fallback after an HNSW miss does not repeat them.
+// (Create's scope lock and exact-duplicate check, which must run first) and after it. An
+// exact fallback after an HNSW miss does not repeat them. (A search's full-text leg is part
+// of its one statement, fused.go.)
 type alongside struct {
 	before []func(*pgx.Batch)
 	// after is told the strategy that runs and the scope's counted size (-1: not counted).
 	after []func(b *pgx.Batch, strategy Strategy, scopeSize int)
-	// rows makes the vector leg return the candidates' rows (hit.mem), so a search needs
-	// no round trip of its own to read them.
-	rows bool
 }
 
 // vectorPlan is how a vector query will run: the filter with the space's conditions, the
@@ -302,11 +275,20 @@ func (s *Store) planVector(ctx context.Context, tx pgx.Tx, f *filter, sp Space, 
 // qf's arguments; and, for an HNSW scan, the statement of its scan settings, which must run
 // in the same transaction before it (settings.SQL is "" for the exact sort).
 func (s *Store) vectorLeg(qf *filter, qv, lim string, dims, n int, strategy Strategy, ownIndex, rows bool) (sql string, settings Statement) {
+	cols := "id"
+	if rows {
+		cols = memCols
+	}
+	return s.vectorLegOf(qf, qv, lim, dims, n, strategy, ownIndex, cols)
+}
+
+// vectorLegOf is vectorLeg selecting cols (and the distance d).
+func (s *Store) vectorLegOf(qf *filter, qv, lim string, dims, n int, strategy Strategy, ownIndex bool, cols string) (sql string, settings Statement) {
 	expr := vecExpr(dims)
 	if strategy == StrategyExact {
 		// "+ 0" keeps the planner off the HNSW index: an exact top-n sort over the rows the
 		// filter (and its b-tree) selects.
-		return `SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` + qf.sql() +
+		return `SELECT ` + cols + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` + qf.sql() +
 			` ORDER BY (` + expr + ` <=> ` + qv + `) + 0, id LIMIT ` + lim, Statement{}
 	}
 	ef := max(s.o.EfSearch, n)
@@ -322,7 +304,7 @@ func (s *Store) vectorLeg(qf *filter, qv, lim string, dims, n int, strategy Stra
 	}
 	// relaxed_order may return rows slightly out of order: re-sort the materialised
 	// candidates (pgvector's documented pattern).
-	sql = `WITH nn AS MATERIALIZED (SELECT ` + legCols(rows) + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
+	sql = `WITH nn AS MATERIALIZED (SELECT ` + cols + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` +
 		qf.sql() + ` ORDER BY ` + expr + ` <=> ` + qv + ` LIMIT ` + lim + `) SELECT * FROM nn ORDER BY d, id`
 	// JIT is off: enable_sort = off prices any sort at 10^10, past jit_above_cost, and
 	// compiling the plain query took 140 ms of its 146 (BenchmarkSemantic100k).
@@ -351,7 +333,6 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 	}
 	f, res.strategy, res.scopeSize = p.f, p.strategy, p.scopeSize
 	vec := pgvector.NewVector(v)
-	rows := with.rows
 	run := func(strategy Strategy) ([]hit, error) {
 		qf := f.clone()
 		qv := qf.arg(vec) + "::vector(" + strconv.Itoa(sp.Dims) + ")"
@@ -364,7 +345,7 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 		for _, add := range with.before {
 			add(b)
 		}
-		sql, settings := s.vectorLeg(qf, qv, lim, sp.Dims, n, strategy, p.ownIndex, rows)
+		sql, settings := s.vectorLeg(qf, qv, lim, sp.Dims, n, strategy, p.ownIndex, false)
 		if settings.SQL != "" {
 			// The scan settings and the query travel in one batch: one round trip.
 			b.Queue(settings.SQL, settings.Args...)
@@ -372,7 +353,10 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 		var hits []hit
 		b.Queue(sql, qf.args...).Query(func(rs pgx.Rows) error {
 			var err error
-			hits, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (hit, error) { return scanHit(r, rows) })
+			hits, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (hit, error) {
+				var h hit
+				return h, r.Scan(&h.id, &h.dist)
+			})
 			return err
 		})
 		for _, add := range with.after {
@@ -402,43 +386,12 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 }
 
 // textScopeFirstAtMost: a counted scope of at most this many rows has its full-text leg read
-// scope first (see queueTextCandidates).
+// scope first (fusedSQL): a materialised scan of the scope's rows without their vectors, then
+// the words — one right plan, so a generic one, and the GIN index is not worth it for a few
+// hundred rows. A larger scope's leg is planned per execution (pg.CustomPlansSQL): for a
+// common word the scope's b-tree and a filter, for a rare one in a large scope the b-tree
+// ANDed with the GIN index (0.6 ms of planning on the partitioned layout, pg/plans.go).
 const textScopeFirstAtMost = 500
-
-// queueTextCandidates queues the full-text leg — memories matching any query word, by
-// ts_rank_cd — into b; *out holds them once b's results are read.
-//
-// Which index serves it depends on the words and the scope: for a common word, the scope's
-// b-tree and a filter; for a rare one in a large scope, the scope's b-tree ANDed with the GIN
-// index. A custom plan (pg.CustomPlansSQL) picks between them — at 0.6 ms of planning per
-// execution on the partitioned layout (pg/plans.go). A scope counted small (smallScope: at
-// most textScopeFirstAtMost rows) is read scope first instead (a materialised scan of the
-// scope's rows without their vectors, then the words): one right plan, so a generic one, and
-// the GIN index is not worth it for a few hundred rows.
-//
-// inForce is the plan choice the statement before it left (pg.GenericPlansSQL or
-// pg.CustomPlansSQL): the leg only sets its own when that differs.
-func queueTextCandidates(b *pgx.Batch, f *filter, text string, n int, rows, smallScope bool, inForce string, out *[]hit) {
-	qf := f.clone()
-	tq := qf.arg(text)
-	lim := qf.arg(n)
-	mode, with, where := pg.CustomPlansSQL, "", qf.sql()+" AND "
-	if smallScope {
-		// The CTE is named after the table it reads, so the query below reads it instead.
-		mode, with, where = pg.GenericPlansSQL, `WITH memories AS MATERIALIZED (SELECT `+memCols+`, tsv FROM memories WHERE `+qf.sql()+`) `, ""
-	}
-	// The caller's batch restores the session's plan choice after it (nearest's DefaultPlansSQL).
-	if mode != inForce {
-		b.Queue(mode)
-	}
-	b.Queue(with+`SELECT `+legCols(rows)+`, ts_rank_cd(tsv, q) AS r
-		FROM memories, (SELECT replace(plainto_tsquery('simple', `+tq+`)::text, ' & ', ' | ')::tsquery AS q) tq
-		WHERE `+where+`q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT `+lim, qf.args...).Query(func(rs pgx.Rows) error {
-		var err error
-		*out, err = pgx.CollectRows(rs, func(r pgx.CollectableRow) (hit, error) { return scanHit(r, rows) })
-		return err
-	})
-}
 
 // Search runs the hybrid search: vector and full-text candidates under the same filters,
 // fused by reciprocal rank, then scaled by recency, importance and access count.
@@ -509,23 +462,16 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 		f.add("NOT (kind = 'fact' AND greatest(valid_from, coalesce(last_verified_at, valid_from)) < ?)", now.Add(-staleAfter))
 	}
 
-	// The full-text leg rides in the vector query's round trip.
-	var texts []hit
-	var also []func(*pgx.Batch, Strategy, int)
-	if !q.SkipText && strings.TrimSpace(q.Text) != "" {
-		also = append(also, func(b *pgx.Batch, strategy Strategy, scopeSize int) {
-			small := strategy == StrategyExact && scopeSize >= 0 && scopeSize <= textScopeFirstAtMost
-			// The vector leg left generic plans in force for the exact sort, custom ones for
-			// an HNSW scan (its settings).
-			inForce := pg.CustomPlansSQL
-			if strategy == StrategyExact {
-				inForce = pg.GenericPlansSQL
-			}
-			queueTextCandidates(b, f, q.Text, n, true, small, inForce, &texts)
-		})
+	if err := checkVector(q.Vector, q.Space); err != nil {
+		return nil, info, err
 	}
-	// Both legs return their candidates' rows: no round trip of its own to read them.
-	near, err := s.nearest(ctx, tx, f, q.Vector, q.Space, n, q.Strategy, alongside{before: before, after: also, rows: true})
+	fq := fusedQuery{vec: pgvector.NewVector(q.Vector), dims: q.Space.Dims, n: n, topK: q.TopK, now: now}
+	if !q.SkipText && strings.TrimSpace(q.Text) != "" {
+		fq.text = q.Text
+	}
+	// Both legs, their fusion and the top candidates' rows: one statement, in one round trip
+	// with the org's policy (fused.go).
+	fr, err := s.searchFused(ctx, tx, f, f, q.Space, q.Strategy, fq, before)
 	if err != nil {
 		return nil, info, err
 	}
@@ -538,47 +484,27 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 			staleAfter = d
 		}
 	}
-	info.Strategy, info.ScopeSize, info.Fallback, info.VectorCandidates = near.strategy, near.scopeSize, near.fallback, len(near.hits)
-	info.TextCandidates = len(texts)
-
-	bd := map[uuid.UUID]*Breakdown{}
-	var ids []uuid.UUID
-	get := func(id uuid.UUID) *Breakdown {
-		b, ok := bd[id]
-		if !ok {
-			b = &Breakdown{}
-			bd[id] = b
-			ids = append(ids, id)
-		}
-		return b
-	}
-	k := s.o.RRFK
-	for i, h := range near.hits {
-		b := get(h.id)
-		b.VectorRank, b.VectorSimilarity = i+1, 1-h.dist
-		b.RRF += 1 / (k + float64(i+1))
-	}
-	for i, h := range texts {
-		b := get(h.id)
-		b.TextRank, b.TextScore = i+1, h.dist
-		b.RRF += 1 / (k + float64(i+1))
-	}
-	if len(ids) == 0 {
+	info.Strategy, info.ScopeSize, info.Fallback = fr.strategy, fr.scopeSize, fr.fallback
+	info.VectorCandidates, info.TextCandidates = fr.vectorN, fr.textN
+	if len(fr.cands) == 0 {
 		return []Result{}, info, nil
 	}
-	byID := make(map[uuid.UUID]*hit, len(ids))
-	for _, legs := range [][]hit{near.hits, texts} {
-		for i := range legs {
-			byID[legs[i].id] = &legs[i]
+	k := s.o.RRFK
+	byID := make(map[uuid.UUID]*candidate, len(fr.cands))
+	out := make([]Result, 0, len(fr.cands))
+	for i := range fr.cands {
+		c := &fr.cands[i]
+		byID[c.mem.ID] = c
+		b := c.bd
+		if b.VectorRank > 0 {
+			b.RRF += 1 / (k + float64(b.VectorRank))
 		}
-	}
-	out := make([]Result, 0, len(ids))
-	for _, id := range ids {
-		m := *byID[id].mem
-		b := bd[m.ID]
-		s.rank(b, m, now)
-		out = append(out, Result{Memory: m, Score: *b,
-			Stale: m.Kind == KindFact && now.Sub(m.VerifiedAt()) > staleAfter})
+		if b.TextRank > 0 {
+			b.RRF += 1 / (k + float64(b.TextRank))
+		}
+		s.rank(&b, c.mem, now)
+		out = append(out, Result{Memory: c.mem, Score: b,
+			Stale: c.mem.Kind == KindFact && now.Sub(c.mem.VerifiedAt()) > staleAfter})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Score.Score != out[j].Score.Score {
@@ -589,9 +515,14 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 	if len(out) > q.TopK {
 		out = out[:q.TopK]
 	}
+	if err := s.fillRest(ctx, tx, q.Scope.OrgID, out, byID); err != nil {
+		return nil, info, err
+	}
 	for i := range out {
-		if err := decodeMetadata(&out[i].Memory, byID[out[i].Memory.ID].meta); err != nil {
-			return nil, info, err
+		if c := byID[out[i].Memory.ID]; c.rest {
+			if err := decodeMetadata(&out[i].Memory, c.meta); err != nil {
+				return nil, info, err
+			}
 		}
 	}
 	return out, info, nil

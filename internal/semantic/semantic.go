@@ -196,6 +196,8 @@ type Store struct {
 	now    func() time.Time
 	counts scopeCounts
 	hot    hotScopes
+	// restSlack is topSlack (fused.go); tests change it to exercise the reads it saves.
+	restSlack float64
 }
 
 // NewStore returns a store; now may be nil (time.Now).
@@ -203,7 +205,7 @@ func NewStore(o Options, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{o: o.withDefaults(), now: now}
+	return &Store{o: o.withDefaults(), now: now, restSlack: topSlack}
 }
 
 // Options returns the effective options.
