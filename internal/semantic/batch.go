@@ -246,15 +246,17 @@ const (
 	// (n), and — for the groups of at most ExactBelow ($2 - 1) memories, in the groups'
 	// order while their vectors' components add up to at most $9 (Options.BatchHeld) — each of
 	// those memories' id and vector (NULLs for a group not read, one row with n 0 for an
-	// empty one).
-	scopeRowsSQL = `WITH g AS (SELECT g.i, g.u, g.a, g.s, g.e, g.m, g.d, (SELECT count(*) FROM (SELECT 1 FROM memories
+	// empty one). g is materialised (its counts run once each) and the lateral query is
+	// kept from being flattened (OFFSET 0), so each group's memories are an index scan of
+	// its scope, not a filter over the org's rows.
+	scopeRowsSQL = `WITH g AS MATERIALIZED (SELECT g.i, g.u, g.a, g.s, g.e, g.m, g.d, (SELECT count(*) FROM (SELECT 1 FROM memories
 			WHERE org_id = $1 AND user_id = g.u AND agent_id = g.a AND session_id = g.s AND valid_to IS NULL
 			AND embedder = g.e AND model = g.m AND dims = g.d LIMIT $2) x) AS n
 		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[]) WITH ORDINALITY AS g(u, a, s, e, m, d, i)),
 	c AS (SELECT g.*, sum(CASE WHEN n < $2 THEN n * d ELSE 0 END) OVER (ORDER BY i) AS cum FROM g)
 	SELECT c.i - 1, c.n, r.id, r.embedding FROM c LEFT JOIN LATERAL (SELECT id, embedding FROM memories
 		WHERE c.n < $2 AND c.cum <= $9 AND org_id = $1 AND user_id = c.u AND agent_id = c.a AND session_id = c.s
-		AND valid_to IS NULL AND embedder = c.e AND model = c.m AND dims = c.d) r ON true`
+		AND valid_to IS NULL AND embedder = c.e AND model = c.m AND dims = c.d OFFSET 0) r ON true`
 	// insertBatchSQL inserts version 1 of many new memories (insertMemorySQL's columns).
 	insertBatchSQL = `INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id, session_id, kind, text,
 		text_hash, metadata, importance, pinned, trust, created_by_key, source_agent_id, source_job_id, source_event_seq,
