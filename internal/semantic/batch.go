@@ -57,12 +57,17 @@ func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) (
 // batch's time). An item whose exact text its scope already holds is not embedded.
 //
 // Statements, whatever the batch's size: one round trip for the scope locks (one statement,
-// in sorted order, so concurrent batches cannot deadlock), the exact duplicates and the
-// sizes of the scopes (one statement each); then per chunk one INSERT of its new rows
-// (unnest of arrays) and, when the chunk's scopes held memories before the batch, one
-// exact nearest-neighbour query for its items in those scopes; the duplicates' updates, if
-// any, travel with the last INSERT. Only items of a scope too large for an exact search
-// (Options.ExactBelow) cost a round trip each, through the HNSW index, as Create's do.
+// in sorted order, so concurrent batches cannot deadlock), the exact duplicates, and the
+// sizes of the scopes with — for those small enough (Options.ExactBelow), up to
+// Options.BatchHeld vector components in all — their current memories' ids and vectors (one
+// statement each); then per chunk one INSERT of its new rows (unnest of arrays), sent as
+// soon as the chunk is decided; the duplicates' updates, if any, travel with the last
+// INSERT. The near duplicates in the store of an item of a scope read whole are found in
+// memory, by the goroutine that embeds its chunk (each stored memory is read once per batch,
+// not once per item, and the inserts never wait on a query). A scope past BatchHeld costs
+// one exact nearest-neighbour query per chunk, between the INSERTs; an item of a scope too
+// large for an exact search (ExactBelow) a round trip of its own, through the HNSW index, as
+// Create's does.
 func (s *Store) IngestBatch(ctx context.Context, tx pgx.Tx, items []NewMemory, embed EmbedFunc) ([]BatchResult, error) {
 	if embed == nil {
 		return nil, fmt.Errorf("semantic: IngestBatch needs an embedder")
