@@ -31,8 +31,8 @@ import (
 // interleaved batch by batch: a bare multi-row INSERT of as many rows (vectors computed
 // beforehand) into the same HNSW-indexed partition of memories (the same org, users of its
 // own), one statement in one transaction, as the owner (no RLS). Each batch spreads over 100
-// users, as an imported corpus does; a near-duplicate check is an exact search of the item's
-// scope, so one huge scope costs more (docs/semantic.md). b.N is the number of batches on each
+// users, as an imported corpus does; the near-duplicate check compares each item with its
+// scope's memories, read once per batch, so one huge scope costs more (docs/semantic.md). b.N is the number of batches on each
 // side; one run is one round (a server and database of its own), so -count 3 gives the three
 // rounds whose median and range cmd/benchreport reports. Metrics: strata-rows/s,
 // floor-rows/s and speed (strata ÷ floor). Target: speed ≥ 0.8.

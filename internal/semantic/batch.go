@@ -1,6 +1,7 @@
 package semantic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -56,12 +57,17 @@ func (s *Store) CreateBatch(ctx context.Context, tx pgx.Tx, items []NewMemory) (
 // batch's time). An item whose exact text its scope already holds is not embedded.
 //
 // Statements, whatever the batch's size: one round trip for the scope locks (one statement,
-// in sorted order, so concurrent batches cannot deadlock), the exact duplicates and the
-// sizes of the scopes (one statement each); then per chunk one INSERT of its new rows
-// (unnest of arrays) and, when the chunk's scopes held memories before the batch, one
-// exact nearest-neighbour query for its items in those scopes; the duplicates' updates, if
-// any, travel with the last INSERT. Only items of a scope too large for an exact search
-// (Options.ExactBelow) cost a round trip each, through the HNSW index, as Create's do.
+// in sorted order, so concurrent batches cannot deadlock), the exact duplicates, and the
+// sizes of the scopes with — for those small enough (Options.ExactBelow), up to
+// Options.BatchHeld vector components in all — their current memories' ids and vectors (one
+// statement each); then per chunk one INSERT of its new rows (unnest of arrays), sent as
+// soon as the chunk is decided; the duplicates' updates, if any, travel with the last
+// INSERT. The near duplicates in the store of an item of a scope read whole are found in
+// memory, by the goroutine that embeds its chunk (each stored memory is read once per batch,
+// not once per item, and the inserts never wait on a query). A scope past BatchHeld costs
+// one exact nearest-neighbour query per chunk, between the INSERTs; an item of a scope too
+// large for an exact search (ExactBelow) a round trip of its own, through the HNSW index, as
+// Create's does.
 func (s *Store) IngestBatch(ctx context.Context, tx pgx.Tx, items []NewMemory, embed EmbedFunc) ([]BatchResult, error) {
 	if embed == nil {
 		return nil, fmt.Errorf("semantic: IngestBatch needs an embedder")
@@ -80,9 +86,15 @@ type batch struct {
 	now    time.Time
 	// stored: item → the current memory of its scope with the same text, before the batch.
 	stored map[int]uuid.UUID
-	// size: the scope-and-space group → its current memories before the batch (bounded
-	// at ExactBelow+1).
-	size map[string]int
+	// group: item → its scope-and-space group (groupKey), an index into size, held and
+	// freshIn.
+	group []int
+	// size: group → its current memories before the batch (bounded at ExactBelow+1).
+	size []int
+	// held: group → its current memories before the batch, with their vectors, when the
+	// group was small enough to be read whole (prepare): its items' near duplicates in the
+	// store are then found in memory, not by a query per chunk.
+	held []*heldGroup
 	// ours: the rows this batch inserted → their item (a nearest-neighbour query may find
 	// them; the batch's own items are compared in memory instead).
 	ours map[uuid.UUID]int
@@ -90,7 +102,22 @@ type batch struct {
 	// duplicate answers with.
 	id, dupID   []uuid.UUID
 	firstByText map[string]int
-	fresh       []int // items that become rows, in order
+	freshIn     [][]int // group → its items that become rows, in order
+}
+
+// heldGroup is a group's current memories before the batch: ids and vectors, with the
+// vectors' norms.
+type heldGroup struct {
+	ids   []uuid.UUID
+	vecs  [][]float32
+	norms []float64
+}
+
+// chunkNear is what the embedding goroutine hands over for a chunk: the nearest held
+// memory of each of its items that has one, or the error that ends the batch.
+type chunkNear struct {
+	near map[int]hit
+	err  error
 }
 
 func (s *Store) createBatch(ctx context.Context, tx pgx.Tx, items []NewMemory, embed EmbedFunc) ([]BatchResult, error) {
@@ -136,51 +163,57 @@ func (s *Store) createBatch(ctx context.Context, tx pgx.Tx, items []NewMemory, e
 	for lo, size := 0, BatchChunk/4; lo < len(need); lo, size = lo+size, BatchChunk {
 		chunks = append(chunks, need[lo:min(lo+size, len(need))])
 	}
-	vectors := make(chan error, len(chunks))
-	if embed != nil {
-		ectx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		defer func() { cancel(); <-done }()
-		go func() {
-			defer close(done)
-			for _, c := range chunks {
-				err := bt.embed(ectx, embed, c)
-				vectors <- err
-				if err != nil {
-					return
-				}
+	// A goroutine embeds each chunk (when the batch has an embedder) and finds its items'
+	// nearest held memories, while this one inserts the previous chunk's rows.
+	ready := make(chan chunkNear, len(chunks))
+	gctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	go func() {
+		defer close(done)
+		for _, c := range chunks {
+			var r chunkNear
+			if embed != nil {
+				r.err = bt.embed(gctx, embed, c)
 			}
-		}()
-	} else {
-		for range chunks {
-			vectors <- nil
+			if r.err == nil {
+				r.near = bt.nearestHeld(c)
+			}
+			ready <- r
+			if r.err != nil {
+				return
+			}
 		}
-	}
-	var pending []int // decided new rows, not inserted yet
-	for _, c := range chunks {
-		if err := <-vectors; err != nil {
+	}()
+	var last []int // the last chunk's new rows: their INSERT travels with the duplicates' updates
+	for k, c := range chunks {
+		r := <-ready
+		if r.err != nil {
+			return nil, r.err
+		}
+		if err := bt.nearest(ctx, c, r.near); err != nil {
 			return nil, err
 		}
-		if len(pending) > 0 {
+		rows := bt.decide(c, r.near)
+		if k == len(chunks)-1 {
+			last = rows
+			break
+		}
+		if len(rows) > 0 {
 			b := &pgx.Batch{}
-			if err := bt.queueInsert(b, pending); err != nil {
+			if err := bt.queueInsert(b, rows); err != nil {
 				return nil, err
 			}
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return nil, pg.Interpret(err)
 			}
 		}
-		nearest, err := bt.nearest(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		pending = bt.decide(c, nearest)
 	}
 	// The last rows, then the duplicates' updates (an update of a row this batch inserted
 	// needs its id), in one round trip.
 	b := &pgx.Batch{}
-	if len(pending) > 0 {
-		if err := bt.queueInsert(b, pending); err != nil {
+	if len(last) > 0 {
+		if err := bt.queueInsert(b, last); err != nil {
 			return nil, err
 		}
 	}
@@ -214,11 +247,21 @@ const (
 		WITH ORDINALITY AS x(u, a, s, h, i)
 		JOIN memories m ON m.org_id = $1 AND m.user_id = x.u AND m.agent_id = x.a AND m.session_id = x.s
 			AND m.text_hash = x.h AND m.valid_to IS NULL`
-	// scopeSizesSQL: group (0-based) → its current memories of its space, counted up to $2.
-	scopeSizesSQL = `SELECT g.i - 1, (SELECT count(*) FROM (SELECT 1 FROM memories WHERE org_id = $1 AND user_id = g.u
-			AND agent_id = g.a AND session_id = g.s AND valid_to IS NULL AND embedder = g.e AND model = g.m
-			AND dims = g.d LIMIT $2) x)
-		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[]) WITH ORDINALITY AS g(u, a, s, e, m, d, i)`
+	// scopeRowsSQL: group (0-based) → its current memories of its space, counted up to $2
+	// (n), and — for the groups of at most ExactBelow ($2 - 1) memories, in the groups'
+	// order while their vectors' components add up to at most $9 (Options.BatchHeld) — each of
+	// those memories' id and vector (NULLs for a group not read, one row with n 0 for an
+	// empty one). g is materialised (its counts run once each) and the lateral query is
+	// kept from being flattened (OFFSET 0), so each group's memories are an index scan of
+	// its scope, not a filter over the org's rows.
+	scopeRowsSQL = `WITH g AS MATERIALIZED (SELECT g.i, g.u, g.a, g.s, g.e, g.m, g.d, (SELECT count(*) FROM (SELECT 1 FROM memories
+			WHERE org_id = $1 AND user_id = g.u AND agent_id = g.a AND session_id = g.s AND valid_to IS NULL
+			AND embedder = g.e AND model = g.m AND dims = g.d LIMIT $2) x) AS n
+		FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[]) WITH ORDINALITY AS g(u, a, s, e, m, d, i)),
+	c AS (SELECT g.*, sum(CASE WHEN n < $2 THEN n * d ELSE 0 END) OVER (ORDER BY i) AS cum FROM g)
+	SELECT c.i - 1, c.n, r.id, r.embedding FROM c LEFT JOIN LATERAL (SELECT id, embedding FROM memories
+		WHERE c.n < $2 AND c.cum <= $9 AND org_id = $1 AND user_id = c.u AND agent_id = c.a AND session_id = c.s
+		AND valid_to IS NULL AND embedder = c.e AND model = c.m AND dims = c.d OFFSET 0) r ON true`
 	// insertBatchSQL inserts version 1 of many new memories (insertMemorySQL's columns).
 	insertBatchSQL = `INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id, session_id, kind, text,
 		text_hash, metadata, importance, pinned, trust, created_by_key, source_agent_id, source_job_id, source_event_seq,
@@ -238,21 +281,27 @@ func groupKey(n NewMemory) string {
 		strconv.Itoa(n.Space.Dims)}, "\x1f")
 }
 
-// prepare takes the scope locks, then finds the exact duplicates in the store and the size
-// of every scope the batch writes to: one round trip, three statements.
+// prepare takes the scope locks, then finds the exact duplicates in the store, the size
+// of every group the batch writes to and the memories of the small ones: one round trip,
+// three statements.
 func (bt *batch) prepare(ctx context.Context) error {
 	keys := make([]string, 0, len(bt.items))
 	users, agents, sessions := make([]string, len(bt.items)), make([]string, len(bt.items)), make([]string, len(bt.items))
 	var groups []NewMemory
-	seen := map[string]bool{}
+	index := map[string]int{}
+	bt.group = make([]int, len(bt.items))
 	for i, n := range bt.items {
 		sc := n.Scope
 		keys = append(keys, scopeLockKey(sc))
 		users[i], agents[i], sessions[i] = sc.UserID, sc.AgentID, sc.SessionID
-		if k := groupKey(n); !seen[k] {
-			seen[k] = true
+		k := groupKey(n)
+		g, seen := index[k]
+		if !seen {
+			g = len(groups)
+			index[k] = g
 			groups = append(groups, n)
 		}
+		bt.group[i] = g
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
@@ -262,7 +311,8 @@ func (bt *batch) prepare(ctx context.Context) error {
 		gu[k], ga[k], gs[k] = n.Scope.UserID, n.Scope.AgentID, n.Scope.SessionID
 		ge[k], gm[k], gd[k] = n.Space.Embedder, n.Space.Model, int32(n.Space.Dims)
 	}
-	bt.stored, bt.size = map[int]uuid.UUID{}, map[string]int{}
+	bt.stored = map[int]uuid.UUID{}
+	bt.size, bt.held, bt.freshIn = make([]int, len(groups)), make([]*heldGroup, len(groups)), make([][]int, len(groups))
 	b := &pgx.Batch{}
 	b.Queue(lockScopesSQL, keys)
 	b.Queue(exactDuplicatesSQL, bt.org, users, agents, sessions, bt.hashes).Query(func(rows pgx.Rows) error {
@@ -276,10 +326,23 @@ func (bt *batch) prepare(ctx context.Context) error {
 		})
 		return err
 	})
-	b.Queue(scopeSizesSQL, bt.org, bt.s.o.ExactBelow+1, gu, ga, gs, ge, gm, gd).Query(func(rows pgx.Rows) error {
+	b.Queue(scopeRowsSQL, bt.org, bt.s.o.ExactBelow+1, gu, ga, gs, ge, gm, gd, bt.s.o.BatchHeld).Query(func(rows pgx.Rows) error {
 		var k, n int
-		_, err := pgx.ForEachRow(rows, []any{&k, &n}, func() error {
-			bt.size[groupKey(groups[k])] = n
+		var id *uuid.UUID
+		var v *pgvector.Vector
+		_, err := pgx.ForEachRow(rows, []any{&k, &n, &id, &v}, func() error {
+			bt.size[k] = n
+			if id == nil || v == nil {
+				return nil
+			}
+			defer func() { id, v = nil, nil }() // the next row scans into new values
+			h := bt.held[k]
+			if h == nil {
+				h = &heldGroup{}
+				bt.held[k] = h
+			}
+			vec := v.Slice()
+			h.ids, h.vecs, h.norms = append(h.ids, *id), append(h.vecs, vec), append(h.norms, norm(vec))
 			return nil
 		})
 		return err
@@ -309,18 +372,46 @@ func (bt *batch) embed(ctx context.Context, embed EmbedFunc, c []int) error {
 	return nil
 }
 
-// nearest finds, for each item of c whose scope held memories before the batch, the
-// nearest current memory of its exact scope and space that the batch did not write (what
-// Create's near-duplicate check asks; the batch's own rows are compared in decide): for
-// scopes of at most ExactBelow rows by an exact search of all such items in one query per
-// space, for larger ones item by item through the HNSW index, as Create does.
-func (bt *batch) nearest(ctx context.Context, c []int) (map[int]hit, error) {
+// nearestHeld finds, for each item of c whose group was read whole (prepare), the nearest
+// of the group's memories (the most similar; of equally similar ones the least id, as
+// the exact query's ORDER BY distance, id gives).
+func (bt *batch) nearestHeld(c []int) map[int]hit {
 	out := map[int]hit{}
+	for _, i := range c {
+		h := bt.held[bt.group[i]]
+		if h == nil {
+			continue
+		}
+		v := bt.items[i].Vector
+		nv := norm(v)
+		best, bestSim := -1, 0.0
+		for k, w := range h.vecs {
+			sim := 0.0
+			if nv != 0 && h.norms[k] != 0 {
+				sim = dot(v, w) / (nv * h.norms[k])
+			}
+			if best < 0 || sim > bestSim || (sim == bestSim && bytes.Compare(h.ids[k][:], h.ids[best][:]) < 0) {
+				best, bestSim = k, sim
+			}
+		}
+		out[i] = hit{id: h.ids[best], dist: 1 - bestSim}
+	}
+	return out
+}
+
+// nearest adds to out, for each item of c whose scope held memories before the batch but
+// was not read whole (prepare), the nearest current memory of its exact scope and space
+// that the batch did not write (what Create's near-duplicate check asks; the batch's own
+// rows are compared in decide): for scopes of at most ExactBelow rows by an exact search of
+// all such items in one query per space, for larger ones item by item through the HNSW
+// index, as Create does.
+func (bt *batch) nearest(ctx context.Context, c []int, out map[int]hit) error {
 	exact := map[Space][]int{}
 	for _, i := range c {
 		n := bt.items[i]
-		switch size := bt.size[groupKey(n)]; {
-		case size == 0:
+		g := bt.group[i]
+		switch size := bt.size[g]; {
+		case size == 0 || bt.held[g] != nil:
 		case size <= bt.s.o.ExactBelow:
 			exact[n.Space] = append(exact[n.Space], i)
 		default:
@@ -329,7 +420,7 @@ func (bt *batch) nearest(ctx context.Context, c []int) (map[int]hit, error) {
 			f.current()
 			near, err := bt.s.nearest(ctx, bt.tx, f, n.Vector, n.Space, 1, StrategyHNSW, alongside{})
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if len(near.hits) == 1 {
 				out[i] = near.hits[0]
@@ -337,7 +428,7 @@ func (bt *batch) nearest(ctx context.Context, c []int) (map[int]hit, error) {
 		}
 	}
 	if len(exact) == 0 {
-		return out, nil
+		return nil
 	}
 	b := &pgx.Batch{}
 	for sp, idx := range exact {
@@ -368,15 +459,12 @@ func (bt *batch) nearest(ctx context.Context, c []int) (map[int]hit, error) {
 			return err
 		})
 	}
-	if err := bt.tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, pg.Interpret(err)
-	}
-	return out, nil
+	return pg.Interpret(bt.tx.SendBatch(ctx, b).Close())
 }
 
 // decide answers each item of c in order, as sequential Creates would: what the store held
 // first (an exact duplicate was found by prepare; then the nearest of the store's rows),
-// then the batch's earlier new rows. It returns the items that become rows.
+// then the batch's earlier new rows of its group. It returns the items that become rows.
 func (bt *batch) decide(c []int, nearest map[int]hit) []int {
 	var rows []int
 	for _, i := range c {
@@ -391,17 +479,16 @@ func (bt *batch) decide(c []int, nearest map[int]hit) []int {
 		if _, ours := bt.ours[near.id]; found && !ours {
 			bestSim = 1 - near.dist
 		}
-		for _, j := range bt.fresh {
-			if sameScopeAndSpace(bt.items[j], n) {
-				if sim := cosine(bt.items[j].Vector, n.Vector); sim > bestSim {
-					best, bestSim = j, sim
-				}
+		g := bt.group[i]
+		for _, j := range bt.freshIn[g] {
+			if sim := cosine(bt.items[j].Vector, n.Vector); sim > bestSim {
+				best, bestSim = j, sim
 			}
 		}
 		switch {
 		case bestSim < bt.s.o.DedupThreshold:
 			bt.firstByText[key] = i
-			bt.fresh = append(bt.fresh, i)
+			bt.freshIn[g] = append(bt.freshIn[g], i)
 			rows = append(rows, i)
 		case best >= 0:
 			bt.out[i].DuplicateOf, bt.out[i].Dedup = best, &Dedup{Reason: "near", Similarity: bestSim}
@@ -467,10 +554,6 @@ func scopeText(sc strata.Scope, hash []byte) string {
 	return strings.Join([]string{sc.UserID, sc.AgentID, sc.SessionID, string(hash)}, "\x1f")
 }
 
-func sameScopeAndSpace(a, b NewMemory) bool {
-	return a.Scope == b.Scope && a.Space == b.Space
-}
-
 // cosine is the cosine similarity of two vectors of one space.
 func cosine(a, b []float32) float64 {
 	var dot, na, nb float64
@@ -484,3 +567,13 @@ func cosine(a, b []float32) float64 {
 	}
 	return dot / math.Sqrt(na*nb)
 }
+
+func dot(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d += float64(a[i]) * float64(b[i])
+	}
+	return d
+}
+
+func norm(v []float32) float64 { return math.Sqrt(dot(v, v)) }

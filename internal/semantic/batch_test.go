@@ -134,16 +134,18 @@ func chunkedItems(org string) []semantic.NewMemory {
 // TestIngestBatchMatchesSequentialCreates is TestCreateBatchMatchesSequentialCreates for a
 // batch of several chunks written by IngestBatch (the vectors computed chunk by chunk while
 // the previous chunk's rows are inserted) and by CreateBatch, with the near-duplicate
-// lookups exact (small scopes) and through the HNSW index (ExactBelow 1): every answer and
-// every row left is what one Create after the other gives. The items that duplicate a
-// stored memory's text are not embedded.
+// lookups in the store made three ways: in memory, over the small scopes read whole before
+// the first chunk (the default); by an exact query per chunk (BatchHeld -1: no scope read
+// whole); through the HNSW index (ExactBelow 1). Every answer and every row left is what
+// one Create after the other gives. The items that duplicate a stored memory's text are not
+// embedded.
 func TestIngestBatchMatchesSequentialCreates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	lex := embed.NewLexical(384)
-	for _, exactBelow := range []int{0, 1} {
-		store := semantic.NewStore(semantic.Options{DedupThreshold: 0.9, ExactBelow: exactBelow}, func() time.Time { return now })
+	for _, o := range []struct{ exactBelow, held int }{{0, 0}, {0, -1}, {1, 0}} {
+		store := semantic.NewStore(semantic.Options{DedupThreshold: 0.9, ExactBelow: o.exactBelow, BatchHeld: o.held}, func() time.Time { return now })
 		var embedded, calls, largest int // of the ingest run
 		run := func(mode string) ([]createAnswer, []string) {
 			pool, _ := testenv.Pool(t)
@@ -188,8 +190,8 @@ func TestIngestBatchMatchesSequentialCreates(t *testing.T) {
 		seqAnswers, seqRows := run("sequential")
 		for _, mode := range []string{"batch", "ingest"} {
 			answers, rows := run(mode)
-			require.Equal(t, seqAnswers, answers, "%s, ExactBelow %d", mode, exactBelow)
-			require.Equal(t, seqRows, rows, "%s, ExactBelow %d", mode, exactBelow)
+			require.Equal(t, seqAnswers, answers, "%s, %+v", mode, o)
+			require.Equal(t, seqRows, rows, "%s, %+v", mode, o)
 		}
 		items := chunkedItems("acme")
 		require.Equal(t, len(items)-2, embedded, "items 0 and 200, duplicates of stored texts, are not embedded")

@@ -128,6 +128,11 @@ type Options struct {
 	// answered by an exact distance sort over the scope (b-tree on the scope) instead of
 	// HNSW [5000].
 	ExactBelow int
+	// BatchHeld bounds the vector components (dimensions × memories) a batch reads whole
+	// from the small scopes it writes to, to find its items' near duplicates in memory
+	// instead of by a query per chunk (batch.go); the scopes past it are queried
+	// [1<<22: 16 MiB of float32, 10,922 memories of 384 dimensions]; negative: none.
+	BatchHeld int
 	// ScopeIndexAbove: a user scope searched with more current memories than this is a
 	// candidate for an HNSW index of its own (scopeindex.go), and once it has one its
 	// searches use it instead of counting and sorting exactly [1000].
@@ -159,6 +164,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ExactBelow <= 0 {
 		o.ExactBelow = 5000
+	}
+	if o.BatchHeld == 0 {
+		o.BatchHeld = 1 << 22
 	}
 	if o.ScopeEfSearch <= 0 {
 		o.ScopeEfSearch = 40
