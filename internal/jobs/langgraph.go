@@ -78,6 +78,10 @@ type LangGraphPut struct {
 	// expression of $1 (org) and $2 (job) that may be NULL (then EventSeq). The composing
 	// layer passes the episodic tier's head this way, which saves reading it first.
 	EventSeqSQL string
+	// OnJobCreated, when set, returns a data-modifying statement (of $1, org, and $2, job) to
+	// run inside the put's own statement when the put creates the job, guarded by cond (a
+	// boolean SQL expression): the composing layer creates the job's log this way.
+	OnJobCreated func(cond string) string
 }
 
 // LangGraphPutResult answers a put.
@@ -100,6 +104,8 @@ type LangGraphWrites struct {
 	UserID       string
 	AgentID      string
 	SessionID    string
+	// OnJobCreated is LangGraphPut.OnJobCreated for a putWrites that creates the job.
+	OnJobCreated func(cond string) string
 }
 
 // LangGraphTuple is a stored checkpoint with its channel values and pending writes.
@@ -211,17 +217,73 @@ func (s *Store) threadNotRunning(ctx context.Context, db pg.DBTX, org, jobID str
 // stored for a (channel, version) are kept. It is one statement (threadCTEs): the job's row
 // is locked (created when new), so puts to one thread are serialised.
 func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphPut) (LangGraphPutResult, error) {
-	if err := in.Check(); err != nil {
+	sql, args, err := s.langGraphPutSQL(org, jobID, in)
+	if err != nil {
 		return LangGraphPutResult{}, err
+	}
+	sql += `
+		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT inserted FROM up), (SELECT job_version FROM up)`
+	res := LangGraphPutResult{ThreadID: jobID, CheckpointNS: in.CheckpointNS, CheckpointID: in.CheckpointID}
+	var found int
+	var created, inserted *bool
+	var recorded *int64
+	for attempt := 0; ; attempt++ {
+		err = db.QueryRow(ctx, sql, args...).Scan(&found, &created, &inserted, &recorded)
+		if err != nil {
+			return LangGraphPutResult{}, pg.Interpret(err)
+		}
+		if found > 0 {
+			break
+		}
+		if attempt > 0 { // the job is not running
+			return LangGraphPutResult{}, s.threadNotRunning(ctx, db, org, jobID)
+		}
+		// Another transaction created the job after this statement's snapshot: once more.
+	}
+	res.JobCreated = created != nil && *created
+	res.Created = inserted != nil && *inserted
+	if recorded != nil {
+		res.JobVersion = *recorded
+	}
+	return res, nil
+}
+
+// expectThreadSQL ends a put's or putWrites' statement that is sent without its result
+// being read (LangGraphPutStatement): it fails on the server (40001, strata_expect_rows)
+// when the thread's job is not running or was created by another transaction after the
+// statement's snapshot, so that nothing of the transaction commits.
+const expectThreadSQL = `
+		SELECT strata_expect_rows((SELECT count(*) FROM j), 1, 'writing to a running LangGraph thread')`
+
+// LangGraphPutStatement is LangGraphPut as one statement for a caller that sends it without
+// reading its result (in the round trip of COMMIT: pg.Session.AtCommit), and so cannot know
+// Created, JobVersion or JobCreated. Invalid input is refused here, before anything is sent.
+// Where LangGraphPut would answer an error or try once more (the job is not running, or
+// appeared after the statement's snapshot), the statement fails on the server and the
+// transaction does not commit: the caller then runs LangGraphPut in a new transaction for
+// the answer.
+func (s *Store) LangGraphPutStatement(org, jobID string, in LangGraphPut) (pg.Statement, error) {
+	sql, args, err := s.langGraphPutSQL(org, jobID, in)
+	if err != nil {
+		return pg.Statement{}, err
+	}
+	return pg.Statement{SQL: sql + expectThreadSQL, Args: args}, nil
+}
+
+// langGraphPutSQL is the put's statement up to its final SELECT, and its arguments: its
+// CTEs created, locked, j (threadCTEs), bl, up, cp and moved (and, with OnJobCreated, logged).
+func (s *Store) langGraphPutSQL(org, jobID string, in LangGraphPut) (string, []any, error) {
+	if err := in.Check(); err != nil {
+		return "", nil, err
 	}
 	if in.CheckpointID == "" {
-		return LangGraphPutResult{}, strata.Invalid("checkpoint_id", "is required")
+		return "", nil, strata.Invalid("checkpoint_id", "is required")
 	}
 	if err := checkObject("checkpoint", in.Checkpoint, true); err != nil {
-		return LangGraphPutResult{}, err
+		return "", nil, err
 	}
 	if err := checkObject("metadata", in.Metadata, false); err != nil {
-		return LangGraphPutResult{}, err
+		return "", nil, err
 	}
 	channels := make([]string, len(in.Blobs))
 	versions := make([]string, len(in.Blobs))
@@ -229,7 +291,7 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 	data := make([][]byte, len(in.Blobs))
 	for i, b := range in.Blobs {
 		if b.Type == "empty" && len(b.Data) > 0 {
-			return LangGraphPutResult{}, strata.Invalid("blobs["+strconv.Itoa(i)+"].data", "must be absent for type empty")
+			return "", nil, strata.Invalid("blobs["+strconv.Itoa(i)+"].data", "must be absent for type empty")
 		}
 		if b.Type != "empty" && b.Data == nil {
 			b.Data = []byte{}
@@ -246,7 +308,7 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 		"checkpoint_id": in.CheckpointID, "parent_checkpoint_id": nullable(in.ParentCheckpointID),
 		"source": meta.Source, "step": json.RawMessage(orEmpty(meta.Step, "null"))}})
 	if err != nil {
-		return LangGraphPutResult{}, err
+		return "", nil, err
 	}
 	currentStep := "langgraph"
 	if step != "" && step != "null" && len(step) < 100 {
@@ -284,35 +346,12 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 			UPDATE jobs SET checkpoint_version = coalesce((SELECT version FROM cp), checkpoint_version),
 				progress_at = greatest(progress_at, $9), user_id = coalesce(user_id, $8)
 			WHERE org_id = $1 AND job_id = $2 AND status = 'running' AND EXISTS (SELECT FROM locked)
-		)
-		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT inserted FROM up), (SELECT job_version FROM up)`
+		)` + onJobCreated(in.OnJobCreated)
 	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, nullable(in.ParentCheckpointID), string(in.Checkpoint),
 		string(orEmpty(in.Metadata, "{}")), nullable(in.UserID), now,
 		currentStep, "continue the LangGraph thread from checkpoint " + in.CheckpointID, string(link), in.EventSeq,
 		nullable(in.AgentID), nullable(in.SessionID), channels, versions, types, data}
-	res := LangGraphPutResult{ThreadID: jobID, CheckpointNS: in.CheckpointNS, CheckpointID: in.CheckpointID}
-	var found int
-	var created, inserted *bool
-	var recorded *int64
-	for attempt := 0; ; attempt++ {
-		err = db.QueryRow(ctx, sql, args...).Scan(&found, &created, &inserted, &recorded)
-		if err != nil {
-			return LangGraphPutResult{}, pg.Interpret(err)
-		}
-		if found > 0 {
-			break
-		}
-		if attempt > 0 { // the job is not running
-			return LangGraphPutResult{}, s.threadNotRunning(ctx, db, org, jobID)
-		}
-		// Another transaction created the job after this statement's snapshot: once more.
-	}
-	res.JobCreated = created != nil && *created
-	res.Created = inserted != nil && *inserted
-	if recorded != nil {
-		res.JobVersion = *recorded
-	}
-	return res, nil
+	return sql, args, nil
 }
 
 // LangGraphPutWrites stores a task's pending writes against a checkpoint. A write whose
@@ -321,17 +360,54 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 // PostgresSaver does. The checkpoint need not exist yet (durability "async"); the job is
 // created when it does not.
 func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphWrites) (int, bool, error) {
+	sql, args, err := s.langGraphWritesSQL(org, jobID, in)
+	if err != nil {
+		return 0, false, err
+	}
+	sql += `
+		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT count(*) FROM ins)`
+	var found, n int
+	var created bool
+	for attempt := 0; ; attempt++ {
+		if err := db.QueryRow(ctx, sql, args...).Scan(&found, &created, &n); err != nil {
+			return 0, false, pg.Interpret(err)
+		}
+		if found > 0 {
+			return n, created, nil
+		}
+		if attempt > 0 { // the job is not running
+			return 0, false, s.threadNotRunning(ctx, db, org, jobID)
+		}
+		// Another transaction created the job after this statement's snapshot: once more.
+	}
+}
+
+// LangGraphPutWritesStatement is LangGraphPutWrites as one statement sent without reading
+// its result, as LangGraphPutStatement is for LangGraphPut: it cannot say how many writes
+// it stored, and where LangGraphPutWrites would answer an error or try once more, it fails
+// on the server so that nothing commits.
+func (s *Store) LangGraphPutWritesStatement(org, jobID string, in LangGraphWrites) (pg.Statement, error) {
+	sql, args, err := s.langGraphWritesSQL(org, jobID, in)
+	if err != nil {
+		return pg.Statement{}, err
+	}
+	return pg.Statement{SQL: sql + expectThreadSQL, Args: args}, nil
+}
+
+// langGraphWritesSQL is the putWrites statement up to its final SELECT, and its arguments:
+// its CTEs created, locked, j (threadCTEs), ins and touched (and, with OnJobCreated, logged).
+func (s *Store) langGraphWritesSQL(org, jobID string, in LangGraphWrites) (string, []any, error) {
 	for _, f := range []struct{ name, v string }{{"checkpoint_ns", in.CheckpointNS}, {"checkpoint_id", in.CheckpointID},
 		{"task_id", in.TaskID}, {"task_path", in.TaskPath}} {
 		if err := strata.CheckText(f.name, f.v); err != nil {
-			return 0, false, err
+			return "", nil, err
 		}
 	}
 	if in.CheckpointID == "" {
-		return 0, false, strata.Invalid("checkpoint_id", "is required")
+		return "", nil, strata.Invalid("checkpoint_id", "is required")
 	}
 	if in.TaskID == "" {
-		return 0, false, strata.Invalid("task_id", "is required")
+		return "", nil, strata.Invalid("task_id", "is required")
 	}
 	idx := make([]int32, len(in.Writes))
 	channels := make([]string, len(in.Writes))
@@ -376,24 +452,19 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 		), touched AS (
 			UPDATE jobs SET progress_at = $12
 			WHERE org_id = $1 AND job_id = $2 AND progress_at < $12 AND status = 'running' AND EXISTS (SELECT FROM locked)
-		)
-		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT count(*) FROM ins)`
+		)` + onJobCreated(in.OnJobCreated)
 	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, in.TaskID, idx, channels, types, data, in.TaskPath,
 		nullable(in.UserID), now, nullable(in.AgentID), nullable(in.SessionID)}
-	var found, n int
-	var created bool
-	for attempt := 0; ; attempt++ {
-		if err := db.QueryRow(ctx, sql, args...).Scan(&found, &created, &n); err != nil {
-			return 0, false, pg.Interpret(err)
-		}
-		if found > 0 {
-			return n, created, nil
-		}
-		if attempt > 0 { // the job is not running
-			return 0, false, s.threadNotRunning(ctx, db, org, jobID)
-		}
-		// Another transaction created the job after this statement's snapshot: once more.
+	return sql, args, nil
+}
+
+// onJobCreated is the CTE that runs f's statement when the statement's created CTE made the
+// job ("" without f).
+func onJobCreated(f func(cond string) string) string {
+	if f == nil {
+		return ""
 	}
+	return `, logged AS (` + f(`EXISTS (SELECT FROM created)`) + `)`
 }
 
 // tupleCols and tupleFrom read a langgraph_checkpoints row (alias cp) with its channel
