@@ -173,6 +173,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			state = &uowState{}
 			ctx = context.WithValue(pg.WithSession(ctx, sess), uowKey{}, state)
 			r = r.WithContext(ctx)
+			r.Body = io.NopCloser(bytes.NewReader(body)) // the first run read it
 		}
 		if idem && claimInWrite[op] {
 			// The claim travels in front of the handler's first statement (one round trip
@@ -326,7 +327,11 @@ func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.H
 		if status == 0 {
 			status = http.StatusOK
 		}
-		sql, args, err := idempotency.CompleteStatement(p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
+		stored := redact(rec.body.Bytes(), state.secretFields)
+		if stored == nil {
+			stored = []byte{} // no body (204): stored empty, not NULL
+		}
+		sql, args, err := idempotency.CompleteStatement(p.OrgID, key, status, rec.header, stored)
 		if err != nil {
 			sess.Rollback(ctx)
 			s.writeErrFresh(w, r, err)
