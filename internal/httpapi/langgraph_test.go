@@ -423,7 +423,9 @@ func TestLangGraphMinimalWrites(t *testing.T) {
 	var xid string
 	require.NoError(t, holder.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid))
 	status := make(chan *apptest.Response, 1)
-	go func() { status <- put("race", "c1", `"R"`, append([]string{"Idempotency-Key", "race-1"}, minimal...)...) }()
+	go func() {
+		status <- put("race", "c1", `"R"`, append([]string{"Idempotency-Key", "race-1"}, minimal...)...)
+	}()
 	require.Eventually(t, func() bool { // the put waits for the holder's row
 		return count(`SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND transactionid::text = $1`, xid) > 0
 	}, 30*time.Second, 10*time.Millisecond)
