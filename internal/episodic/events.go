@@ -526,9 +526,10 @@ func (s *Store) Head(ctx context.Context, db pg.DBTX, org, job string) (Head, er
 }
 
 // EnsureJobSQL is EnsureJob as a statement another statement may carry as a CTE: it creates
-// the job's log (org and job are SQL expressions) when cond, a boolean SQL expression, holds.
-func EnsureJobSQL(org, job, cond string) string {
-	return `INSERT INTO episodic_jobs (org_id, job_id) SELECT ` + org + `, ` + job + ` WHERE ` + cond + ` ON CONFLICT DO NOTHING`
+// the job's log (org and job are SQL expressions) for each row of from (a table expression:
+// another CTE's name).
+func EnsureJobSQL(org, job, from string) string {
+	return `INSERT INTO episodic_jobs (org_id, job_id) SELECT ` + org + `, ` + job + ` FROM ` + from + ` ON CONFLICT DO NOTHING`
 }
 
 // EnsureJob creates the job's (empty) log if it does not exist, so reads answer an empty

@@ -166,15 +166,6 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if idem {
 			fp = idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
 		}
-		// renew abandons a speculative run (its transaction rolled back, nothing written to
-		// w): the request runs again on a new session, its statements in their own trips.
-		renew := func() {
-			sess = pg.NewSession(s.Pool, p.OrgID)
-			state = &uowState{}
-			ctx = context.WithValue(pg.WithSession(ctx, sess), uowKey{}, state)
-			r = r.WithContext(ctx)
-			r.Body = io.NopCloser(bytes.NewReader(body)) // the first run read it
-		}
 		if idem && claimInWrite[op] {
 			// The claim travels in front of the handler's first statement (one round trip
 			// fewer). Refused, the speculative run wrote nothing and answered nobody: the
@@ -190,7 +181,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				httpops.WriteProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", httpops.RetryAfter(1))
 				return
 			}
-			renew()
+			sess, state, ctx, r = s.renewUnit(ctx, r, p, body)
 		}
 		if idem {
 			// The claim below runs on its own; a run that fails after it would have to claim
@@ -233,10 +224,22 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			// nothing was written; run it again with its statements in their own round trips,
 			// which answers exactly as a request that never tried (the same problem, or the
 			// write, when another transaction created the thread's job meanwhile).
-			renew()
+			sess, state, ctx, r = s.renewUnit(ctx, r, p, body)
 			_ = s.finishWrite(w, r, next, sess, p, key, body, state, false)
 		}
 	})
+}
+
+// renewUnit abandons a speculative run (its transaction rolled back, nothing written to the
+// client): the request runs again on a new session and unit-of-work state, its statements in
+// their own round trips, with its body read anew.
+func (s *Server) renewUnit(ctx context.Context, r *http.Request, p auth.Principal, body []byte) (*pg.Session, *uowState, context.Context, *http.Request) {
+	sess := pg.NewSession(s.Pool, p.OrgID)
+	state := &uowState{}
+	ctx = context.WithValue(pg.WithSession(ctx, sess), uowKey{}, state)
+	r = r.WithContext(ctx)
+	r.Body = io.NopCloser(bytes.NewReader(body)) // the first run read it
+	return sess, state, ctx, r
 }
 
 // claimInWrite are the operations whose Idempotency-Key claim rides in front of their first

@@ -144,24 +144,28 @@ func (l *Log) LangGraphPutStatement(org, job string, put jobs.LangGraphPut) (pg.
 
 // langGraphPut reads the log's head and creates the job's log in the put's own statement.
 func langGraphPut(put jobs.LangGraphPut) jobs.LangGraphPut {
-	put.EventSeqSQL = episodic.HeadSeqSQL("$1", "$2")
-	put.OnJobCreated = ensureLog
+	put.EventSeqSQL = headSeqSQL
+	put.OnJobCreatedSQL = ensureLogSQL
 	return put
 }
 
-// ensureLog creates the job's log (of $1, org, and $2, job) when cond holds.
-func ensureLog(cond string) string { return episodic.EnsureJobSQL("$1", "$2", cond) }
+var (
+	// headSeqSQL reads the log's head (of $1, org, and $2, job) in the put's own statement.
+	headSeqSQL = episodic.HeadSeqSQL("$1", "$2")
+	// ensureLogSQL creates the job's log when the statement's CTE "created" made the job.
+	ensureLogSQL = episodic.EnsureJobSQL("$1", "$2", "created")
+)
 
 // LangGraphPutWrites stores a task's pending writes; a thread that creates its job gets the
 // job's (empty) log, in the same statement.
 func (l *Log) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, job string, w jobs.LangGraphWrites) (int, bool, error) {
-	w.OnJobCreated = ensureLog
+	w.OnJobCreatedSQL = ensureLogSQL
 	return l.Jobs.LangGraphPutWrites(ctx, db, org, job, w)
 }
 
 // LangGraphPutWritesStatement is LangGraphPutWrites as one statement sent without reading
 // its result (jobs.Store.LangGraphPutWritesStatement).
 func (l *Log) LangGraphPutWritesStatement(org, job string, w jobs.LangGraphWrites) (pg.Statement, error) {
-	w.OnJobCreated = ensureLog
+	w.OnJobCreatedSQL = ensureLogSQL
 	return l.Jobs.LangGraphPutWritesStatement(org, job, w)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,10 +79,12 @@ type LangGraphPut struct {
 	// expression of $1 (org) and $2 (job) that may be NULL (then EventSeq). The composing
 	// layer passes the episodic tier's head this way, which saves reading it first.
 	EventSeqSQL string
-	// OnJobCreated, when set, returns a data-modifying statement (of $1, org, and $2, job) to
-	// run inside the put's own statement when the put creates the job, guarded by cond (a
-	// boolean SQL expression): the composing layer creates the job's log this way.
-	OnJobCreated func(cond string) string
+	// OnJobCreatedSQL, when set, is a data-modifying statement (of $1, org, and $2, job) that
+	// the put's own statement runs, as a CTE, for each row of its CTE "created" (one row
+	// when the put created the job, none otherwise): the composing layer creates the job's
+	// log this way. Like EventSeqSQL it is a constant of the caller's (statements are cached
+	// by their text).
+	OnJobCreatedSQL string
 }
 
 // LangGraphPutResult answers a put.
@@ -104,8 +107,8 @@ type LangGraphWrites struct {
 	UserID       string
 	AgentID      string
 	SessionID    string
-	// OnJobCreated is LangGraphPut.OnJobCreated for a putWrites that creates the job.
-	OnJobCreated func(cond string) string
+	// OnJobCreatedSQL is LangGraphPut.OnJobCreatedSQL for a putWrites that creates the job.
+	OnJobCreatedSQL string
 }
 
 // LangGraphTuple is a stored checkpoint with its channel values and pending writes.
@@ -217,12 +220,10 @@ func (s *Store) threadNotRunning(ctx context.Context, db pg.DBTX, org, jobID str
 // stored for a (channel, version) are kept. It is one statement (threadCTEs): the job's row
 // is locked (created when new), so puts to one thread are serialised.
 func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphPut) (LangGraphPutResult, error) {
-	sql, args, err := s.langGraphPutSQL(org, jobID, in)
+	sql, args, err := s.langGraphPutSQL(org, jobID, in, putResultSQL)
 	if err != nil {
 		return LangGraphPutResult{}, err
 	}
-	sql += `
-		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT inserted FROM up), (SELECT job_version FROM up)`
 	res := LangGraphPutResult{ThreadID: jobID, CheckpointNS: in.CheckpointNS, CheckpointID: in.CheckpointID}
 	var found int
 	var created, inserted *bool
@@ -248,6 +249,14 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 	return res, nil
 }
 
+// putResultSQL and writesResultSQL end the statements of LangGraphPut and LangGraphPutWrites.
+const (
+	putResultSQL = `
+		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT inserted FROM up), (SELECT job_version FROM up)`
+	writesResultSQL = `
+		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT count(*) FROM ins)`
+)
+
 // expectThreadSQL ends a put's or putWrites' statement that is sent without its result
 // being read (LangGraphPutStatement): it fails on the server (40001, strata_expect_rows)
 // when the thread's job is not running or was created by another transaction after the
@@ -263,16 +272,17 @@ const expectThreadSQL = `
 // transaction does not commit: the caller then runs LangGraphPut in a new transaction for
 // the answer.
 func (s *Store) LangGraphPutStatement(org, jobID string, in LangGraphPut) (pg.Statement, error) {
-	sql, args, err := s.langGraphPutSQL(org, jobID, in)
+	sql, args, err := s.langGraphPutSQL(org, jobID, in, expectThreadSQL)
 	if err != nil {
 		return pg.Statement{}, err
 	}
-	return pg.Statement{SQL: sql + expectThreadSQL, Args: args}, nil
+	return pg.Statement{SQL: sql, Args: args}, nil
 }
 
-// langGraphPutSQL is the put's statement up to its final SELECT, and its arguments: its
-// CTEs created, locked, j (threadCTEs), bl, up, cp and moved (and, with OnJobCreated, logged).
-func (s *Store) langGraphPutSQL(org, jobID string, in LangGraphPut) (string, []any, error) {
+// langGraphPutSQL is the put's statement ending in tail, its final SELECT, and its
+// arguments: its CTEs are created, locked, j (threadCTEs), bl, up, cp and moved (and, with
+// OnJobCreatedSQL, logged).
+func (s *Store) langGraphPutSQL(org, jobID string, in LangGraphPut, tail string) (string, []any, error) {
 	if err := in.Check(); err != nil {
 		return "", nil, err
 	}
@@ -315,15 +325,16 @@ func (s *Store) langGraphPutSQL(org, jobID string, in LangGraphPut) (string, []a
 		currentStep = "langgraph step " + step
 	}
 	now := s.Now()
-	eventSeq := "$13::bigint"
-	if in.EventSeqSQL != "" {
-		eventSeq = "coalesce(" + in.EventSeqSQL + ", $13::bigint)"
-	}
 	// One statement: the thread's job (created or locked), the blobs, the checkpoint, and for
 	// a new root-namespace checkpoint the job's next checkpoint version. A new job's first
 	// root checkpoint is its version 1, set as the job is inserted (this statement's UPDATE
 	// does not see a row its own INSERT made).
-	sql := `WITH ` + threadCTEs("$8", "$14", "$15", "$9", "CASE WHEN $3 = '' THEN 1 ELSE 0 END") + `, bl AS (
+	sql := cachedSQL(langGraphSQLKey{op: "put", eventSeq: in.EventSeqSQL, onJobCreated: in.OnJobCreatedSQL, tail: tail}, func() string {
+		eventSeq := "$13::bigint"
+		if in.EventSeqSQL != "" {
+			eventSeq = "coalesce(" + in.EventSeqSQL + ", $13::bigint)"
+		}
+		return `WITH ` + threadCTEs("$8", "$14", "$15", "$9", "CASE WHEN $3 = '' THEN 1 ELSE 0 END") + `, bl AS (
 			INSERT INTO langgraph_blobs (org_id, job_id, checkpoint_ns, channel, version, type, blob, user_id)
 			SELECT $1, $2, $3, b.channel, b.version, b.type, b.blob, j.subject
 			FROM unnest($16::text[], $17::text[], $18::text[], $19::bytea[]) AS b (channel, version, type, blob), j
@@ -346,7 +357,8 @@ func (s *Store) langGraphPutSQL(org, jobID string, in LangGraphPut) (string, []a
 			UPDATE jobs SET checkpoint_version = coalesce((SELECT version FROM cp), checkpoint_version),
 				progress_at = greatest(progress_at, $9), user_id = coalesce(user_id, $8)
 			WHERE org_id = $1 AND job_id = $2 AND status = 'running' AND EXISTS (SELECT FROM locked)
-		)` + onJobCreated(in.OnJobCreated)
+		)` + onJobCreated(in.OnJobCreatedSQL) + tail
+	})
 	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, nullable(in.ParentCheckpointID), string(in.Checkpoint),
 		string(orEmpty(in.Metadata, "{}")), nullable(in.UserID), now,
 		currentStep, "continue the LangGraph thread from checkpoint " + in.CheckpointID, string(link), in.EventSeq,
@@ -360,12 +372,10 @@ func (s *Store) langGraphPutSQL(org, jobID string, in LangGraphPut) (string, []a
 // PostgresSaver does. The checkpoint need not exist yet (durability "async"); the job is
 // created when it does not.
 func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphWrites) (int, bool, error) {
-	sql, args, err := s.langGraphWritesSQL(org, jobID, in)
+	sql, args, err := s.langGraphWritesSQL(org, jobID, in, writesResultSQL)
 	if err != nil {
 		return 0, false, err
 	}
-	sql += `
-		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT count(*) FROM ins)`
 	var found, n int
 	var created bool
 	for attempt := 0; ; attempt++ {
@@ -387,16 +397,17 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 // it stored, and where LangGraphPutWrites would answer an error or try once more, it fails
 // on the server so that nothing commits.
 func (s *Store) LangGraphPutWritesStatement(org, jobID string, in LangGraphWrites) (pg.Statement, error) {
-	sql, args, err := s.langGraphWritesSQL(org, jobID, in)
+	sql, args, err := s.langGraphWritesSQL(org, jobID, in, expectThreadSQL)
 	if err != nil {
 		return pg.Statement{}, err
 	}
-	return pg.Statement{SQL: sql + expectThreadSQL, Args: args}, nil
+	return pg.Statement{SQL: sql, Args: args}, nil
 }
 
-// langGraphWritesSQL is the putWrites statement up to its final SELECT, and its arguments:
-// its CTEs created, locked, j (threadCTEs), ins and touched (and, with OnJobCreated, logged).
-func (s *Store) langGraphWritesSQL(org, jobID string, in LangGraphWrites) (string, []any, error) {
+// langGraphWritesSQL is the putWrites statement ending in tail, its final SELECT, and its
+// arguments: its CTEs are created, locked, j (threadCTEs), ins and touched (and, with
+// OnJobCreatedSQL, logged).
+func (s *Store) langGraphWritesSQL(org, jobID string, in LangGraphWrites, tail string) (string, []any, error) {
 	for _, f := range []struct{ name, v string }{{"checkpoint_ns", in.CheckpointNS}, {"checkpoint_id", in.CheckpointID},
 		{"task_id", in.TaskID}, {"task_path", in.TaskPath}} {
 		if err := strata.CheckText(f.name, f.v); err != nil {
@@ -442,7 +453,8 @@ func (s *Store) langGraphWritesSQL(org, jobID string, in LangGraphWrites) (strin
 	}
 	now := s.Now()
 	// One statement: the thread's job (created or locked), the writes, the job's progress.
-	sql := `WITH ` + threadCTEs("$11", "$13", "$14", "$12", "0") + `, ins AS (
+	sql := cachedSQL(langGraphSQLKey{op: "writes", onJobCreated: in.OnJobCreatedSQL, conflict: conflict, tail: tail}, func() string {
+		return `WITH ` + threadCTEs("$11", "$13", "$14", "$12", "0") + `, ins AS (
 			INSERT INTO langgraph_writes (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob,
 				task_path, user_id, created_at)
 			SELECT $1, $2, $3, $4, $5, w.idx, w.channel, w.type, w.blob, $10, j.subject, $12
@@ -452,19 +464,38 @@ func (s *Store) langGraphWritesSQL(org, jobID string, in LangGraphWrites) (strin
 		), touched AS (
 			UPDATE jobs SET progress_at = $12
 			WHERE org_id = $1 AND job_id = $2 AND progress_at < $12 AND status = 'running' AND EXISTS (SELECT FROM locked)
-		)` + onJobCreated(in.OnJobCreated)
+		)` + onJobCreated(in.OnJobCreatedSQL) + tail
+	})
 	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, in.TaskID, idx, channels, types, data, in.TaskPath,
 		nullable(in.UserID), now, nullable(in.AgentID), nullable(in.SessionID)}
 	return sql, args, nil
 }
 
-// onJobCreated is the CTE that runs f's statement when the statement's created CTE made the
-// job ("" without f).
-func onJobCreated(f func(cond string) string) string {
-	if f == nil {
+// onJobCreated is the CTE that runs sql when the statement's created CTE made the job (""
+// without sql).
+func onJobCreated(sql string) string {
+	if sql == "" {
 		return ""
 	}
-	return `, logged AS (` + f(`EXISTS (SELECT FROM created)`) + `)`
+	return `, logged AS (` + sql + `)`
+}
+
+// langGraphSQLKey is what a put's or putWrites' statement text depends on.
+type langGraphSQLKey struct {
+	op, eventSeq, onJobCreated, conflict, tail string
+}
+
+// langGraphSQL caches the statements' texts (a handful: see langGraphSQLKey): built once,
+// not concatenated again on every call.
+var langGraphSQL sync.Map
+
+func cachedSQL(k langGraphSQLKey, build func() string) string {
+	if v, ok := langGraphSQL.Load(k); ok {
+		return v.(string)
+	}
+	sql := build()
+	langGraphSQL.Store(k, sql)
+	return sql
 }
 
 // tupleCols and tupleFrom read a langgraph_checkpoints row (alias cp) with its channel

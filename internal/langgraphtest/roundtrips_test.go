@@ -121,8 +121,8 @@ func BenchmarkLangGraphCalls(b *testing.B) {
 	const thread = "/v1/jobs/bench-thread/langgraph"
 	do := func(method, path string, body any) {
 		var hdr []string
-		if method == "POST" {
-			hdr = []string{"Idempotency-Key", testenv.RandomID(16)}
+		if method == "POST" { // as StrataSaver sends its writes
+			hdr = []string{"Idempotency-Key", testenv.RandomID(16), "Prefer", "return=minimal"}
 		}
 		if r := s.Do(method, path, key, body, hdr...); r.Status >= 300 {
 			b.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
