@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -26,11 +27,35 @@ type PutLangGraphCheckpointInput struct {
 		Blobs              []jobs.LangGraphBlob `json:"blobs,omitempty" maxItems:"10000" doc:"Values of the channels whose version changed (LangGraph's newVersions). Unchanged channels are not sent and not rewritten."`
 		ScopeBody
 	}
+	PreferHeader
+}
+
+// PreferHeader is RFC 7240's Prefer header of a write that may answer without a body.
+type PreferHeader struct {
+	Prefer string `header:"Prefer" doc:"return=minimal: answer 204 with no body (Preference-Applied: return=minimal). The write then costs one round trip to Postgres (its statement, audit row, idempotency record and COMMIT together) instead of two."`
+}
+
+// Minimal reports whether the client asked for return=minimal.
+func (p PreferHeader) Minimal() bool {
+	for pref := range strings.SplitSeq(p.Prefer, ",") {
+		name, _, _ := strings.Cut(pref, ";")
+		if strings.EqualFold(strings.ReplaceAll(strings.TrimSpace(name), " ", ""), "return=minimal") {
+			return true
+		}
+	}
+	return false
+}
+
+// minimalResponse documents the 204 of a write sent with Prefer: return=minimal.
+func minimalResponse() map[string]*huma.Response {
+	return map[string]*huma.Response{"204": {Description: "Stored (the request had Prefer: return=minimal): no body.",
+		Headers: map[string]*huma.Param{"Preference-Applied": {Description: "return=minimal", Schema: &huma.Schema{Type: "string"}}}}}
 }
 
 type PutLangGraphCheckpointOutput struct {
-	Status int
-	Body   jobs.LangGraphPutResult
+	Status            int
+	PreferenceApplied string `header:"Preference-Applied"`
+	Body              jobs.LangGraphPutResult
 }
 
 type PutLangGraphWritesInput struct {
@@ -43,10 +68,13 @@ type PutLangGraphWritesInput struct {
 		Writes       []jobs.LangGraphWrite `json:"writes" maxItems:"10000"`
 		ScopeBody
 	}
+	PreferHeader
 }
 
 type PutLangGraphWritesOutput struct {
-	Body struct {
+	Status            int
+	PreferenceApplied string `header:"Preference-Applied"`
+	Body              struct {
 		ThreadID     string `json:"thread_id"`
 		CheckpointNS string `json:"checkpoint_ns"`
 		CheckpointID string `json:"checkpoint_id"`
@@ -117,8 +145,9 @@ var OpPutLanggraphCheckpoint = huma.Operation{
 	Description: "Creates the job when the thread is new. 201 for a new checkpoint; 200 when the (namespace, checkpoint_id) " +
 		"existed (its checkpoint and metadata are replaced, as LangGraph's savers do). A new root-namespace checkpoint also " +
 		"writes the job's next checkpoint version (job_version), so resume shows the thread's progress. Blobs already " +
-		"stored for a (channel, version) are kept.",
+		"stored for a (channel, version) are kept. With Prefer: return=minimal, 204 and no body (StrataSaver sends it).",
 	DefaultStatus: http.StatusCreated,
+	Responses:     minimalResponse(),
 }
 
 var OpPutLanggraphWrites = huma.Operation{
@@ -126,7 +155,9 @@ var OpPutLanggraphWrites = huma.Operation{
 	Summary: "Store a task's pending writes (BaseCheckpointSaver.putWrites)",
 	Description: "Idempotent: a write whose (checkpoint, task_id, idx) is stored keeps its first value, unless every write of " +
 		"the batch has a negative idx (LangGraph's special channels: ERROR, INTERRUPT, ...), which replace. The checkpoint " +
-		"need not be stored yet (durability \"async\"). Creates the job when the thread is new.",
+		"need not be stored yet (durability \"async\"). Creates the job when the thread is new. With Prefer: return=minimal, " +
+		"204 and no body (StrataSaver sends it).",
+	Responses: minimalResponse(),
 }
 
 var OpGetLanggraphCheckpoint = huma.Operation{

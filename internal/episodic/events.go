@@ -525,6 +525,13 @@ func (s *Store) Head(ctx context.Context, db pg.DBTX, org, job string) (Head, er
 	return h, pg.Interpret(err)
 }
 
+// EnsureJobSQL is EnsureJob as a statement another statement may carry as a CTE: it creates
+// the job's log (org and job are SQL expressions) for each row of from (a table expression:
+// another CTE's name).
+func EnsureJobSQL(org, job, from string) string {
+	return `INSERT INTO episodic_jobs (org_id, job_id) SELECT ` + org + `, ` + job + ` FROM ` + from + ` ON CONFLICT DO NOTHING`
+}
+
 // EnsureJob creates the job's (empty) log if it does not exist, so reads answer an empty
 // list instead of ErrNotFound. The jobs tier calls it when it creates a job.
 func (s *Store) EnsureJob(ctx context.Context, db pg.DBTX, org, job string) error {

@@ -12,6 +12,19 @@ func (s *Server) putLanggraphCheckpoint(ctx context.Context, r *Request, in *api
 	b := in.Body
 	put := jobs.LangGraphPut{CheckpointNS: b.CheckpointNS, CheckpointID: b.CheckpointID, ParentCheckpointID: b.ParentCheckpointID,
 		Checkpoint: b.Checkpoint, Metadata: b.Metadata, Blobs: b.Blobs, UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID}
+	if in.Minimal() {
+		// The answer is known before the statement runs: in COMMIT's round trip when it can.
+		stmt, err := s.JobLog.LangGraphPutStatement(r.Org, in.Job, put)
+		if err != nil {
+			return nil, err
+		}
+		if !commitWith(ctx, stmt) {
+			if _, err := s.JobLog.LangGraphPut(ctx, r.Tx, r.Org, in.Job, put); err != nil {
+				return nil, err
+			}
+		}
+		return &api.PutLangGraphCheckpointOutput{Status: http.StatusNoContent, PreferenceApplied: "return=minimal"}, nil
+	}
 	res, err := s.JobLog.LangGraphPut(ctx, r.Tx, r.Org, in.Job, put)
 	if err != nil {
 		return nil, err
@@ -25,13 +38,25 @@ func (s *Server) putLanggraphCheckpoint(ctx context.Context, r *Request, in *api
 
 func (s *Server) putLanggraphWrites(ctx context.Context, r *Request, in *api.PutLangGraphWritesInput) (*api.PutLangGraphWritesOutput, error) {
 	b := in.Body
-	n, _, err := s.JobLog.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS,
-		CheckpointID: b.CheckpointID, TaskID: b.TaskID, TaskPath: b.TaskPath, Writes: b.Writes,
-		UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID})
+	w := jobs.LangGraphWrites{CheckpointNS: b.CheckpointNS, CheckpointID: b.CheckpointID, TaskID: b.TaskID, TaskPath: b.TaskPath,
+		Writes: b.Writes, UserID: b.UserID, AgentID: b.AgentID, SessionID: b.SessionID}
+	if in.Minimal() {
+		stmt, err := s.JobLog.LangGraphPutWritesStatement(r.Org, in.Job, w)
+		if err != nil {
+			return nil, err
+		}
+		if !commitWith(ctx, stmt) {
+			if _, _, err := s.JobLog.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, w); err != nil {
+				return nil, err
+			}
+		}
+		return &api.PutLangGraphWritesOutput{Status: http.StatusNoContent, PreferenceApplied: "return=minimal"}, nil
+	}
+	n, _, err := s.JobLog.LangGraphPutWrites(ctx, r.Tx, r.Org, in.Job, w)
 	if err != nil {
 		return nil, err
 	}
-	out := &api.PutLangGraphWritesOutput{}
+	out := &api.PutLangGraphWritesOutput{Status: http.StatusOK}
 	out.Body.ThreadID, out.Body.CheckpointNS, out.Body.CheckpointID, out.Body.TaskID, out.Body.Stored =
 		in.Job, b.CheckpointNS, b.CheckpointID, b.TaskID, n
 	return out, nil

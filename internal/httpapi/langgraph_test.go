@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -290,4 +292,148 @@ func TestLangGraphIdempotentWrites(t *testing.T) {
 	r = put("k-3", "th", "c3", `"C"`, k)
 	require.Equal(t, 201, r.Status, string(r.Body))
 	require.Empty(t, r.Header.Get("Idempotent-Replayed"))
+}
+
+// TestLangGraphMinimalWrites checks the writes StrataSaver sends with Prefer: return=minimal,
+// which answer 204 and send their statement with the audit row, the idempotency record and
+// COMMIT (commitWith; one round trip, TestLangGraphSaverRoundTrips): what they store, their
+// audit rows (as the full answer's, with the status the client got), Idempotency-Key
+// replays and conflicts, and the failure path: a statement that fails in COMMIT's round trip
+// leaves nothing (no audit row, no idempotency record) and answers the problem a request
+// without the preference gets.
+func TestLangGraphMinimalWrites(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	k := s.NewKey("acme", "agent")
+	ctx := context.Background()
+	owner := testenv.OwnerConn(t, s.DBURL)
+	minimal := []string{"Prefer", "return=minimal"}
+	put := func(thread, id, blob string, hdr ...string) *apptest.Response {
+		return s.Do("POST", "/v1/jobs/"+thread+"/langgraph/checkpoints", k, map[string]any{
+			"checkpoint_id": id, "checkpoint": lgCheckpoint(id, map[string]any{"a": 1}), "metadata": map[string]any{"step": 0},
+			"blobs": []map[string]any{{"channel": "a", "version": "1", "type": "json", "data": b64(blob)}}, "user_id": "u-1"}, hdr...)
+	}
+	writes := func(thread string, hdr ...string) *apptest.Response {
+		return s.Do("POST", "/v1/jobs/"+thread+"/langgraph/writes", k, map[string]any{"checkpoint_id": "c1", "task_id": "t1",
+			"writes": []map[string]any{{"idx": 0, "channel": "a", "type": "json", "data": b64(`"w"`)}}}, hdr...)
+	}
+	count := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		require.NoError(t, owner.QueryRow(ctx, sql, args...).Scan(&n))
+		return n
+	}
+	audited := func(action string) int {
+		return count(`SELECT count(*) FROM audit_log WHERE org_id = 'acme' AND action = $1`, action)
+	}
+	idemRecords := func(key string) int {
+		return count(`SELECT count(*) FROM idempotency_keys WHERE org_id = 'acme' AND key = $1`, key)
+	}
+	// The audit row of a request, without its id, time and chain.
+	auditOf := func(requestID string) string {
+		t.Helper()
+		var row string
+		require.NoError(t, owner.QueryRow(ctx, `SELECT (to_jsonb(a) - 'id' - 'at' - 'seq' - 'prev_hash' - 'hash' - 'request_id' - 'status')::text
+			FROM audit_log a WHERE request_id = $1`, requestID).Scan(&row))
+		return row
+	}
+
+	// A put: 204, no body; stored with everything the full answer's put stores (the job, its
+	// checkpoint version, its log).
+	r := put("th", "c1", `"A"`, append([]string{"Idempotency-Key", "k-1", "X-Request-Id", "min-put-1"}, minimal...)...)
+	require.Equal(t, 204, r.Status, string(r.Body))
+	require.Empty(t, r.Body)
+	require.Equal(t, "return=minimal", r.Header.Get("Preference-Applied"))
+	tuple := s.Do("GET", "/v1/jobs/th/langgraph/checkpoint", k, nil)
+	require.Equal(t, 200, tuple.Status, string(tuple.Body))
+	require.EqualValues(t, 1, tuple.Map(t)["job_version"])
+	require.Equal(t, 1, count(`SELECT count(*) FROM episodic_jobs WHERE org_id = 'acme' AND job_id = 'th'`), "the job's log")
+	require.Equal(t, 1, count(`SELECT count(*) FROM job_checkpoints WHERE org_id = 'acme' AND job_id = 'th'`))
+	require.Equal(t, 204, count(`SELECT status FROM audit_log WHERE request_id = 'min-put-1'`), "the status the client got")
+	// Its audit row is the full answer's but for the status.
+	r = put("th-full", "c1", `"A"`, "Idempotency-Key", "k-full", "X-Request-Id", "full-put-1")
+	require.Equal(t, 201, r.Status, string(r.Body))
+	require.Contains(t, auditOf("full-put-1"), "th-full")
+	require.JSONEq(t, strings.ReplaceAll(auditOf("full-put-1"), "th-full", "th"), auditOf("min-put-1"))
+
+	// The same key and body again: the stored 204, not audited again.
+	again := put("th", "c1", `"A"`, append([]string{"Idempotency-Key", "k-1"}, minimal...)...)
+	require.Equal(t, 204, again.Status, string(again.Body))
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, 2, audited("put-langgraph-checkpoint"), "min-put-1 and full-put-1")
+	// The same key with another body: refused, nothing written.
+	requireProblem(t, put("th", "c2", `"B"`, append([]string{"Idempotency-Key", "k-1"}, minimal...)...), 422, "header.Idempotency-Key")
+	require.Equal(t, 1, count(`SELECT count(*) FROM langgraph_checkpoints WHERE job_id = 'th'`))
+
+	// putWrites: 204, stored once; the replay answers the stored 204.
+	r = writes("th", append([]string{"Idempotency-Key", "k-2"}, minimal...)...)
+	require.Equal(t, 204, r.Status, string(r.Body))
+	r = writes("th", append([]string{"Idempotency-Key", "k-2"}, minimal...)...)
+	require.Equal(t, 204, r.Status, string(r.Body))
+	require.Equal(t, "true", r.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, 1, count(`SELECT count(*) FROM langgraph_writes WHERE job_id = 'th'`))
+	require.Equal(t, 1, audited("put-langgraph-writes"))
+
+	// The failure path: the thread's job is finished, so the statement fails on the server in
+	// COMMIT's round trip; nothing commits (no audit row, no idempotency record) and the
+	// client gets the problem a request without the preference gets.
+	require.Equal(t, 201, s.Do("PUT", "/v1/jobs/done-1", k, map[string]any{"status": "completed"}).Status)
+	auditRows := count(`SELECT count(*) FROM audit_log`)
+	full := put("done-1", "c1", `"A"`, "Idempotency-Key", "k-f0")
+	requireProblem(t, full, 409, "")
+	fullWrites := writes("done-1", "Idempotency-Key", "k-f1")
+	requireProblem(t, fullWrites, 409, "")
+	for i, c := range []struct {
+		key  string
+		send func(hdr ...string) *apptest.Response
+		want *apptest.Response
+	}{
+		{"k-f2", func(hdr ...string) *apptest.Response { return put("done-1", "c1", `"A"`, hdr...) }, full},
+		{"k-f3", func(hdr ...string) *apptest.Response { return writes("done-1", hdr...) }, fullWrites},
+		{"", func(hdr ...string) *apptest.Response { return put("done-1", "c1", `"A"`, hdr...) }, full},
+	} {
+		hdr := minimal
+		if c.key != "" {
+			hdr = append([]string{"Idempotency-Key", c.key}, minimal...)
+		}
+		for range 2 { // and again with the same key: no record was left to replay
+			r := c.send(hdr...)
+			requireProblem(t, r, 409, "")
+			require.Empty(t, r.Header.Get("Preference-Applied"), "case %d", i)
+			require.Empty(t, r.Header.Get("Idempotent-Replayed"), "case %d", i)
+			got, wantBody := r.Map(t), c.want.Map(t)
+			require.Equal(t, wantBody["detail"], got["detail"], "case %d", i)
+			require.Equal(t, wantBody["title"], got["title"], "case %d", i)
+			require.Zero(t, idemRecords(c.key), "case %d", i)
+		}
+	}
+	require.Equal(t, auditRows, count(`SELECT count(*) FROM audit_log`), "no audit row for a refused write")
+	for _, tbl := range []string{"langgraph_checkpoints", "langgraph_writes", "langgraph_blobs"} {
+		require.Zero(t, count(`SELECT count(*) FROM `+tbl+` WHERE job_id = 'done-1'`), tbl)
+	}
+
+	// A put that creates its thread while another transaction creates the same job: its
+	// statement waits for that one, then finds, in COMMIT's round trip, a job its snapshot
+	// did not see; it fails there and runs again in its own round trips: stored once, 204.
+	holder, err := owner.Begin(ctx)
+	require.NoError(t, err)
+	_, err = holder.Exec(ctx, `INSERT INTO jobs (org_id, job_id, goal, status, owner, metadata, checkpoint_version,
+		progress_at, created_at, updated_at) VALUES ('acme', 'race', '', 'running', '', '{"langgraph": true}', 0, now(), now(), now())`)
+	require.NoError(t, err)
+	var xid string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid))
+	status := make(chan *apptest.Response, 1)
+	go func() {
+		status <- put("race", "c1", `"R"`, append([]string{"Idempotency-Key", "race-1"}, minimal...)...)
+	}()
+	require.Eventually(t, func() bool { // the put waits for the holder's row
+		return count(`SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND transactionid::text = $1`, xid) > 0
+	}, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, holder.Commit(ctx))
+	r = <-status
+	require.Equal(t, 204, r.Status, string(r.Body))
+	require.Equal(t, 1, count(`SELECT count(*) FROM langgraph_checkpoints WHERE job_id = 'race'`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM audit_log WHERE entity_id = 'race'`))
+	require.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE key = 'race-1' AND response_status = 204`))
+	require.Equal(t, 1, count(`SELECT checkpoint_version FROM jobs WHERE job_id = 'race'`))
 }

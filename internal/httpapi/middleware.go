@@ -145,7 +145,8 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				&huma.ErrorDetail{Location: f, Message: "must not contain NUL (\\u0000) characters"})
 			return
 		}
-		state := &uowState{}
+		op := s.operationID(r.Method, chi.RouteContext(ctx).RoutePattern())
+		state := &uowState{commitTrip: commitTripOps[op]}
 		ctx = context.WithValue(ctx, uowKey{}, state)
 		r = r.WithContext(ctx)
 		key := r.Header.Get("Idempotency-Key")
@@ -165,7 +166,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if idem {
 			fp = idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
 		}
-		if idem && claimInWrite[s.operationID(r.Method, chi.RouteContext(ctx).RoutePattern())] {
+		if idem && claimInWrite[op] {
 			// The claim travels in front of the handler's first statement (one round trip
 			// fewer). Refused, the speculative run wrote nothing and answered nobody: the
 			// claim is made again on its own below, which replays, refuses or waits.
@@ -180,12 +181,12 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				httpops.WriteProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", httpops.RetryAfter(1))
 				return
 			}
-			sess = pg.NewSession(s.Pool, p.OrgID)
-			state = &uowState{}
-			ctx = context.WithValue(pg.WithSession(ctx, sess), uowKey{}, state)
-			r = r.WithContext(ctx)
+			sess, state, ctx, r = s.renewUnit(ctx, r, p, body)
 		}
 		if idem {
+			// The claim below runs on its own; a run that fails after it would have to claim
+			// again: no statements in COMMIT's round trip on this path.
+			state.commitTrip = false
 			tx, err := sess.Tx(ctx)
 			if err != nil {
 				s.writeErr(w, r, err)
@@ -218,8 +219,27 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				return
 			}
 		}
-		_ = s.finishWrite(w, r, next, sess, p, key, body, state, false)
+		if err := s.finishWrite(w, r, next, sess, p, key, body, state, state.commitTrip); err != nil {
+			// The statements the handler handed to COMMIT's round trip failed (errCommitTrip):
+			// nothing was written; run it again with its statements in their own round trips,
+			// which answers exactly as a request that never tried (the same problem, or the
+			// write, when another transaction created the thread's job meanwhile).
+			sess, state, ctx, r = s.renewUnit(ctx, r, p, body)
+			_ = s.finishWrite(w, r, next, sess, p, key, body, state, false)
+		}
 	})
+}
+
+// renewUnit abandons a speculative run (its transaction rolled back, nothing written to the
+// client): the request runs again on a new session and unit-of-work state, its statements in
+// their own round trips, with its body read anew.
+func (s *Server) renewUnit(ctx context.Context, r *http.Request, p auth.Principal, body []byte) (*pg.Session, *uowState, context.Context, *http.Request) {
+	sess := pg.NewSession(s.Pool, p.OrgID)
+	state := &uowState{}
+	ctx = context.WithValue(pg.WithSession(ctx, sess), uowKey{}, state)
+	r = r.WithContext(ctx)
+	r.Body = io.NopCloser(bytes.NewReader(body)) // the first run read it
+	return sess, state, ctx, r
 }
 
 // claimInWrite are the operations whose Idempotency-Key claim rides in front of their first
@@ -237,18 +257,57 @@ var claimInWrite = map[string]bool{
 	api.OpCreateMemory.OperationID: true,
 }
 
+// commitTripOps are the operations whose handlers may answer before their statements run
+// and hand them to COMMIT's round trip (commitWith). Their handler must do nothing outside
+// its transaction before commitWith (no Redis, no cache, no outside call with an effect):
+// when a statement fails, the unit of work runs the request once more. The LangGraph
+// checkpointer's writes with Prefer: return=minimal (TestLangGraphSaverRoundTrips counts
+// them; TestLangGraphMinimalWrites checks replays, conflicts and the failure path).
+var commitTripOps = map[string]bool{
+	api.OpPutLanggraphCheckpoint.OperationID: true, api.OpPutLanggraphWrites.OperationID: true,
+}
+
+// errCommitTrip: the statements a handler handed to COMMIT's round trip (commitWith), or
+// the audit or idempotency record behind them, failed on the server; nothing committed.
+var errCommitTrip = errors.New("httpapi: a statement in the round trip of COMMIT failed")
+
+// commitWith hands stmts to the unit of work, to run in the transaction's last round trip:
+// BEGIN, the org, the Idempotency-Key claim, stmts, the audit record, the idempotency record
+// and COMMIT, pipelined in one round trip — a write's whole cost in Postgres. It is for a
+// handler whose response is known before its statements run (it reads no result of
+// theirs) and whose statements fail on the server when the write must not happen (see
+// strata_expect_rows): the handler answers as if they succeeded, and if one fails nothing
+// commits, no audit or idempotency record included, and the unit of work runs the request
+// once more, from the start, where commitWith reports false: the handler then runs its
+// statements itself and answers as it always did, the same problem included. It reports
+// false too for an operation not in commitTripOps and for one whose Idempotency-Key claim
+// ran on its own.
+func commitWith(ctx context.Context, stmts ...pg.Statement) bool {
+	st, ok := ctx.Value(uowKey{}).(*uowState)
+	sess := pg.SessionFrom(ctx)
+	if !ok || !st.commitTrip || sess == nil || sess.OnReplica() {
+		return false
+	}
+	for _, stmt := range stmts {
+		sess.AtCommit(stmt.SQL, stmt.Args...)
+	}
+	st.inCommit = true
+	return true
+}
+
 // finishWrite runs the write's handler into a buffer and, when it answered < 400, queues
 // its audit record and idempotency record (key) and commits them with it in one round trip
 // before the response is written. It returns the error of an AtBegin claim that refused
-// the key; then it rolled back and wrote nothing to w.
+// the key, or errCommitTrip when statements handed to COMMIT's round trip failed; then it
+// rolled back and wrote nothing to w.
 func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.Handler, sess *pg.Session, p auth.Principal,
-	key string, body []byte, state *uowState, claimed bool) error {
+	key string, body []byte, state *uowState, speculative bool) error {
 	ctx := r.Context()
-	// With a claim in front (claimed), the handler writes its headers into a copy, so that a
-	// refused claim leaves w as it was; otherwise into w's own (nothing is sent before
-	// flushTo).
+	// A speculative run (a claim in front, statements in COMMIT's round trip) writes its
+	// headers into a copy, so that a run given up leaves w as it was; otherwise into w's own
+	// (nothing is sent before flushTo).
 	rec := &recorder{header: w.Header()}
-	if claimed {
+	if speculative {
 		rec.header = rec.header.Clone()
 	}
 	next.ServeHTTP(rec, r)
@@ -271,7 +330,11 @@ func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.H
 		if status == 0 {
 			status = http.StatusOK
 		}
-		sql, args, err := idempotency.CompleteStatement(p.OrgID, key, status, rec.header, redact(rec.body.Bytes(), state.secretFields))
+		stored := redact(rec.body.Bytes(), state.secretFields)
+		if stored == nil {
+			stored = []byte{} // no body (204): stored empty, not NULL
+		}
+		sql, args, err := idempotency.CompleteStatement(p.OrgID, key, status, rec.header, stored)
 		if err != nil {
 			sess.Rollback(ctx)
 			s.writeErrFresh(w, r, err)
@@ -285,6 +348,10 @@ func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.H
 			return berr
 		}
 		sess.Rollback(ctx)
+		var ue *strata.UnavailableError
+		if state.inCommit && !errors.As(err, &ue) { // the server refused a statement: it did not commit
+			return errCommitTrip
+		}
 		s.writeErrFresh(w, r, err)
 		return nil
 	}
@@ -297,6 +364,9 @@ type uowKey struct{}
 // uowState is what a handler tells the unit of work about its response.
 type uowState struct {
 	secretFields []string
+	// commitTrip: the handler may hand its statements to COMMIT's round trip (commitWith);
+	// inCommit: it did.
+	commitTrip, inCommit bool
 }
 
 // secretInResponse marks top-level response fields that must never be stored in an

@@ -131,28 +131,41 @@ func (l *Log) Resume(ctx context.Context, db pg.DBTX, org, job string, n int) (R
 }
 
 // LangGraphPut stores a LangGraph checkpoint recording the log's head; a thread that
-// creates its job gets the job's (empty) log.
+// creates its job gets the job's (empty) log, in the put's own statement.
 func (l *Log) LangGraphPut(ctx context.Context, db pg.DBTX, org, job string, put jobs.LangGraphPut) (jobs.LangGraphPutResult, error) {
-	put.EventSeqSQL = episodic.HeadSeqSQL("$1", "$2") // read in the put's own round trip
-	res, err := l.Jobs.LangGraphPut(ctx, db, org, job, put)
-	if err == nil && res.JobCreated {
-		err = l.Events.EnsureJob(ctx, db, org, job)
-	}
-	if err != nil {
-		return jobs.LangGraphPutResult{}, err
-	}
-	return res, nil
+	return l.Jobs.LangGraphPut(ctx, db, org, job, langGraphPut(put))
 }
 
+// LangGraphPutStatement is LangGraphPut as one statement sent without reading its result
+// (jobs.Store.LangGraphPutStatement).
+func (l *Log) LangGraphPutStatement(org, job string, put jobs.LangGraphPut) (pg.Statement, error) {
+	return l.Jobs.LangGraphPutStatement(org, job, langGraphPut(put))
+}
+
+// langGraphPut reads the log's head and creates the job's log in the put's own statement.
+func langGraphPut(put jobs.LangGraphPut) jobs.LangGraphPut {
+	put.EventSeqSQL = headSeqSQL
+	put.OnJobCreatedSQL = ensureLogSQL
+	return put
+}
+
+var (
+	// headSeqSQL reads the log's head (of $1, org, and $2, job) in the put's own statement.
+	headSeqSQL = episodic.HeadSeqSQL("$1", "$2")
+	// ensureLogSQL creates the job's log when the statement's CTE "created" made the job.
+	ensureLogSQL = episodic.EnsureJobSQL("$1", "$2", "created")
+)
+
 // LangGraphPutWrites stores a task's pending writes; a thread that creates its job gets the
-// job's (empty) log.
+// job's (empty) log, in the same statement.
 func (l *Log) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, job string, w jobs.LangGraphWrites) (int, bool, error) {
-	n, created, err := l.Jobs.LangGraphPutWrites(ctx, db, org, job, w)
-	if err == nil && created {
-		err = l.Events.EnsureJob(ctx, db, org, job)
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	return n, created, nil
+	w.OnJobCreatedSQL = ensureLogSQL
+	return l.Jobs.LangGraphPutWrites(ctx, db, org, job, w)
+}
+
+// LangGraphPutWritesStatement is LangGraphPutWrites as one statement sent without reading
+// its result (jobs.Store.LangGraphPutWritesStatement).
+func (l *Log) LangGraphPutWritesStatement(org, job string, w jobs.LangGraphWrites) (pg.Statement, error) {
+	w.OnJobCreatedSQL = ensureLogSQL
+	return l.Jobs.LangGraphPutWritesStatement(org, job, w)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,12 @@ type LangGraphPut struct {
 	// expression of $1 (org) and $2 (job) that may be NULL (then EventSeq). The composing
 	// layer passes the episodic tier's head this way, which saves reading it first.
 	EventSeqSQL string
+	// OnJobCreatedSQL, when set, is a data-modifying statement (of $1, org, and $2, job) that
+	// the put's own statement runs, as a CTE, for each row of its CTE "created" (one row
+	// when the put created the job, none otherwise): the composing layer creates the job's
+	// log this way. Like EventSeqSQL it is a constant of the caller's (statements are cached
+	// by their text).
+	OnJobCreatedSQL string
 }
 
 // LangGraphPutResult answers a put.
@@ -100,6 +107,8 @@ type LangGraphWrites struct {
 	UserID       string
 	AgentID      string
 	SessionID    string
+	// OnJobCreatedSQL is LangGraphPut.OnJobCreatedSQL for a putWrites that creates the job.
+	OnJobCreatedSQL string
 }
 
 // LangGraphTuple is a stored checkpoint with its channel values and pending writes.
@@ -211,85 +220,10 @@ func (s *Store) threadNotRunning(ctx context.Context, db pg.DBTX, org, jobID str
 // stored for a (channel, version) are kept. It is one statement (threadCTEs): the job's row
 // is locked (created when new), so puts to one thread are serialised.
 func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphPut) (LangGraphPutResult, error) {
-	if err := in.Check(); err != nil {
-		return LangGraphPutResult{}, err
-	}
-	if in.CheckpointID == "" {
-		return LangGraphPutResult{}, strata.Invalid("checkpoint_id", "is required")
-	}
-	if err := checkObject("checkpoint", in.Checkpoint, true); err != nil {
-		return LangGraphPutResult{}, err
-	}
-	if err := checkObject("metadata", in.Metadata, false); err != nil {
-		return LangGraphPutResult{}, err
-	}
-	channels := make([]string, len(in.Blobs))
-	versions := make([]string, len(in.Blobs))
-	types := make([]string, len(in.Blobs))
-	data := make([][]byte, len(in.Blobs))
-	for i, b := range in.Blobs {
-		if b.Type == "empty" && len(b.Data) > 0 {
-			return LangGraphPutResult{}, strata.Invalid("blobs["+strconv.Itoa(i)+"].data", "must be absent for type empty")
-		}
-		if b.Type != "empty" && b.Data == nil {
-			b.Data = []byte{}
-		}
-		channels[i], versions[i], types[i], data[i] = b.Channel, b.Version, b.Type, b.Data
-	}
-	var meta struct {
-		Source string          `json:"source"`
-		Step   json.RawMessage `json:"step"`
-	}
-	_ = json.Unmarshal(orEmpty(in.Metadata, "{}"), &meta)
-	step := string(bytes.TrimSpace(meta.Step))
-	link, err := json.Marshal(map[string]any{"langgraph": map[string]any{"checkpoint_ns": in.CheckpointNS,
-		"checkpoint_id": in.CheckpointID, "parent_checkpoint_id": nullable(in.ParentCheckpointID),
-		"source": meta.Source, "step": json.RawMessage(orEmpty(meta.Step, "null"))}})
+	sql, args, err := s.langGraphPutSQL(org, jobID, in, putResultSQL)
 	if err != nil {
 		return LangGraphPutResult{}, err
 	}
-	currentStep := "langgraph"
-	if step != "" && step != "null" && len(step) < 100 {
-		currentStep = "langgraph step " + step
-	}
-	now := s.Now()
-	eventSeq := "$13::bigint"
-	if in.EventSeqSQL != "" {
-		eventSeq = "coalesce(" + in.EventSeqSQL + ", $13::bigint)"
-	}
-	// One statement: the thread's job (created or locked), the blobs, the checkpoint, and for
-	// a new root-namespace checkpoint the job's next checkpoint version. A new job's first
-	// root checkpoint is its version 1, set as the job is inserted (this statement's UPDATE
-	// does not see a row its own INSERT made).
-	sql := `WITH ` + threadCTEs("$8", "$14", "$15", "$9", "CASE WHEN $3 = '' THEN 1 ELSE 0 END") + `, bl AS (
-			INSERT INTO langgraph_blobs (org_id, job_id, checkpoint_ns, channel, version, type, blob, user_id)
-			SELECT $1, $2, $3, b.channel, b.version, b.type, b.blob, j.subject
-			FROM unnest($16::text[], $17::text[], $18::text[], $19::bytea[]) AS b (channel, version, type, blob), j
-			ON CONFLICT (org_id, job_id, checkpoint_ns, channel, version) DO NOTHING
-		), up AS (
-			INSERT INTO langgraph_checkpoints AS c (org_id, job_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
-				checkpoint, metadata, job_version, user_id, created_at, updated_at)
-			SELECT $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, CASE WHEN $3 = '' THEN j.checkpoint_version + 1 END,
-				j.subject, $9, $9 FROM j
-			ON CONFLICT (org_id, job_id, checkpoint_ns, checkpoint_id) DO UPDATE
-				SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at
-			RETURNING (c.xmax = 0) AS inserted, c.job_version
-		), cp AS (
-			INSERT INTO job_checkpoints (org_id, job_id, version, goal, current_step, next_action, state, event_seq,
-				agent_id, user_id, created_at)
-			SELECT $1, $2, up.job_version, j.goal, $10, $11, $12::jsonb, ` + eventSeq + `, $14, j.subject, $9
-			FROM up, j WHERE up.inserted AND up.job_version IS NOT NULL
-			RETURNING version
-		), moved AS (
-			UPDATE jobs SET checkpoint_version = coalesce((SELECT version FROM cp), checkpoint_version),
-				progress_at = greatest(progress_at, $9), user_id = coalesce(user_id, $8)
-			WHERE org_id = $1 AND job_id = $2 AND status = 'running' AND EXISTS (SELECT FROM locked)
-		)
-		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT inserted FROM up), (SELECT job_version FROM up)`
-	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, nullable(in.ParentCheckpointID), string(in.Checkpoint),
-		string(orEmpty(in.Metadata, "{}")), nullable(in.UserID), now,
-		currentStep, "continue the LangGraph thread from checkpoint " + in.CheckpointID, string(link), in.EventSeq,
-		nullable(in.AgentID), nullable(in.SessionID), channels, versions, types, data}
 	res := LangGraphPutResult{ThreadID: jobID, CheckpointNS: in.CheckpointNS, CheckpointID: in.CheckpointID}
 	var found int
 	var created, inserted *bool
@@ -315,23 +249,176 @@ func (s *Store) LangGraphPut(ctx context.Context, db pg.DBTX, org, jobID string,
 	return res, nil
 }
 
+// putResultSQL and writesResultSQL end the statements of LangGraphPut and LangGraphPutWrites.
+const (
+	putResultSQL = `
+		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT inserted FROM up), (SELECT job_version FROM up)`
+	writesResultSQL = `
+		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT count(*) FROM ins)`
+)
+
+// expectThreadSQL ends a put's or putWrites' statement that is sent without its result
+// being read (LangGraphPutStatement): it fails on the server (40001, strata_expect_rows)
+// when the thread's job is not running or was created by another transaction after the
+// statement's snapshot, so that nothing of the transaction commits.
+const expectThreadSQL = `
+		SELECT strata_expect_rows((SELECT count(*) FROM j), 1, 'writing to a running LangGraph thread')`
+
+// LangGraphPutStatement is LangGraphPut as one statement for a caller that sends it without
+// reading its result (in the round trip of COMMIT: pg.Session.AtCommit), and so cannot know
+// Created, JobVersion or JobCreated. Invalid input is refused here, before anything is sent.
+// Where LangGraphPut would answer an error or try once more (the job is not running, or
+// appeared after the statement's snapshot), the statement fails on the server and the
+// transaction does not commit: the caller then runs LangGraphPut in a new transaction for
+// the answer.
+func (s *Store) LangGraphPutStatement(org, jobID string, in LangGraphPut) (pg.Statement, error) {
+	sql, args, err := s.langGraphPutSQL(org, jobID, in, expectThreadSQL)
+	if err != nil {
+		return pg.Statement{}, err
+	}
+	return pg.Statement{SQL: sql, Args: args}, nil
+}
+
+// langGraphPutSQL is the put's statement ending in tail, its final SELECT, and its
+// arguments: its CTEs are created, locked, j (threadCTEs), bl, up, cp and moved (and, with
+// OnJobCreatedSQL, logged).
+func (s *Store) langGraphPutSQL(org, jobID string, in LangGraphPut, tail string) (string, []any, error) {
+	if err := in.Check(); err != nil {
+		return "", nil, err
+	}
+	if in.CheckpointID == "" {
+		return "", nil, strata.Invalid("checkpoint_id", "is required")
+	}
+	if err := checkObject("checkpoint", in.Checkpoint, true); err != nil {
+		return "", nil, err
+	}
+	if err := checkObject("metadata", in.Metadata, false); err != nil {
+		return "", nil, err
+	}
+	channels := make([]string, len(in.Blobs))
+	versions := make([]string, len(in.Blobs))
+	types := make([]string, len(in.Blobs))
+	data := make([][]byte, len(in.Blobs))
+	for i, b := range in.Blobs {
+		if b.Type == "empty" && len(b.Data) > 0 {
+			return "", nil, strata.Invalid("blobs["+strconv.Itoa(i)+"].data", "must be absent for type empty")
+		}
+		if b.Type != "empty" && b.Data == nil {
+			b.Data = []byte{}
+		}
+		channels[i], versions[i], types[i], data[i] = b.Channel, b.Version, b.Type, b.Data
+	}
+	var meta struct {
+		Source string          `json:"source"`
+		Step   json.RawMessage `json:"step"`
+	}
+	_ = json.Unmarshal(orEmpty(in.Metadata, "{}"), &meta)
+	step := string(bytes.TrimSpace(meta.Step))
+	link, err := json.Marshal(map[string]any{"langgraph": map[string]any{"checkpoint_ns": in.CheckpointNS,
+		"checkpoint_id": in.CheckpointID, "parent_checkpoint_id": nullable(in.ParentCheckpointID),
+		"source": meta.Source, "step": json.RawMessage(orEmpty(meta.Step, "null"))}})
+	if err != nil {
+		return "", nil, err
+	}
+	currentStep := "langgraph"
+	if step != "" && step != "null" && len(step) < 100 {
+		currentStep = "langgraph step " + step
+	}
+	now := s.Now()
+	// One statement: the thread's job (created or locked), the blobs, the checkpoint, and for
+	// a new root-namespace checkpoint the job's next checkpoint version. A new job's first
+	// root checkpoint is its version 1, set as the job is inserted (this statement's UPDATE
+	// does not see a row its own INSERT made).
+	sql := cachedSQL(langGraphSQLKey{op: "put", eventSeq: in.EventSeqSQL, onJobCreated: in.OnJobCreatedSQL, tail: tail}, func() string {
+		eventSeq := "$13::bigint"
+		if in.EventSeqSQL != "" {
+			eventSeq = "coalesce(" + in.EventSeqSQL + ", $13::bigint)"
+		}
+		return `WITH ` + threadCTEs("$8", "$14", "$15", "$9", "CASE WHEN $3 = '' THEN 1 ELSE 0 END") + `, bl AS (
+			INSERT INTO langgraph_blobs (org_id, job_id, checkpoint_ns, channel, version, type, blob, user_id)
+			SELECT $1, $2, $3, b.channel, b.version, b.type, b.blob, j.subject
+			FROM unnest($16::text[], $17::text[], $18::text[], $19::bytea[]) AS b (channel, version, type, blob), j
+			ON CONFLICT (org_id, job_id, checkpoint_ns, channel, version) DO NOTHING
+		), up AS (
+			INSERT INTO langgraph_checkpoints AS c (org_id, job_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+				checkpoint, metadata, job_version, user_id, created_at, updated_at)
+			SELECT $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, CASE WHEN $3 = '' THEN j.checkpoint_version + 1 END,
+				j.subject, $9, $9 FROM j
+			ON CONFLICT (org_id, job_id, checkpoint_ns, checkpoint_id) DO UPDATE
+				SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata, updated_at = EXCLUDED.updated_at
+			RETURNING (c.xmax = 0) AS inserted, c.job_version
+		), cp AS (
+			INSERT INTO job_checkpoints (org_id, job_id, version, goal, current_step, next_action, state, event_seq,
+				agent_id, user_id, created_at)
+			SELECT $1, $2, up.job_version, j.goal, $10, $11, $12::jsonb, ` + eventSeq + `, $14, j.subject, $9
+			FROM up, j WHERE up.inserted AND up.job_version IS NOT NULL
+			RETURNING version
+		), moved AS (
+			UPDATE jobs SET checkpoint_version = coalesce((SELECT version FROM cp), checkpoint_version),
+				progress_at = greatest(progress_at, $9), user_id = coalesce(user_id, $8)
+			WHERE org_id = $1 AND job_id = $2 AND status = 'running' AND EXISTS (SELECT FROM locked)
+		)` + onJobCreated(in.OnJobCreatedSQL) + tail
+	})
+	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, nullable(in.ParentCheckpointID), string(in.Checkpoint),
+		string(orEmpty(in.Metadata, "{}")), nullable(in.UserID), now,
+		currentStep, "continue the LangGraph thread from checkpoint " + in.CheckpointID, string(link), in.EventSeq,
+		nullable(in.AgentID), nullable(in.SessionID), channels, versions, types, data}
+	return sql, args, nil
+}
+
 // LangGraphPutWrites stores a task's pending writes against a checkpoint. A write whose
 // (task, idx) is already stored keeps its first value, unless every write of the batch has a
 // negative (special-channel) idx: then they replace the stored ones, as LangGraph's
 // PostgresSaver does. The checkpoint need not exist yet (durability "async"); the job is
 // created when it does not.
 func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID string, in LangGraphWrites) (int, bool, error) {
+	sql, args, err := s.langGraphWritesSQL(org, jobID, in, writesResultSQL)
+	if err != nil {
+		return 0, false, err
+	}
+	var found, n int
+	var created bool
+	for attempt := 0; ; attempt++ {
+		if err := db.QueryRow(ctx, sql, args...).Scan(&found, &created, &n); err != nil {
+			return 0, false, pg.Interpret(err)
+		}
+		if found > 0 {
+			return n, created, nil
+		}
+		if attempt > 0 { // the job is not running
+			return 0, false, s.threadNotRunning(ctx, db, org, jobID)
+		}
+		// Another transaction created the job after this statement's snapshot: once more.
+	}
+}
+
+// LangGraphPutWritesStatement is LangGraphPutWrites as one statement sent without reading
+// its result, as LangGraphPutStatement is for LangGraphPut: it cannot say how many writes
+// it stored, and where LangGraphPutWrites would answer an error or try once more, it fails
+// on the server so that nothing commits.
+func (s *Store) LangGraphPutWritesStatement(org, jobID string, in LangGraphWrites) (pg.Statement, error) {
+	sql, args, err := s.langGraphWritesSQL(org, jobID, in, expectThreadSQL)
+	if err != nil {
+		return pg.Statement{}, err
+	}
+	return pg.Statement{SQL: sql, Args: args}, nil
+}
+
+// langGraphWritesSQL is the putWrites statement ending in tail, its final SELECT, and its
+// arguments: its CTEs are created, locked, j (threadCTEs), ins and touched (and, with
+// OnJobCreatedSQL, logged).
+func (s *Store) langGraphWritesSQL(org, jobID string, in LangGraphWrites, tail string) (string, []any, error) {
 	for _, f := range []struct{ name, v string }{{"checkpoint_ns", in.CheckpointNS}, {"checkpoint_id", in.CheckpointID},
 		{"task_id", in.TaskID}, {"task_path", in.TaskPath}} {
 		if err := strata.CheckText(f.name, f.v); err != nil {
-			return 0, false, err
+			return "", nil, err
 		}
 	}
 	if in.CheckpointID == "" {
-		return 0, false, strata.Invalid("checkpoint_id", "is required")
+		return "", nil, strata.Invalid("checkpoint_id", "is required")
 	}
 	if in.TaskID == "" {
-		return 0, false, strata.Invalid("task_id", "is required")
+		return "", nil, strata.Invalid("task_id", "is required")
 	}
 	idx := make([]int32, len(in.Writes))
 	channels := make([]string, len(in.Writes))
@@ -366,7 +453,8 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 	}
 	now := s.Now()
 	// One statement: the thread's job (created or locked), the writes, the job's progress.
-	sql := `WITH ` + threadCTEs("$11", "$13", "$14", "$12", "0") + `, ins AS (
+	sql := cachedSQL(langGraphSQLKey{op: "writes", onJobCreated: in.OnJobCreatedSQL, conflict: conflict, tail: tail}, func() string {
+		return `WITH ` + threadCTEs("$11", "$13", "$14", "$12", "0") + `, ins AS (
 			INSERT INTO langgraph_writes (org_id, job_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob,
 				task_path, user_id, created_at)
 			SELECT $1, $2, $3, $4, $5, w.idx, w.channel, w.type, w.blob, $10, j.subject, $12
@@ -376,24 +464,38 @@ func (s *Store) LangGraphPutWrites(ctx context.Context, db pg.DBTX, org, jobID s
 		), touched AS (
 			UPDATE jobs SET progress_at = $12
 			WHERE org_id = $1 AND job_id = $2 AND progress_at < $12 AND status = 'running' AND EXISTS (SELECT FROM locked)
-		)
-		SELECT (SELECT count(*) FROM j), EXISTS (SELECT FROM created), (SELECT count(*) FROM ins)`
+		)` + onJobCreated(in.OnJobCreatedSQL) + tail
+	})
 	args := []any{org, jobID, in.CheckpointNS, in.CheckpointID, in.TaskID, idx, channels, types, data, in.TaskPath,
 		nullable(in.UserID), now, nullable(in.AgentID), nullable(in.SessionID)}
-	var found, n int
-	var created bool
-	for attempt := 0; ; attempt++ {
-		if err := db.QueryRow(ctx, sql, args...).Scan(&found, &created, &n); err != nil {
-			return 0, false, pg.Interpret(err)
-		}
-		if found > 0 {
-			return n, created, nil
-		}
-		if attempt > 0 { // the job is not running
-			return 0, false, s.threadNotRunning(ctx, db, org, jobID)
-		}
-		// Another transaction created the job after this statement's snapshot: once more.
+	return sql, args, nil
+}
+
+// onJobCreated is the CTE that runs sql when the statement's created CTE made the job (""
+// without sql).
+func onJobCreated(sql string) string {
+	if sql == "" {
+		return ""
 	}
+	return `, logged AS (` + sql + `)`
+}
+
+// langGraphSQLKey is what a put's or putWrites' statement text depends on.
+type langGraphSQLKey struct {
+	op, eventSeq, onJobCreated, conflict, tail string
+}
+
+// langGraphSQL caches the statements' texts (a handful: see langGraphSQLKey): built once,
+// not concatenated again on every call.
+var langGraphSQL sync.Map
+
+func cachedSQL(k langGraphSQLKey, build func() string) string {
+	if v, ok := langGraphSQL.Load(k); ok {
+		return v.(string)
+	}
+	sql := build()
+	langGraphSQL.Store(k, sql)
+	return sql
 }
 
 // tupleCols and tupleFrom read a langgraph_checkpoints row (alias cp) with its channel

@@ -144,10 +144,13 @@ export class StrataSaver extends BaseCheckpointSaver {
     method: string,
     path: string,
     body?: unknown,
-    opts: { notFound?: boolean } = {},
+    opts: { notFound?: boolean; minimal?: boolean } = {},
   ): Promise<any> {
     const attempts = Math.max(1, this.opts.maxAttempts ?? 6);
     const headers: Record<string, string> = { Authorization: `Bearer ${this.apiKey}` };
+    // A write whose answer the saver does not read: Strata answers 204 and stores it in one
+    // round trip to Postgres (statement, audit row, idempotency record and COMMIT together).
+    if (opts.minimal) headers["Prefer"] = "return=minimal";
     let payload: string | undefined;
     if (body !== undefined) {
       payload = JSON.stringify(body);
@@ -267,7 +270,7 @@ export class StrataSaver extends BaseCheckpointSaver {
       metadata: await this.dumpMetadata(metadata),
       blobs,
       ...this.scope(config, metadata),
-    });
+    }, { minimal: true });
     return { configurable: { thread_id, checkpoint_ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -290,7 +293,7 @@ export class StrataSaver extends BaseCheckpointSaver {
       task_path: taskPath || undefined,
       writes: dumped,
       ...this.scope(config),
-    });
+    }, { minimal: true });
   }
 
   async deleteThread(threadId: string): Promise<void> {
