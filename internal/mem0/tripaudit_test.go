@@ -26,7 +26,7 @@ func TestMemoryWriteAuditInTrip(t *testing.T) {
 
 	type rec struct {
 		Actor, Role, Agent, Action, Type, Entity, Subject, Details string
-		Status                                             int
+		Status                                                     int
 	}
 	record := func(rid string) rec {
 		t.Helper()
