@@ -237,6 +237,14 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 	now_, imp, pin := a(now), a(n.Importance), a(n.Pinned)
 	key, agent, job, seq := a(pr.KeyID), a(pr.AgentID), a(pr.JobID), a(pr.EventSeq)
 	mid := a(id)
+	// The rider's CTE, written first so that the statement is one concatenation (its
+	// parameters take the numbers after mid's: their order is free).
+	tail := `
+	SELECT * FROM hit UNION ALL SELECT * FROM ins`
+	if n.Rider != nil {
+		tail = `,
+	rider AS (` + n.Rider(a) + `)` + tail
+	}
 	sql := `WITH exact AS (SELECT id FROM memories WHERE ` + exactCond + ` AND text_hash = ` + hash + `),
 	near AS (` + near + `),
 	dup AS (SELECT id AS dup_id, 'exact'::text AS reason, 1::float8 AS sim FROM exact
@@ -259,13 +267,7 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 		a(meta) + `::jsonb, ` + imp + `, ` + pin + `, ` + a(n.Trust) + `, ` + key + `, ` + agent + `, ` + job + `, ` + seq + `, ` +
 		vec + `, ` + a(n.Space.Embedder) + `, ` + a(n.Space.Model) + `, ` + a(n.Space.Dims) + `::int, ` + now_ + `, ` + now_ + `
 		WHERE NOT EXISTS (SELECT 1 FROM dup)
-		RETURNING ` + memCols + `, NULL::text, NULL::float8)`
-	if n.Rider != nil {
-		sql += `,
-	rider AS (` + n.Rider(a) + `)`
-	}
-	sql += `
-	SELECT * FROM hit UNION ALL SELECT * FROM ins`
+		RETURNING ` + memCols + `, NULL::text, NULL::float8)` + tail
 	if settings.SQL == "" {
 		settings = Statement{SQL: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), ` + lockCall(1)}
 	} else {
