@@ -99,4 +99,9 @@ func TestMemoryWriteCost(t *testing.T) {
 	}
 	t.Logf("one memory write: %d WAL records in its transaction besides the HNSW index's (%s); its INSERT alone: %d buffers, %d WAL records",
 		bestWAL, bestBy, hits, walRecs)
+	// The memory's heap row and its 5 b-tree entries (primary key, current text, scope,
+	// lineage, list) and GIN entry; the audit record's heap row and 4 b-tree entries; COMMIT.
+	// Both rows in the one transaction (its records carry its xid).
+	require.LessOrEqual(t, bestWAL, 13, "WAL records of one write besides the HNSW index's: %s", bestBy)
+	require.Contains(t, bestBy, "Heap 2", "the memory and its audit record in one transaction")
 }
