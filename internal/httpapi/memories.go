@@ -57,8 +57,25 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
 		return nil, err
 	}
-	m, dedup, err := s.Memories.Create(ctx, r.Tx, n)
-	if err != nil {
+	var m semantic.Memory
+	var dedup *semantic.Dedup
+	var rider func(arg func(any) string) string
+	if !b.Graph { // a graph's extraction runs after the write, in its transaction
+		rider = s.tripAudit(ctx, r)
+	}
+	if rider != nil {
+		// One round trip: BEGIN, the org, the scope lock, the statement (duplicate checks,
+		// insert or dedup update, audit record) and COMMIT (committrip.go).
+		n.Rider = rider
+		op, err := s.Memories.PrepareCreate(ctx, r.Tx, n, true)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.sess.CommitInTrip(ctx, op.Batch()); err != nil {
+			return nil, err
+		}
+		m, dedup = op.Result()
+	} else if m, dedup, err = s.Memories.Create(ctx, r.Tx, n); err != nil {
 		return nil, err
 	}
 	status := http.StatusCreated

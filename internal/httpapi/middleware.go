@@ -310,6 +310,7 @@ func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.H
 	if speculative {
 		rec.header = rec.header.Clone()
 	}
+	state.req, state.body = r, body // what a handler that commits itself audits (committrip.go)
 	next.ServeHTTP(rec, r)
 	if err := sess.BeginErr(); err != nil {
 		sess.Rollback(ctx)
@@ -317,6 +318,10 @@ func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	if rec.status >= 400 {
 		sess.Rollback(ctx)
+		rec.flushTo(w)
+		return nil
+	}
+	if sess.CommittedInTrip() { // the handler committed, its audit record with it (committrip.go)
 		rec.flushTo(w)
 		return nil
 	}
@@ -367,6 +372,10 @@ type uowState struct {
 	// commitTrip: the handler may hand its statements to COMMIT's round trip (commitWith);
 	// inCommit: it did.
 	commitTrip, inCommit bool
+	// req and body are the write's request and body, for a handler that commits in its own
+	// round trip with its audit record (committrip.go).
+	req  *http.Request
+	body []byte
 }
 
 // secretInResponse marks top-level response fields that must never be stored in an

@@ -85,14 +85,18 @@ func TestMemoryRoundTrips(t *testing.T) {
 	}{
 		// Before issue 42: 3 round trips and 10 statements (the duplicate checks, then the
 		// INSERT or the dedup UPDATE on its own, then the audit record with COMMIT).
-		// Now: BEGIN, the org, the scope lock, one statement for both duplicate checks and
-		// the insert or dedup update, the plan choice restored; then the audit record and
-		// COMMIT.
-		{op: "add", trips: 2, stmts: 7},
-		{op: "add (duplicate)", trips: 2, stmts: 7},
-		{op: "mem0 add", trips: 2, stmts: 7},
+		// Then 2 round trips and 7 statements: BEGIN, the org, the scope lock, one statement
+		// for both duplicate checks and the insert or dedup update, the plan choice restored;
+		// then the audit record and COMMIT.
+		// Now one round trip, 5 statements: BEGIN, the org, the scope lock, one statement for
+		// the duplicate checks, the insert or dedup update and the audit record (its status
+		// decided in it), COMMIT (which also ends the plan choice).
+		{op: "add", trips: 1, stmts: 5},
+		{op: "add (duplicate)", trips: 1, stmts: 5},
+		{op: "mem0 add", trips: 1, stmts: 5},
 		// Before: 4 round trips and 12 statements (the Idempotency-Key claim on its own).
-		// Now the claim rides in front of the write, its record with COMMIT.
+		// Now the claim rides in front of the write, its record with COMMIT (the record holds
+		// the response, which exists only after the write's statement: two round trips).
 		{op: "add+idempotency-key", trips: 2, stmts: 9},
 		// Before: 3 round trips and 12 statements (the org's policy read on its own), then 2
 		// and 11 (the policy, the vector leg and the full-text leg in one round trip). Now

@@ -32,6 +32,8 @@ type Session struct {
 	noFlush bool
 	// oneTrip: each statement is its own transaction, ended in its round trip (ReadInOneTrip).
 	oneTrip bool
+	// inTrip: CommitInTrip committed the session with its write (committrip.go).
+	inTrip bool
 }
 
 // NewSession returns a session for org; nothing happens until Tx is called.

@@ -89,6 +89,11 @@ type NewMemory struct {
 	Provenance Provenance
 	Vector     []float32
 	Space      Space
+	// Rider, when set, is a data-modifying statement that rides in Create's one statement
+	// as a CTE of its own (the write's audit record: audit.InsertSelect): it may read the
+	// CTE ins, the inserted row (empty when the write found a duplicate). It adds its
+	// parameters with arg. Create only (CreateBatch ignores it).
+	Rider func(arg func(any) string) string
 }
 
 // Dedup says why a write created no row.
@@ -130,8 +135,45 @@ func checkVector(v []float32, sp Space) error {
 // plan choice. A scope not counted in the last few seconds is counted first, in a round
 // trip of its own, to choose the near-duplicate check's strategy (planVector).
 func (s *Store) Create(ctx context.Context, tx pgx.Tx, n NewMemory) (Memory, *Dedup, error) {
-	if err := checkVector(n.Vector, n.Space); err != nil {
+	op, err := s.PrepareCreate(ctx, tx, n, false)
+	if err != nil {
 		return Memory{}, nil, err
+	}
+	if err := tx.SendBatch(ctx, op.Batch()).Close(); err != nil {
+		return Memory{}, nil, pg.Interpret(err)
+	}
+	m, d := op.Result()
+	return m, d, nil
+}
+
+// CreateOp is a Create prepared and not yet sent: its pipeline (Batch), to be sent on the
+// transaction it was prepared on, and once that ran, its answer (Result).
+type CreateOp struct {
+	b      *pgx.Batch
+	m      Memory
+	reason *string
+	sim    *float64
+}
+
+// Batch is the write's pipeline: the scope lock with the plan choice, then the one
+// statement (createSQL), then — unless COMMIT follows it — the plan choice restored.
+func (op *CreateOp) Batch() *pgx.Batch { return op.b }
+
+// Result is the memory written, or its duplicate and why, once Batch ran.
+func (op *CreateOp) Result() (Memory, *Dedup) {
+	if op.reason == nil {
+		return op.m, nil
+	}
+	return op.m, &Dedup{Reason: *op.reason, Similarity: *op.sim}
+}
+
+// PrepareCreate is Create up to sending its pipeline, for a caller that sends it itself: in
+// the round trip that also commits (pg.Session.CommitInTrip), with endsTx set, which leaves
+// out the restoration of the plan choice (COMMIT ends it). n.Rider rides in the statement.
+// A scope not counted in the last few seconds is counted here, on tx (planVector).
+func (s *Store) PrepareCreate(ctx context.Context, tx pgx.Tx, n NewMemory, endsTx bool) (*CreateOp, error) {
+	if err := checkVector(n.Vector, n.Space); err != nil {
+		return nil, err
 	}
 	if n.Trust == "" {
 		n.Trust = DefaultTrust
@@ -141,7 +183,7 @@ func (s *Store) Create(ctx context.Context, tx pgx.Tx, n NewMemory) (Memory, *De
 	}
 	meta, err := json.Marshal(n.Metadata)
 	if err != nil {
-		return Memory{}, nil, err
+		return nil, err
 	}
 	sc := n.Scope
 	f := newFilter(sc.OrgID)
@@ -149,30 +191,23 @@ func (s *Store) Create(ctx context.Context, tx pgx.Tx, n NewMemory) (Memory, *De
 	f.current()
 	p, err := s.planVector(ctx, tx, f, n.Space, StrategyAuto)
 	if err != nil {
-		return Memory{}, nil, err
+		return nil, err
 	}
 	sql, args, settings := s.createSQL(f, p, n, meta, uuid.Must(uuid.NewV7()), s.now().UTC())
-	b := &pgx.Batch{}
+	op := &CreateOp{b: &pgx.Batch{}}
 	// The plan choice (or the HNSW scan's settings) and the scope lock in one statement:
 	// the duplicate checks run under the lock, in a statement of their own, so their
 	// snapshot sees every write that held it before.
-	b.Queue(settings.SQL, append(settings.Args, scopeLockKey(sc))...)
-	var m Memory
-	var reason *string
-	var sim *float64
-	b.Queue(sql, args...).QueryRow(func(r pgx.Row) error {
+	op.b.Queue(settings.SQL, append(settings.Args, scopeLockKey(sc))...)
+	op.b.Queue(sql, args...).QueryRow(func(r pgx.Row) error {
 		var err error
-		m, err = scanMemory(r, &reason, &sim)
+		op.m, err = scanMemory(r, &op.reason, &op.sim)
 		return err
 	})
-	b.Queue(pg.DefaultPlansSQL)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return Memory{}, nil, pg.Interpret(err)
+	if !endsTx {
+		op.b.Queue(pg.DefaultPlansSQL)
 	}
-	if reason == nil {
-		return m, nil, nil
-	}
-	return m, &Dedup{Reason: *reason, Similarity: *sim}, nil
+	return op, nil
 }
 
 // createSQL is Create's one statement and its arguments: the exact duplicate (same
@@ -202,6 +237,14 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 	now_, imp, pin := a(now), a(n.Importance), a(n.Pinned)
 	key, agent, job, seq := a(pr.KeyID), a(pr.AgentID), a(pr.JobID), a(pr.EventSeq)
 	mid := a(id)
+	// The rider's CTE, written first so that the statement is one concatenation (its
+	// parameters take the numbers after mid's: their order is free).
+	tail := `
+	SELECT * FROM hit UNION ALL SELECT * FROM ins`
+	if n.Rider != nil {
+		tail = `,
+	rider AS (` + n.Rider(a) + `)` + tail
+	}
 	sql := `WITH exact AS (SELECT id FROM memories WHERE ` + exactCond + ` AND text_hash = ` + hash + `),
 	near AS (` + near + `),
 	dup AS (SELECT id AS dup_id, 'exact'::text AS reason, 1::float8 AS sim FROM exact
@@ -224,8 +267,7 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 		a(meta) + `::jsonb, ` + imp + `, ` + pin + `, ` + a(n.Trust) + `, ` + key + `, ` + agent + `, ` + job + `, ` + seq + `, ` +
 		vec + `, ` + a(n.Space.Embedder) + `, ` + a(n.Space.Model) + `, ` + a(n.Space.Dims) + `::int, ` + now_ + `, ` + now_ + `
 		WHERE NOT EXISTS (SELECT 1 FROM dup)
-		RETURNING ` + memCols + `, NULL::text, NULL::float8)
-	SELECT * FROM hit UNION ALL SELECT * FROM ins`
+		RETURNING ` + memCols + `, NULL::text, NULL::float8)` + tail
 	if settings.SQL == "" {
 		settings = Statement{SQL: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), ` + lockCall(1)}
 	} else {
