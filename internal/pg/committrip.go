@@ -3,7 +3,6 @@ package pg
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -83,17 +82,7 @@ func (t *orgTx) commitBatch(ctx context.Context, b *pgx.Batch) error {
 	qs := b.QueuedQueries
 	nb.QueuedQueries = append(nb.QueuedQueries, qs...)
 	nb.Queue("COMMIT")
-	var br pgx.BatchResults
-	if begin {
-		var err error
-		if br, err = t.send(ctx, nb); err != nil {
-			_ = t.Rollback(context.WithoutCancel(ctx))
-			return err
-		}
-	} else {
-		br = t.conn.Conn().SendBatch(ctx, nb)
-	}
-	err := func() error {
+	return t.sendCommit(ctx, nb, begin, func(br pgx.BatchResults) error {
 		for _, q := range qs {
 			var err error
 			if q.Fn != nil {
@@ -105,28 +94,6 @@ func (t *orgTx) commitBatch(ctx context.Context, b *pgx.Batch) error {
 				return err
 			}
 		}
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if tag.String() != "COMMIT" {
-			return pgx.ErrTxCommitRollback
-		}
 		return nil
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		if t.conn != nil && t.conn.Conn().PgConn().TxStatus() != 'I' {
-			_ = t.Rollback(context.WithoutCancel(ctx))
-		} else {
-			t.tx, t.failed = nil, pgx.ErrTxClosed
-			t.releaseConn()
-		}
-		return Interpret(fmt.Errorf("committing: %w", err))
-	}
-	t.tx, t.failed = nil, pgx.ErrTxClosed
-	t.releaseConn()
-	return nil
+	})
 }

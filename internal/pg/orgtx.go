@@ -358,33 +358,40 @@ func (t *orgTx) commit(ctx context.Context, trailer []trailing) error {
 		b.Queue(s.sql, s.args...)
 	}
 	b.Queue("COMMIT")
-	var br pgx.BatchResults
-	if lead == 0 {
-		// The transaction is open: send on its connection directly (the pgx.Tx would refuse
-		// a batch that ends it, and would spend a round trip of its own on COMMIT).
-		br = t.conn.Conn().SendBatch(ctx, b)
-	} else {
-		var err error
-		if br, err = t.send(ctx, b); err != nil {
-			_ = t.Rollback(context.WithoutCancel(ctx))
-			return err
-		}
-	}
-	err := func() error {
+	return t.sendCommit(ctx, b, lead > 0, func(br pgx.BatchResults) error {
 		for range trailer {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
 		}
-		tag, err := br.Exec()
-		if err != nil {
+		return nil
+	})
+}
+
+// sendCommit sends b, which ends in COMMIT (with BEGIN and the org setting in front when
+// begin), reads the results of the statements before COMMIT with read, requires COMMIT's
+// own, and ends the transaction either way: committed, or rolled back if the server still
+// has it open; the connection goes back to the pool.
+func (t *orgTx) sendCommit(ctx context.Context, b *pgx.Batch, begin bool, read func(pgx.BatchResults) error) error {
+	var br pgx.BatchResults
+	if begin {
+		var err error
+		if br, err = t.send(ctx, b); err != nil {
+			_ = t.Rollback(context.WithoutCancel(ctx))
 			return err
 		}
-		if tag.String() != "COMMIT" {
-			return pgx.ErrTxCommitRollback
+	} else {
+		// The transaction is open: send on its connection directly (the pgx.Tx would refuse
+		// a batch that ends it, and would spend a round trip of its own on COMMIT).
+		br = t.conn.Conn().SendBatch(ctx, b)
+	}
+	err := read(br)
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
+			err = pgx.ErrTxCommitRollback
 		}
-		return nil
-	}()
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
