@@ -71,7 +71,7 @@ RETURNING job_id, seq, created_at`
 // job. On error the transaction must be rolled back.
 func AppendGroup(ctx context.Context, db pg.DBTX, org string, items []*GroupItem) error {
 	if one := oneEvent(items); one != nil {
-		return pg.Interpret(one.scanOne(db.QueryRow(ctx, insertOneSQL, one.oneArgs(org)...)))
+		return pg.Interpret(one.scanOne(db.QueryRow(ctx, insertOneSQL, oneArgs(org, one.Job, one.ps[0])...)))
 	}
 	args, total := groupArgs(org, items)
 	rows, err := db.Query(ctx, groupInsertSQL, args...)
@@ -86,7 +86,7 @@ func AppendGroup(ctx context.Context, db pg.DBTX, org string, items []*GroupItem
 // a pipeline of its own; the items' Out are filled in when b's results are read.
 func QueueAppendGroup(b *pgx.Batch, org string, items []*GroupItem) {
 	if one := oneEvent(items); one != nil {
-		b.Queue(insertOneSQL, one.oneArgs(org)...).QueryRow(one.scanOne)
+		b.Queue(insertOneSQL, oneArgs(org, one.Job, one.ps[0])...).QueryRow(one.scanOne)
 		return
 	}
 	args, total := groupArgs(org, items)
@@ -103,36 +103,12 @@ func oneEvent(items []*GroupItem) *GroupItem {
 	return nil
 }
 
-// oneArgs are insertOneSQL's arguments for the item's one event.
-func (it *GroupItem) oneArgs(org string) []any {
-	p := it.ps[0]
-	var result *string
-	if p.result != nil {
-		r := string(p.result)
-		result = &r
-	}
-	var rev *int64
-	if p.reverts > 0 {
-		r := p.reverts
-		rev = &r
-	}
-	return []any{org, it.Job, p.op, string(p.params), result, p.fp, p.agent, p.user, p.session, p.key, rev}
-}
-
 // scanOne reads insertOneSQL's row into the item's Out.
 func (it *GroupItem) scanOne(row pgx.Row) error {
-	p := it.ps[0]
 	it.Out = make([]Event, 1)
-	e := &it.Out[0]
-	*e = Event{JobID: it.Job, Op: p.op, Params: json.RawMessage(p.params), Fingerprint: hex.EncodeToString(p.fp),
-		AgentID: p.agent, UserID: p.user, SessionID: p.session, IdempotencyKey: p.key, RevertsSeq: p.reverts}
-	if err := row.Scan(&e.Seq, &e.CreatedAt); err != nil {
+	if err := scanOneRow(row, it.Job, it.ps[0], &it.Out[0]); err != nil {
 		it.Out = nil
 		return err
-	}
-	e.CreatedAt = e.CreatedAt.UTC()
-	if p.result != nil {
-		e.Result = json.RawMessage(p.result)
 	}
 	return nil
 }

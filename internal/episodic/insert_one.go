@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/strata-mem/strata/internal/pg"
 )
 
@@ -24,6 +26,15 @@ RETURNING seq, created_at`
 
 // insertOne appends one prepared event (see insert).
 func insertOne(ctx context.Context, db pg.DBTX, org, job string, p prepared) ([]Event, error) {
+	out := make([]Event, 1)
+	if err := scanOneRow(db.QueryRow(ctx, insertOneSQL, oneArgs(org, job, p)...), job, p, &out[0]); err != nil {
+		return nil, pg.Interpret(err)
+	}
+	return out, nil
+}
+
+// oneArgs are insertOneSQL's arguments for appending p to job in org.
+func oneArgs(org, job string, p prepared) []any {
 	var result *string
 	if p.result != nil {
 		r := string(p.result)
@@ -34,15 +45,19 @@ func insertOne(ctx context.Context, db pg.DBTX, org, job string, p prepared) ([]
 		r := p.reverts
 		rev = &r
 	}
-	e := Event{JobID: job, Op: p.op, Params: json.RawMessage(p.params), Fingerprint: hex.EncodeToString(p.fp),
+	return []any{org, job, p.op, string(p.params), result, p.fp, p.agent, p.user, p.session, p.key, rev}
+}
+
+// scanOneRow reads insertOneSQL's row for p into e.
+func scanOneRow(row pgx.Row, job string, p prepared, e *Event) error {
+	*e = Event{JobID: job, Op: p.op, Params: json.RawMessage(p.params), Fingerprint: hex.EncodeToString(p.fp),
 		AgentID: p.agent, UserID: p.user, SessionID: p.session, IdempotencyKey: p.key, RevertsSeq: p.reverts}
-	if err := db.QueryRow(ctx, insertOneSQL, org, job, p.op, string(p.params), result, p.fp, p.agent, p.user, p.session,
-		p.key, rev).Scan(&e.Seq, &e.CreatedAt); err != nil {
-		return nil, pg.Interpret(err)
+	if err := row.Scan(&e.Seq, &e.CreatedAt); err != nil {
+		return err
 	}
 	e.CreatedAt = e.CreatedAt.UTC()
 	if p.result != nil {
 		e.Result = json.RawMessage(p.result)
 	}
-	return []Event{e}, nil
+	return nil
 }
