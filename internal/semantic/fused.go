@@ -72,7 +72,7 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 		from, where := `memories`, f.sql()+` AND `
 		if fq.smallScope {
 			// The scope's rows (without their vectors) first, then the words: one right plan.
-			t = `sm AS MATERIALIZED (SELECT ` + rankCols + `, tsv FROM memories WHERE ` + f.sql() + `), `
+			t = `sm AS MATERIALIZED (SELECT ` + rankCols + `, tsv FROM ` + f.rows() + ` WHERE ` + f.sql() + `), `
 			from, where = `sm`, ``
 		}
 		t += `t AS MATERIALIZED (SELECT ` + rankCols + `, ts_rank_cd(tsv, q) AS r

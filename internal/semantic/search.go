@@ -39,6 +39,9 @@ type filter struct {
 	// under: one user level (visibleTo, exactScope) and current memories.
 	org, user         string
 	scoped, isCurrent bool
+	// probes, when set (visibleTo), is a FROM item that reads memories one scope at a time:
+	// see rows.
+	probes string
 }
 
 func newFilter(org string) *filter {
@@ -70,6 +73,28 @@ func (f *filter) arg(v any) string {
 
 func (f *filter) sql() string { return strings.Join(f.conds, " AND ") }
 
+// rows is the FROM item of a statement that reads f's rows through the scope b-tree (the
+// exact vector leg, a small scope's full-text leg, the scope's count): memories itself, or
+// for a filter over several scopes (visibleTo) the rows of each scope the filter admits,
+// one index probe per (user, agent, session) combination, with f's conditions still
+// applied over them.
+//
+// Why: the scope condition is user_id = ANY(...) AND agent_id = ANY(...) AND session_id =
+// ANY(...), and Postgres 15 takes an array condition on a later column of an index as an
+// index condition only in a bitmap scan. Without statistics (autovacuum not yet, or never,
+// analysed a partition: a new deployment, a new tenant) the generic plan — and the custom
+// one — read the whole org through org_id = $1 and filtered: a user's search of a 150-row
+// scope in a 10-user org read 1,520 rows per leg, and slowed as the org grew
+// (docs/benchmarks.md, the mem0 row). The probes are equality conditions on every column
+// of the scope b-tree; OFFSET 0 keeps the planner from flattening them into a join that
+// reads the org again.
+func (f *filter) rows() string {
+	if f.probes == "" {
+		return "memories"
+	}
+	return f.probes
+}
+
 func (f *filter) clone() *filter {
 	c := *f
 	c.conds, c.args = append([]string(nil), f.conds...), append([]any(nil), f.args...)
@@ -98,8 +123,25 @@ func (f *filter) visibleTo(sc strata.Scope) {
 		}
 		return []string{"", v}
 	}
-	f.add("user_id = ANY(?) AND agent_id = ANY(?) AND session_id = ANY(?)",
-		levels(sc.UserID), levels(sc.AgentID), levels(sc.SessionID))
+	// The (user, agent, session) combinations, at most 8, as three parallel arrays: the
+	// probes (rows) unnest them together, and as each array's values are the levels of its
+	// column (repeated), the ANY conditions over them say the same as over the levels.
+	var us, as, ss []string
+	for _, u := range levels(sc.UserID) {
+		for _, a := range levels(sc.AgentID) {
+			for _, s := range levels(sc.SessionID) {
+				us, as, ss = append(us, u), append(as, a), append(ss, s)
+			}
+		}
+	}
+	u, a, s := f.arg(us), f.arg(as), f.arg(ss)
+	f.conds = append(f.conds, "user_id = ANY("+u+") AND agent_id = ANY("+a+") AND session_id = ANY("+s+")")
+	// One unnest of three arrays: the planner prices it at 10 rows, where a cross join of
+	// three unnests was 1,000 — a generic plan priced past jit_above_cost, and 40 ms of JIT
+	// compilation on every search.
+	f.probes = `(SELECT m.* FROM unnest(` + u + `::text[], ` + a + `::text[], ` + s + `::text[]) sc(u, a, s)
+		CROSS JOIN LATERAL (SELECT * FROM memories WHERE org_id = $1 AND user_id = sc.u AND agent_id = sc.a
+		AND session_id = sc.s OFFSET 0) m) memories`
 	f.user, f.scoped = sc.UserID, true
 }
 
@@ -252,7 +294,7 @@ func (s *Store) planVector(ctx context.Context, tx pgx.Tx, f *filter, sp Space, 
 	cnt, ok := s.counts.remembered(key, s.o.ExactBelow, s.o.CountTTL)
 	if !ok {
 		cf := f.clone()
-		err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM memories WHERE `+cf.sql()+
+		err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+cf.rows()+` WHERE `+cf.sql()+
 			` LIMIT `+cf.arg(s.o.ExactBelow+1)+`) x`, cf.args...).Scan(&cnt)
 		if err != nil {
 			return p, pg.Interpret(err)
@@ -288,7 +330,7 @@ func (s *Store) vectorLegOf(qf *filter, qv, lim string, dims, n int, strategy St
 	if strategy == StrategyExact {
 		// "+ 0" keeps the planner off the HNSW index: an exact top-n sort over the rows the
 		// filter (and its b-tree) selects.
-		return `SELECT ` + cols + `, ` + expr + ` <=> ` + qv + ` AS d FROM memories WHERE ` + qf.sql() +
+		return `SELECT ` + cols + `, ` + expr + ` <=> ` + qv + ` AS d FROM ` + qf.rows() + ` WHERE ` + qf.sql() +
 			` ORDER BY (` + expr + ` <=> ` + qv + `) + 0, id LIMIT ` + lim, Statement{}
 	}
 	ef := max(s.o.EfSearch, n)
