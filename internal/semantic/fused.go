@@ -75,8 +75,11 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 			t = `sm AS MATERIALIZED (SELECT ` + rankCols + `, tsv FROM ` + f.rows() + ` WHERE ` + f.sql() + `), `
 			from, where = `sm`, ``
 		}
+		// OFFSET 0 keeps the query's words parsed once: flattened, tq's expression was
+		// evaluated for every row, in the match and again in the rank (3.2 ms against 0.9
+		// for a 152-row scope whose rows all match).
 		t += `t AS MATERIALIZED (SELECT ` + rankCols + `, ts_rank_cd(tsv, q) AS r
-			FROM ` + from + `, (SELECT replace(plainto_tsquery('simple', ` + tq + `)::text, ' & ', ' | ')::tsquery AS q) tq
+			FROM ` + from + `, (SELECT replace(plainto_tsquery('simple', ` + tq + `)::text, ' & ', ' | ')::tsquery AS q OFFSET 0) tq
 			WHERE ` + where + `q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT ` + lim + `)`
 	}
 	k := qf.arg(s.o.RRFK) + "::float8"

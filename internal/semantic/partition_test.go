@@ -2,10 +2,14 @@ package semantic_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/semantic"
 	"github.com/strata-mem/strata/internal/testenv"
 )
@@ -58,4 +62,38 @@ func TestEnsureIndexOnPartitionedMemories(t *testing.T) {
 	// Not concurrently: one statement on the parent builds them all.
 	require.NoError(t, semantic.EnsureIndex(ctx, owner, "embedding", 48, false))
 	check("memories_hnsw_48")
+}
+
+// TestMemoriesKeepVectorsInTheirRows (migrations/0045): every memories partition carries
+// fillfactor 70 and toast_tuple_target 8160, and a 384-dim memory whose row is past
+// Postgres's ~2 KB toast threshold keeps its vector in the row — nothing goes to a TOAST
+// table, so an exact search reads no TOAST page.
+func TestMemoriesKeepVectorsInTheirRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dsn := testenv.Pool(t)
+	owner := testenv.OwnerConn(t, dsn)
+	var parts, withOpts int
+	require.NoError(t, owner.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE c.reloptions @> '{fillfactor=70,toast_tuple_target=8160}')
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'memories'::regclass`).Scan(&parts, &withOpts))
+	require.Greater(t, parts, 1, "the template is partitioned")
+	require.Equal(t, parts, withOpts, "every partition carries the options")
+
+	st := semantic.NewStore(semantic.Options{}, nil)
+	org := "inline-" + testenv.RandomID(4)
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		for i := range 20 {
+			nm := newMem(org, "u1", fmt.Sprintf("%d %s", i, strings.Repeat("colour grade for the spring campaign, shot list and lut notes; ", 8)))
+			if _, _, err := st.Create(ctx, tx, nm); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	var rowSize, toast int64
+	require.NoError(t, owner.QueryRow(ctx, `SELECT (SELECT min(pg_column_size(m.*)) FROM memories m WHERE org_id = $1),
+		(SELECT sum(pg_relation_size(c.reltoastrelid)) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		 WHERE i.inhparent = 'memories'::regclass)`, org).Scan(&rowSize, &toast))
+	require.Greater(t, rowSize, int64(2100), "the rows are past the default toast threshold")
+	require.Zero(t, toast, "no vector (nor text) went to a TOAST table")
 }
