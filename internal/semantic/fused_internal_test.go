@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/embed"
@@ -231,4 +232,55 @@ func TestSearchReadsItsScopesNotTheOrg(t *testing.T) {
 			require.Positive(t, read)
 		}
 	}
+}
+
+// TestWriteReadsItsScopeNotTheOrg: a write's near-duplicate check reads its scope through
+// the scope b-tree (filter.rows, exactScope) even with the generic plan the connection built
+// on its first write, when the partition was empty and never analysed — the plain statement's
+// plan read the whole org by org_id then (1,574 buffers for a 151-row scope, auto_explain of
+// the mem0 peer run), and so did its exact-text check: a small scope's is read through the
+// scope b-tree too (createSQL).
+func TestWriteReadsItsScopeNotTheOrg(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dsn := testenv.Pool(t)
+	one, err := pg.NewPool(ctx, dsn, pg.PoolOptions{MaxConns: 1}) // one connection: one plan cache
+	require.NoError(t, err)
+	t.Cleanup(one.Close)
+	sp := Space{Embedder: "lexical", Model: embed.LexicalModel, Dims: 384}
+	lex := embed.NewLexical(384)
+	org := "writeread-" + testenv.RandomID(6)
+	s := NewStore(Options{}, time.Now)
+	create := func(p *pgxpool.Pool, user string, i int) (read int) {
+		text := fmt.Sprintf("graded lut v%dk for channel c%dm shot s%dq", i*7, i%17, i)
+		nm := NewMemory{Scope: strata.Scope{OrgID: org, UserID: user}, Kind: KindFact, Text: text, Vector: lex.One(text), Space: sp}
+		require.NoError(t, pg.InOrgTx(ctx, p, org, func(tx pgx.Tx) error {
+			const rowsRead = `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
+				FROM pg_stat_xact_user_tables WHERE relname LIKE 'memories%'`
+			var before int
+			if err := tx.QueryRow(ctx, rowsRead).Scan(&before); err != nil {
+				return err
+			}
+			if _, _, err := s.Create(ctx, tx, nm); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, rowsRead).Scan(&read); err != nil {
+				return err
+			}
+			read -= before
+			return nil
+		}))
+		return read
+	}
+	create(one, "u1", 0) // the connection's plans, on an empty partition
+	for u := range 12 {
+		for i := range 30 {
+			create(pool, fmt.Sprint("u", u), 1000+u*100+i)
+		}
+	}
+	// u1's scope holds 31 rows, the org 361: the count (unless remembered), the exact and
+	// the near check each read the scope at most.
+	read := create(one, "u1", 99999)
+	require.LessOrEqual(t, read, 3*31+5, "memory rows a write read")
+	require.Positive(t, read)
 }

@@ -74,10 +74,10 @@ func (f *filter) arg(v any) string {
 func (f *filter) sql() string { return strings.Join(f.conds, " AND ") }
 
 // rows is the FROM item of a statement that reads f's rows through the scope b-tree (the
-// exact vector leg, a small scope's full-text leg, the scope's count): memories itself, or
-// for a filter over several scopes (visibleTo) the rows of each scope the filter admits,
-// one index probe per (user, agent, session) combination, with f's conditions still
-// applied over them.
+// exact vector leg, a small scope's full-text leg, the scope's count, a small scope's
+// exact-duplicate check): memories itself, or for a scope filter (visibleTo, exactScope)
+// the rows of each scope the filter admits, one index probe per (user, agent, session)
+// combination, with f's conditions still applied over them.
 //
 // Why: the scope condition is user_id = ANY(...) AND agent_id = ANY(...) AND session_id =
 // ANY(...), and Postgres 15 takes an array condition on a later column of an index as an
@@ -108,8 +108,18 @@ func (f *filter) hotScope(dims int) (HotScope, bool) {
 
 // exactScope: exactly this scope (dedup).
 func (f *filter) exactScope(sc strata.Scope) {
-	f.add("user_id = ? AND agent_id = ? AND session_id = ?", sc.UserID, sc.AgentID, sc.SessionID)
+	u, a, s := f.arg(sc.UserID), f.arg(sc.AgentID), f.arg(sc.SessionID)
+	f.conds = append(f.conds, "user_id = "+u+" AND agent_id = "+a+" AND session_id = "+s)
+	// The near-duplicate check's exact leg reads the scope through rows too: a generic plan
+	// of the plain statement built while the partition was empty read the org by org_id.
+	f.probes = probes(`(SELECT ` + u + `::text AS u, ` + a + `::text AS a, ` + s + `::text AS s OFFSET 0) sc`)
 	f.user, f.scoped = sc.UserID, true
+}
+
+// probes is rows' FROM item over sc, a relation of (u, a, s) scope combinations.
+func probes(sc string) string {
+	return `(SELECT m.* FROM ` + sc + ` CROSS JOIN LATERAL (SELECT * FROM memories WHERE org_id = $1
+		AND user_id = sc.u AND agent_id = sc.a AND session_id = sc.s OFFSET 0) m) memories`
 }
 
 // visibleTo composes scopes: a memory is visible to a query when every level the memory
@@ -139,9 +149,7 @@ func (f *filter) visibleTo(sc strata.Scope) {
 	// One unnest of three arrays: the planner prices it at 10 rows, where a cross join of
 	// three unnests was 1,000 — a generic plan priced past jit_above_cost, and 40 ms of JIT
 	// compilation on every search.
-	f.probes = `(SELECT m.* FROM unnest(` + u + `::text[], ` + a + `::text[], ` + s + `::text[]) sc(u, a, s)
-		CROSS JOIN LATERAL (SELECT * FROM memories WHERE org_id = $1 AND user_id = sc.u AND agent_id = sc.a
-		AND session_id = sc.s OFFSET 0) m) memories`
+	f.probes = probes(`unnest(` + u + `::text[], ` + a + `::text[], ` + s + `::text[]) sc(u, a, s)`)
 	f.user, f.scoped = sc.UserID, true
 }
 

@@ -245,7 +245,16 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 		tail = `,
 	rider AS (` + n.Rider(a) + `)` + tail
 	}
-	sql := `WITH exact AS (SELECT id FROM memories WHERE ` + exactCond + ` AND text_hash = ` + hash + `),
+	// The exact check reads the unique (org, scope, text_hash) index — unless the plan on
+	// this connection may be the one built when the partition was empty (never analysed),
+	// which read that index's sibling (org_id, valid_from, id) by org_id alone, the whole
+	// org. A small scope (counted, at most textScopeFirstAtMost) is read through the scope
+	// b-tree instead (filter.rows): a few hundred rows at worst, whatever the plan.
+	exactFrom := "memories"
+	if p.strategy == StrategyExact && p.scopeSize >= 0 && p.scopeSize <= textScopeFirstAtMost {
+		exactFrom = f.rows()
+	}
+	sql := `WITH exact AS (SELECT id FROM ` + exactFrom + ` WHERE ` + exactCond + ` AND text_hash = ` + hash + `),
 	near AS (` + near + `),
 	dup AS (SELECT id AS dup_id, 'exact'::text AS reason, 1::float8 AS sim FROM exact
 		UNION ALL
