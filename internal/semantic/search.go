@@ -39,8 +39,8 @@ type filter struct {
 	// under: one user level (visibleTo, exactScope) and current memories.
 	org, user         string
 	scoped, isCurrent bool
-	// probes, when set (visibleTo), is a FROM item that reads memories one scope at a time:
-	// see rows.
+	// probes, when set (visibleTo, exactScope), is a FROM item that reads memories one
+	// scope at a time: see rows.
 	probes string
 }
 
