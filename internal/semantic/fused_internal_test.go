@@ -206,23 +206,12 @@ func TestSearchReadsItsScopesNotTheOrg(t *testing.T) {
 			var info SearchInfo
 			var read int
 			require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
-				// The backend's counts not yet reported (the view's; they span this
-				// connection's earlier transactions too): read before and after.
-				const rowsRead = `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
-					FROM pg_stat_xact_user_tables WHERE relname LIKE 'memories%'`
-				var before int
-				if err := tx.QueryRow(ctx, rowsRead).Scan(&before); err != nil {
-					return err
-				}
 				var err error
-				if got, info, err = NewStore(Options{}, time.Now).Search(ctx, tx, q); err != nil {
+				read, err = memoryRowsRead(ctx, tx, func() error {
+					got, info, err = NewStore(Options{}, time.Now).Search(ctx, tx, q)
 					return err
-				}
-				if err := tx.QueryRow(ctx, rowsRead).Scan(&read); err != nil {
-					return err
-				}
-				read -= before
-				return nil
+				})
+				return err
 			}))
 			require.Len(t, got, 10)
 			require.Equal(t, StrategyExact, info.Strategy)
@@ -255,20 +244,12 @@ func TestWriteReadsItsScopeNotTheOrg(t *testing.T) {
 		text := fmt.Sprintf("graded lut v%dk for channel c%dm shot s%dq", i*7, i%17, i)
 		nm := NewMemory{Scope: strata.Scope{OrgID: org, UserID: user}, Kind: KindFact, Text: text, Vector: lex.One(text), Space: sp}
 		require.NoError(t, pg.InOrgTx(ctx, p, org, func(tx pgx.Tx) error {
-			const rowsRead = `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
-				FROM pg_stat_xact_user_tables WHERE relname LIKE 'memories%'`
-			var before int
-			if err := tx.QueryRow(ctx, rowsRead).Scan(&before); err != nil {
+			var err error
+			read, err = memoryRowsRead(ctx, tx, func() error {
+				_, _, err := s.Create(ctx, tx, nm)
 				return err
-			}
-			if _, _, err := s.Create(ctx, tx, nm); err != nil {
-				return err
-			}
-			if err := tx.QueryRow(ctx, rowsRead).Scan(&read); err != nil {
-				return err
-			}
-			read -= before
-			return nil
+			})
+			return err
 		}))
 		return read
 	}
@@ -283,4 +264,23 @@ func TestWriteReadsItsScopeNotTheOrg(t *testing.T) {
 	read := create(one, "u1", 99999)
 	require.LessOrEqual(t, read, 3*31+5, "memory rows a write read")
 	require.Positive(t, read)
+}
+
+// memoryRowsRead returns how many memory rows (heap fetches and sequential reads, every
+// partition) tx's backend read while fn ran: pg_stat_xact_user_tables before and after, as
+// the view holds counts not yet reported that span the connection's earlier transactions too.
+func memoryRowsRead(ctx context.Context, tx pgx.Tx, fn func() error) (int, error) {
+	const q = `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
+		FROM pg_stat_xact_user_tables WHERE relname LIKE 'memories%'`
+	var before, after int
+	if err := tx.QueryRow(ctx, q).Scan(&before); err != nil {
+		return 0, err
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	if err := tx.QueryRow(ctx, q).Scan(&after); err != nil {
+		return 0, err
+	}
+	return after - before, nil
 }
