@@ -188,7 +188,7 @@ func (s *Store) searchFused(ctx context.Context, tx pgx.Tx, vfBase, f *filter, s
 	res.strategy, res.scopeSize = p.strategy, p.scopeSize
 	run := func(strategy Strategy) ([]candidate, error) {
 		q := fq
-		q.smallScope = strategy == StrategyExact && res.scopeSize >= 0 && res.scopeSize <= textScopeFirstAtMost
+		q.smallScope = smallScope(strategy, res.scopeSize)
 		sql, args, settings := s.fusedSQL(p.f, f, q, strategy, p.ownIndex)
 		b := &pgx.Batch{}
 		// The policy read and the exact vector leg read by key or through the scope's b-tree,

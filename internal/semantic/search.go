@@ -441,7 +441,15 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 // hundred rows. A larger scope's leg is planned per execution (pg.CustomPlansSQL): for a
 // common word the scope's b-tree and a filter, for a rare one in a large scope the b-tree
 // ANDed with the GIN index (0.6 ms of planning on the partitioned layout, pg/plans.go).
+//
+// A write's exact-duplicate check reads such a scope through its rows too (createSQL).
 const textScopeFirstAtMost = 500
+
+// smallScope says whether a scope counted at scopeSize rows (-1: not counted) and searched by
+// strategy is small enough to be read whole, row by row (textScopeFirstAtMost).
+func smallScope(strategy Strategy, scopeSize int) bool {
+	return strategy == StrategyExact && scopeSize >= 0 && scopeSize <= textScopeFirstAtMost
+}
 
 // Search runs the hybrid search: vector and full-text candidates under the same filters,
 // fused by reciprocal rank, then scaled by recency, importance and access count.

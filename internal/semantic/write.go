@@ -251,7 +251,7 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 	// org. A small scope (counted, at most textScopeFirstAtMost) is read through the scope
 	// b-tree instead (filter.rows): a few hundred rows at worst, whatever the plan.
 	exactFrom := "memories"
-	if p.strategy == StrategyExact && p.scopeSize >= 0 && p.scopeSize <= textScopeFirstAtMost {
+	if smallScope(p.strategy, p.scopeSize) {
 		exactFrom = f.rows()
 	}
 	sql := `WITH exact AS (SELECT id FROM ` + exactFrom + ` WHERE ` + exactCond + ` AND text_hash = ` + hash + `),
