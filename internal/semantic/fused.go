@@ -3,6 +3,7 @@ package semantic
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,7 +63,7 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 	qv := qf.arg(fq.vec) + "::vector(" + strconv.Itoa(fq.dims) + ")"
 	lim := qf.arg(fq.n)
 	vsql, settings := s.vectorLegOf(qf, qv, lim, fq.dims, fq.n, strategy, ownIndex, rankCols)
-	var t string
+	var sm, t string // sm: the scope's rows, when the legs share them
 	if fq.text == "" {
 		t = `t AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::boolean AS pinned, NULL::real AS importance,
 			NULL::bigint AS access_count, NULL::timestamptz AS valid_from, NULL::timestamptz AS last_verified_at,
@@ -70,9 +71,16 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 	} else {
 		tq := qf.arg(fq.text)
 		from, where := `memories`, f.sql()+` AND `
-		if fq.smallScope {
-			// The scope's rows (without their vectors) first, then the words: one right plan.
-			t = `sm AS MATERIALIZED (SELECT ` + rankCols + `, tsv FROM ` + f.rows() + ` WHERE ` + f.sql() + `), `
+		if fq.smallScope { // smallScope: the exact strategy
+			// The scope's rows first, read once for both legs: each row's words, and its
+			// distance when it is in the query's embedding space (the vector leg's further
+			// conditions); then the words, one right plan, and the nearest of the distances.
+			// The vector leg read the same rows a second time before (0.33 of a 1.7 ms search
+			// in a 152-row scope, auto_explain).
+			space := strings.Join(vf.conds[len(f.conds):], " AND ")
+			sm = `sm AS MATERIALIZED (SELECT ` + rankCols + `, tsv, CASE WHEN ` + space + ` THEN ` + vecExpr(fq.dims) +
+				` <=> ` + qv + ` END AS d FROM ` + f.rows() + ` WHERE ` + f.sql() + `), `
+			vsql = `SELECT ` + rankCols + `, d FROM sm WHERE d IS NOT NULL ORDER BY d, id LIMIT ` + lim
 			from, where = `sm`, ``
 		}
 		// OFFSET 0 keeps the query's words parsed once: flattened, tq's expression was
@@ -89,7 +97,7 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 			/ ` + qf.arg(s.o.HalfLife.Hours()) + `::float8) END
 		+ ` + qf.arg(s.o.WImportance) + `::float8 * importance
 		+ ` + qf.arg(s.o.WAccess) + `::float8 * least(ln(1 + access_count) / ln(101), 1))`
-	sql := `WITH v AS MATERIALIZED (` + vsql + `), ` + t + `,
+	sql := `WITH ` + sm + `v AS MATERIALIZED (` + vsql + `), ` + t + `,
 	c AS (SELECT coalesce(v.id, t.id) AS id, v.vrk, v.d, t.trk, t.r, coalesce(v.kind, t.kind) AS kind,
 		coalesce(v.pinned, t.pinned) AS pinned, coalesce(v.importance, t.importance) AS importance,
 		coalesce(v.access_count, t.access_count) AS access_count, coalesce(v.valid_from, t.valid_from) AS valid_from,

@@ -221,19 +221,39 @@ func (s *Store) PrepareCreate(ctx context.Context, tx pgx.Tx, n NewMemory, endsT
 // choice, or the HNSW scan's settings.
 func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id uuid.UUID, now time.Time) (string, []any, Statement) {
 	pr := n.Provenance
-	exactCond := f.sql() // org, scope and current: $1-$4
 	qf := p.f.clone()
 	vec := qf.arg(pgvector.NewVector(n.Vector))
 	qv := vec + "::vector(" + strconv.Itoa(n.Space.Dims) + ")"
 	lim := qf.arg(1)
-	near, settings := s.vectorLeg(qf, qv, lim, n.Space.Dims, 1, p.strategy, p.ownIndex, false)
-	if p.strategy == StrategyHNSW {
-		exact, _ := s.vectorLeg(qf, qv, lim, n.Space.Dims, 1, StrategyExact, false, false)
-		near = `WITH h AS (` + near + `) SELECT * FROM h UNION ALL
+	hash := qf.arg(TextHash(n.Text))
+	var checks string // the exact and near CTEs
+	var settings Statement
+	if p.strategy == StrategyExact {
+		// One read of the scope for both checks (through its b-tree, filter.rows): each
+		// current row's hash compared, and its distance when it is in the write's embedding
+		// space (the exact check spans every space, the near one the write's). Two reads
+		// before: the exact check's through the scope's rows cost as much as the near one's
+		// (0.39 and 0.23 ms of a 1.8 ms write in a 152-row scope, auto_explain).
+		space := strings.Join(p.f.conds[len(f.conds):], " AND ")
+		checks = `scan AS MATERIALIZED (SELECT id, text_hash = ` + hash + ` AS same,
+			CASE WHEN ` + space + ` THEN ` + vecExpr(n.Space.Dims) + ` <=> ` + qv + ` END AS d
+			FROM ` + f.rows() + ` WHERE ` + f.sql() + `),
+	exact AS (SELECT id FROM scan WHERE same),
+	near AS (SELECT id, d FROM scan WHERE d IS NOT NULL ORDER BY d, id LIMIT ` + lim + `)`
+	} else {
+		var near string
+		near, settings = s.vectorLeg(qf, qv, lim, n.Space.Dims, 1, p.strategy, p.ownIndex, false)
+		if p.strategy == StrategyHNSW {
+			exact, _ := s.vectorLeg(qf, qv, lim, n.Space.Dims, 1, StrategyExact, false, false)
+			near = `WITH h AS (` + near + `) SELECT * FROM h UNION ALL
 			SELECT * FROM (` + exact + `) e WHERE NOT EXISTS (SELECT 1 FROM h)`
+		}
+		// A large scope's exact check is the unique (org, scope, text_hash) index's.
+		checks = `exact AS (SELECT id FROM memories WHERE ` + f.sql() + ` AND text_hash = ` + hash + `),
+	near AS (` + near + `)`
 	}
 	a := qf.arg
-	hash, thr := a(TextHash(n.Text)), a(s.o.DedupThreshold)
+	thr := a(s.o.DedupThreshold)
 	now_, imp, pin := a(now), a(n.Importance), a(n.Pinned)
 	key, agent, job, seq := a(pr.KeyID), a(pr.AgentID), a(pr.JobID), a(pr.EventSeq)
 	mid := a(id)
@@ -245,17 +265,7 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 		tail = `,
 	rider AS (` + n.Rider(a) + `)` + tail
 	}
-	// The exact check reads the unique (org, scope, text_hash) index — unless the plan on
-	// this connection may be the one built when the partition was empty (never analysed),
-	// which read that index's sibling (org_id, valid_from, id) by org_id alone, the whole
-	// org. A small scope (counted, at most textScopeFirstAtMost) is read through the scope
-	// b-tree instead (filter.rows): a few hundred rows at worst, whatever the plan.
-	exactFrom := "memories"
-	if smallScope(p.strategy, p.scopeSize) {
-		exactFrom = f.rows()
-	}
-	sql := `WITH exact AS (SELECT id FROM ` + exactFrom + ` WHERE ` + exactCond + ` AND text_hash = ` + hash + `),
-	near AS (` + near + `),
+	sql := `WITH ` + checks + `,
 	dup AS (SELECT id AS dup_id, 'exact'::text AS reason, 1::float8 AS sim FROM exact
 		UNION ALL
 		SELECT id, 'near', 1 - d FROM near WHERE 1 - d >= ` + thr + ` AND NOT EXISTS (SELECT 1 FROM exact)
