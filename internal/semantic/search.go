@@ -438,9 +438,10 @@ func (s *Store) nearest(ctx context.Context, tx pgx.Tx, f *filter, v []float32, 
 // textScopeFirstAtMost: a counted scope of at most this many rows has its full-text leg read
 // scope first (fusedSQL): a materialised scan of the scope's rows (their words, and their
 // distances, which the exact vector leg sorts: one read for both legs), then the words —
-// one right plan, so a generic one, and the GIN index is not worth it for a few hundred rows. A larger scope's leg is planned per execution (pg.CustomPlansSQL): for a
-// common word the scope's b-tree and a filter, for a rare one in a large scope the b-tree
-// ANDed with the GIN index (0.6 ms of planning on the partitioned layout, pg/plans.go).
+// one right plan, so a generic one, and the GIN index is not worth it for a few hundred rows.
+// A larger scope's leg is planned per execution (pg.CustomPlansSQL): for a common word the
+// scope's b-tree and a filter, for a rare one in a large scope the b-tree ANDed with the GIN
+// index (0.6 ms of planning on the partitioned layout, pg/plans.go).
 const textScopeFirstAtMost = 500
 
 // smallScope says whether a scope counted at scopeSize rows (-1: not counted) and searched by
