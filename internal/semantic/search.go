@@ -74,8 +74,8 @@ func (f *filter) arg(v any) string {
 func (f *filter) sql() string { return strings.Join(f.conds, " AND ") }
 
 // rows is the FROM item of a statement that reads f's rows through the scope b-tree (the
-// exact vector leg, a small scope's full-text leg, the scope's count, a small scope's
-// exact-duplicate check): memories itself, or for a scope filter (visibleTo, exactScope)
+// exact vector leg, a small scope's full-text leg, the scope's count, a write's duplicate
+// checks under the exact strategy): memories itself, or for a scope filter (visibleTo, exactScope)
 // the rows of each scope the filter admits, one index probe per (user, agent, session)
 // combination, with f's conditions still applied over them.
 //
@@ -257,6 +257,15 @@ type nearResult struct {
 
 // vecExpr is the indexed expression for a space's dimension.
 func vecExpr(dims int) string { return "embedding::vector(" + strconv.Itoa(dims) + ")" }
+
+// spaceDistance is the select-list expression, over a read of f's rows, of a row's distance
+// to the query vector qv when vf (f with planVector's conditions of the embedding space
+// appended) admits the row, and NULL when it is in another space: for the statements that
+// read a scope once for both a vector and a non-vector use (fusedSQL, createSQL).
+func spaceDistance(vf, f *filter, dims int, qv string) string {
+	space := strings.Join(vf.conds[len(f.conds):], " AND ")
+	return `CASE WHEN ` + space + ` THEN ` + vecExpr(dims) + ` <=> ` + qv + ` END`
+}
 
 // alongside is what travels in the vector query's round trip: statements queued before it
 // (Create's scope lock and exact-duplicate check, which must run first) and after it. An

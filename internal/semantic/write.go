@@ -234,10 +234,8 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 		// space (the exact check spans every space, the near one the write's). Two reads
 		// before: the exact check's through the scope's rows cost as much as the near one's
 		// (0.39 and 0.23 ms of a 1.8 ms write in a 152-row scope, auto_explain).
-		space := strings.Join(p.f.conds[len(f.conds):], " AND ")
 		checks = `scan AS MATERIALIZED (SELECT id, text_hash = ` + hash + ` AS same,
-			CASE WHEN ` + space + ` THEN ` + vecExpr(n.Space.Dims) + ` <=> ` + qv + ` END AS d
-			FROM ` + f.rows() + ` WHERE ` + f.sql() + `),
+			` + spaceDistance(p.f, f, n.Space.Dims, qv) + ` AS d FROM ` + f.rows() + ` WHERE ` + f.sql() + `),
 	exact AS (SELECT id FROM scan WHERE same),
 	near AS (SELECT id, d FROM scan WHERE d IS NOT NULL ORDER BY d, id LIMIT ` + lim + `)`
 	} else {
