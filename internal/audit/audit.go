@@ -190,7 +190,9 @@ func Chain(ctx context.Context, tx pgx.Tx, org string, limit int) (int, error) {
 		return 0, nil
 	}
 	// One UPDATE links the whole batch (a statement per row cost Postgres more than the
-	// rows themselves), the head moves in the same round trip.
+	// rows themselves), the head moves in the same round trip. Its rows are found through
+	// the unchained index (hash IS NULL), which holds the batch and little else: keyed by
+	// org alone, an unanalysed partition's plan joined the ids to every row of the org.
 	ids, seqs := make([]int64, len(pending)), make([]int64, len(pending))
 	prevs, hashes := make([][]byte, len(pending)), make([][]byte, len(pending))
 	for i, r := range pending {
@@ -202,7 +204,7 @@ func Chain(ctx context.Context, tx pgx.Tx, org string, limit int) (int, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(`WITH u AS (UPDATE audit_log a SET seq = v.seq, prev_hash = v.prev, hash = v.hash
 			FROM unnest($2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[]) AS v(id, seq, prev, hash)
-			WHERE a.org_id = $1 AND a.id = v.id RETURNING 1)
+			WHERE a.org_id = $1 AND a.hash IS NULL AND a.id = v.id RETURNING 1)
 		SELECT strata_expect_rows((SELECT count(*) FROM u), $6, 'chaining audit records')`,
 		org, ids, seqs, prevs, hashes, len(pending))
 	batch.Queue(`UPDATE audit_chain_heads SET seq = $2, hash = $3 WHERE org_id = $1`, org, seq, head)
