@@ -61,8 +61,8 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 	qf := vf.clone()
 	qv := qf.arg(fq.vec) + "::vector(" + strconv.Itoa(fq.dims) + ")"
 	lim := qf.arg(fq.n)
-	vsql, settings := s.vectorLegOf(qf, qv, lim, fq.dims, fq.n, strategy, ownIndex, rankCols)
-	var sm, t string // sm: the scope's rows, when the legs share them
+	var sm, t, vsql string // sm: the scope's rows, when the legs share them
+	var settings Statement
 	if fq.text == "" {
 		t = `t AS (SELECT NULL::uuid AS id, NULL::text AS kind, NULL::boolean AS pinned, NULL::real AS importance,
 			NULL::bigint AS access_count, NULL::timestamptz AS valid_from, NULL::timestamptz AS last_verified_at,
@@ -87,6 +87,9 @@ func (s *Store) fusedSQL(vf, f *filter, fq fusedQuery, strategy Strategy, ownInd
 		t += `t AS MATERIALIZED (SELECT ` + rankCols + `, ts_rank_cd(tsv, q) AS r
 			FROM ` + from + `, (SELECT replace(plainto_tsquery('simple', ` + tq + `)::text, ' & ', ' | ')::tsquery AS q OFFSET 0) tq
 			WHERE ` + where + `q <> ''::tsquery AND tsv @@ q ORDER BY r DESC, id LIMIT ` + lim + `)`
+	}
+	if sm == "" {
+		vsql, settings = s.vectorLegOf(qf, qv, lim, fq.dims, fq.n, strategy, ownIndex, rankCols)
 	}
 	k := qf.arg(s.o.RRFK) + "::float8"
 	score := `(coalesce(1 / (` + k + ` + vrk), 0) + coalesce(1 / (` + k + ` + trk), 0)) / (2 / (` + k + ` + 1))
