@@ -224,6 +224,61 @@ func TestSearchReadsItsScopesNotTheOrg(t *testing.T) {
 	}
 }
 
+// TestSearchReadsItsTopRowsByTid: a search reads its top rows' other columns by the rows'
+// ctids (fusedSQL), so that read stays k rows under the generic plan a connection built on
+// its first search, while the partition was nearly empty and never analysed. By (org_id, id)
+// that plan read the org through the scope b-tree once per top row, and filtered on id: 1,520
+// rows ten times per search in the mem0 peer bench's 10-user org (auto_explain).
+func TestSearchReadsItsTopRowsByTid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dsn := testenv.Pool(t)
+	one, err := pg.NewPool(ctx, dsn, pg.PoolOptions{MaxConns: 1}) // one connection: one plan cache
+	require.NoError(t, err)
+	t.Cleanup(one.Close)
+	sp := Space{Embedder: "lexical", Model: embed.LexicalModel, Dims: 384}
+	lex := embed.NewLexical(384)
+	org := "topread-" + testenv.RandomID(6)
+	s := NewStore(Options{}, time.Now)
+	create := func(user string, from, n int) {
+		require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+			for i := from; i < from+n; i++ {
+				text := fmt.Sprintf("graded lut v%dk for channel c%dm shot s%dq", i*7, i%17, i)
+				nm := NewMemory{Scope: strata.Scope{OrgID: org, UserID: user}, Kind: KindFact, Text: text, Vector: lex.One(text), Space: sp}
+				if _, _, err := s.Create(ctx, tx, nm); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+	}
+	search := func() (got []Result, read int) {
+		text := "graded lut for channel c5m"
+		q := Query{Scope: strata.Scope{OrgID: org, UserID: "u1"}, Text: text, Vector: lex.One(text), Space: sp, TopK: 10}
+		require.NoError(t, pg.InOrgTx(ctx, one, org, func(tx pgx.Tx) error {
+			var err error
+			read, err = memoryRowsRead(ctx, tx, func() error {
+				got, _, err = NewStore(Options{}, time.Now).Search(ctx, tx, q)
+				return err
+			})
+			return err
+		}))
+		return got, read
+	}
+	create("u1", 0, 2)
+	search() // the connection's plans, on a partition of two rows
+	for u := range 12 {
+		create(fmt.Sprint("u", u), 1000+u*100, 30)
+	}
+	got, read := search()
+	require.Len(t, got, 10)
+	// u1's scope holds 32 rows, the org 362: the count reads the scope, the legs read it once
+	// between them, and the top rows are read by ctid.
+	t.Logf("memory rows a search read: %d", read)
+	require.LessOrEqual(t, read, 2*32+10, "memory rows a search read")
+	require.Positive(t, read)
+}
+
 // TestWriteReadsItsScopeNotTheOrg: a write's near-duplicate check reads its scope through
 // the scope b-tree (filter.rows, exactScope) even with the generic plan the connection built
 // on its first write, when the partition was empty and never analysed — the plain statement's

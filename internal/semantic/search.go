@@ -95,6 +95,15 @@ func (f *filter) rows() string {
 	return f.probes
 }
 
+// tid is the select-list item of a row's ctid, named tid, in a read of rows(): a search
+// reads its results' other columns by it (fusedSQL).
+func (f *filter) tid() string {
+	if f.probes == "" {
+		return "ctid AS tid"
+	}
+	return "tid"
+}
+
 func (f *filter) clone() *filter {
 	c := *f
 	c.conds, c.args = append([]string(nil), f.conds...), append([]any(nil), f.args...)
@@ -118,7 +127,7 @@ func (f *filter) exactScope(sc strata.Scope) {
 
 // probes is rows' FROM item over sc, a relation of (u, a, s) scope combinations.
 func probes(sc string) string {
-	return `(SELECT m.* FROM ` + sc + ` CROSS JOIN LATERAL (SELECT * FROM memories WHERE org_id = $1
+	return `(SELECT m.* FROM ` + sc + ` CROSS JOIN LATERAL (SELECT *, ctid AS tid FROM memories WHERE org_id = $1
 		AND user_id = sc.u AND agent_id = sc.a AND session_id = sc.s OFFSET 0) m) memories`
 }
 
@@ -338,13 +347,17 @@ func (s *Store) vectorLeg(qf *filter, qv, lim string, dims, n int, strategy Stra
 	if rows {
 		cols = memCols
 	}
-	return s.vectorLegOf(qf, qv, lim, dims, n, strategy, ownIndex, cols)
+	return s.vectorLegOf(qf, qv, lim, dims, n, strategy, ownIndex, cols, false)
 }
 
-// vectorLegOf is vectorLeg selecting cols (and the distance d).
-func (s *Store) vectorLegOf(qf *filter, qv, lim string, dims, n int, strategy Strategy, ownIndex bool, cols string) (sql string, settings Statement) {
+// vectorLegOf is vectorLeg selecting cols (and the distance d; with tid, the row's ctid as
+// tid too).
+func (s *Store) vectorLegOf(qf *filter, qv, lim string, dims, n int, strategy Strategy, ownIndex bool, cols string, tid bool) (sql string, settings Statement) {
 	expr := vecExpr(dims)
 	if strategy == StrategyExact {
+		if tid {
+			cols += ", " + qf.tid()
+		}
 		// "+ 0" keeps the planner off the HNSW index: an exact top-n sort over the rows the
 		// filter (and its b-tree) selects.
 		return `SELECT ` + cols + `, ` + expr + ` <=> ` + qv + ` AS d FROM ` + qf.rows() + ` WHERE ` + qf.sql() +
@@ -360,6 +373,9 @@ func (s *Store) vectorLegOf(qf *filter, qv, lim string, dims, n int, strategy St
 		// sharper statistics can make the planner pick the scope b-tree and an exact sort
 		// for a small scope, which would show nothing.
 		mode, sortOK = "off", "off"
+	}
+	if tid {
+		cols += ", ctid AS tid"
 	}
 	// relaxed_order may return rows slightly out of order: re-sort the materialised
 	// candidates (pgvector's documented pattern).
