@@ -232,14 +232,8 @@ func TestSearchReadsItsScopesNotTheOrg(t *testing.T) {
 func TestSearchReadsItsTopRowsByTid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, dsn := testenv.Pool(t)
-	one, err := pg.NewPool(ctx, dsn, pg.PoolOptions{MaxConns: 1}) // one connection: one plan cache
-	require.NoError(t, err)
-	t.Cleanup(one.Close)
-	sp := Space{Embedder: "lexical", Model: embed.LexicalModel, Dims: 384}
-	lex := embed.NewLexical(384)
-	org := "topread-" + testenv.RandomID(6)
-	s := NewStore(Options{}, time.Now)
+	c := newColdPlans(t, "topread-")
+	pool, one, sp, lex, org, s := c.pool, c.one, c.sp, c.lex, c.org, c.s
 	create := func(user string, from, n int) {
 		require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
 			for i := from; i < from+n; i++ {
@@ -288,14 +282,8 @@ func TestSearchReadsItsTopRowsByTid(t *testing.T) {
 func TestWriteReadsItsScopeNotTheOrg(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, dsn := testenv.Pool(t)
-	one, err := pg.NewPool(ctx, dsn, pg.PoolOptions{MaxConns: 1}) // one connection: one plan cache
-	require.NoError(t, err)
-	t.Cleanup(one.Close)
-	sp := Space{Embedder: "lexical", Model: embed.LexicalModel, Dims: 384}
-	lex := embed.NewLexical(384)
-	org := "writeread-" + testenv.RandomID(6)
-	s := NewStore(Options{}, time.Now)
+	c := newColdPlans(t, "writeread-")
+	pool, one, sp, lex, org, s := c.pool, c.one, c.sp, c.lex, c.org, c.s
 	create := func(p *pgxpool.Pool, user string, i int) (read int) {
 		text := fmt.Sprintf("graded lut v%dk for channel c%dm shot s%dq", i*7, i%17, i)
 		nm := NewMemory{Scope: strata.Scope{OrgID: org, UserID: user}, Kind: KindFact, Text: text, Vector: lex.One(text), Space: sp}
@@ -320,6 +308,27 @@ func TestWriteReadsItsScopeNotTheOrg(t *testing.T) {
 	read := create(one, "u1", 99999)
 	require.LessOrEqual(t, read, 2*31+5, "memory rows a write read")
 	require.Positive(t, read)
+}
+
+// coldPlans is what the tests of a connection's plans built on a nearly empty, never
+// analysed partition share: the test's database, a second pool of one connection (one plan
+// cache) over it, the lexical space, an org of the test's own and a store.
+type coldPlans struct {
+	pool, one *pgxpool.Pool
+	sp        Space
+	lex       *embed.Lexical
+	org       string
+	s         *Store
+}
+
+func newColdPlans(t *testing.T, orgPrefix string) coldPlans {
+	t.Helper()
+	pool, dsn := testenv.Pool(t)
+	one, err := pg.NewPool(context.Background(), dsn, pg.PoolOptions{MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(one.Close)
+	return coldPlans{pool: pool, one: one, sp: Space{Embedder: "lexical", Model: embed.LexicalModel, Dims: 384},
+		lex: embed.NewLexical(384), org: orgPrefix + testenv.RandomID(6), s: NewStore(Options{}, time.Now)}
 }
 
 // memoryRowsRead returns how many memory rows (heap fetches and sequential reads, every
