@@ -470,14 +470,17 @@ func segArrays(segs []segment) ([]string, []int64, []int64) {
 }
 
 // view resolves the job's ancestry into segments, root first: a fork F of P at 10, P a fork
-// of G at 5 is G (0,5], P (5,10], F (10,∞). ErrNotFound when the job has no log.
+// of G at 5 is G (0,5], P (5,10], F (10,∞). ErrNotFound when the job has no log. Each step
+// reads the parent by key in a lateral subquery: as a join, the generic plan a connection
+// built while episodic_jobs held a few rows read every job of the org at each step.
 func (s *Store) view(ctx context.Context, db pg.DBTX, org, job string) ([]segment, Head, error) {
 	rows, err := db.Query(ctx, `WITH RECURSIVE chain AS (
 			SELECT job_id, last_seq, parent_job_id, parent_seq, created_at, 1 AS depth
 			FROM episodic_jobs WHERE org_id = $1 AND job_id = $2
 		UNION ALL
 			SELECT j.job_id, j.last_seq, j.parent_job_id, j.parent_seq, j.created_at, c.depth + 1
-			FROM chain c JOIN episodic_jobs j ON j.org_id = $1 AND j.job_id = c.parent_job_id
+			FROM chain c CROSS JOIN LATERAL (SELECT job_id, last_seq, parent_job_id, parent_seq, created_at
+				FROM episodic_jobs WHERE org_id = $1 AND job_id = c.parent_job_id OFFSET 0) j
 			WHERE c.depth <= $3)
 		SELECT job_id, last_seq, coalesce(parent_job_id, ''), coalesce(parent_seq, 0), created_at FROM chain ORDER BY depth`,
 		org, job, MaxForkDepth)

@@ -74,3 +74,75 @@ func TestQueueLastMatchesLastThroughForks(t *testing.T) {
 		}
 	}
 }
+
+// TestForkWalkReadsParentsByKey: the fork walks (QueueLast's statement, as resume queues it
+// under generic plans, and view's, under Last) read each parent by key, even with the plans a
+// connection built while episodic_jobs held two rows. As a join, those plans read every job of
+// the org at each step of the walk, the last one too (finding no parent): here 2,004 and
+// 2,003 rows for a fork of one job in a 2,002-job org; now 3 and 2.
+func TestForkWalkReadsParentsByKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dsn := testenv.Pool(t)
+	one, err := pg.NewPool(ctx, dsn, pg.PoolOptions{MaxConns: 1}) // one connection: one plan cache
+	require.NoError(t, err)
+	t.Cleanup(one.Close)
+	st := episodic.NewStore(episodic.Options{})
+	const org = "forkwalk"
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		if _, err := st.Append(ctx, tx, org, "root", []episodic.EventInput{{Op: "cut"}, {Op: "grade"}}); err != nil {
+			return err
+		}
+		_, err := st.Fork(ctx, tx, org, "root", "fork", 2)
+		return err
+	}))
+	// walk reads fork's last events both ways on the one connection (QueueLast under generic
+	// plans, as resume sends it; then Last) and counts the episodic_jobs rows read.
+	walk := func() (int, int) {
+		var queued, last int
+		const q = `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
+			FROM pg_stat_xact_user_tables WHERE relname = 'episodic_jobs'`
+		require.NoError(t, pg.InOrgTx(ctx, one, org, func(tx pgx.Tx) error {
+			var n0, n1, n2 int
+			if err := tx.QueryRow(ctx, q).Scan(&n0); err != nil {
+				return err
+			}
+			var got episodic.LastResult
+			b := &pgx.Batch{}
+			b.Queue(pg.GenericPlansSQL)
+			st.QueueLast(b, org, "fork", 10, &got)
+			b.Queue(pg.DefaultPlansSQL)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			require.NoError(t, got.Err)
+			require.Len(t, got.Events, 2, "the fork's view holds its parent's two events")
+			if err := tx.QueryRow(ctx, q).Scan(&n1); err != nil {
+				return err
+			}
+			evs, err := st.Last(ctx, tx, org, "fork", 10)
+			if err != nil {
+				return err
+			}
+			require.Len(t, evs, 2)
+			if err := tx.QueryRow(ctx, q).Scan(&n2); err != nil {
+				return err
+			}
+			queued, last = n1-n0, n2-n1
+			return nil
+		}))
+		return queued, last
+	}
+	for range 6 { // past the five custom plans after which a plain statement may go generic
+		walk()
+	}
+	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO episodic_jobs (org_id, job_id) SELECT $1, 'bulk-' || g FROM generate_series(1, 2000) g`, org)
+		return err
+	}))
+	queued, last := walk()
+	t.Logf("episodic_jobs rows read: QueueLast %d, Last %d", queued, last)
+	// The walk's two jobs, and QueueLast's head read (Last reads the head in its walk).
+	require.LessOrEqual(t, queued, 4, "episodic_jobs rows QueueLast read")
+	require.LessOrEqual(t, last, 4, "episodic_jobs rows Last read")
+}

@@ -61,12 +61,17 @@ type CheckpointInput struct {
 // the fork chain with the half-open version range (lo, hi] it contributes (hi NULL: no
 // bound). A fork contributes versions after its fork point; each ancestor contributes
 // versions up to the lowest fork point below it.
+//
+// Each step reads the parent by key in a lateral subquery: as a join, the generic plan a
+// connection built while jobs held a few rows read every job of the org to find the parent
+// (or, for a job that is not a fork, to find none), on every resume; see forkwalk_test.go.
 const lineageCTE = `WITH RECURSIVE lineage (job_id, parent_job_id, lo, hi, cap, depth) AS (
 		SELECT job_id, parent_job_id, coalesce(parent_version, 0), NULL::bigint, parent_version, 0
 		FROM jobs WHERE org_id = $1 AND job_id = $2
 		UNION ALL
 		SELECT p.job_id, p.parent_job_id, coalesce(p.parent_version, 0), l.cap, least(l.cap, p.parent_version), l.depth + 1
-		FROM jobs p JOIN lineage l ON p.org_id = $1 AND p.job_id = l.parent_job_id
+		FROM lineage l CROSS JOIN LATERAL (SELECT job_id, parent_job_id, parent_version FROM jobs
+			WHERE org_id = $1 AND job_id = l.parent_job_id OFFSET 0) p
 		WHERE l.depth < 1000)
 	`
 
