@@ -84,9 +84,7 @@ func TestForkWalkReadsParentsByKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, dsn := testenv.Pool(t)
-	one, err := pg.NewPool(ctx, dsn, pg.PoolOptions{MaxConns: 1}) // one connection: one plan cache
-	require.NoError(t, err)
-	t.Cleanup(one.Close)
+	one := testenv.OnePool(t, dsn)
 	st := episodic.NewStore(episodic.Options{})
 	const org = "forkwalk"
 	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
@@ -98,38 +96,28 @@ func TestForkWalkReadsParentsByKey(t *testing.T) {
 	}))
 	// walk reads fork's last events both ways on the one connection (QueueLast under generic
 	// plans, as resume sends it; then Last) and counts the episodic_jobs rows read.
-	walk := func() (int, int) {
-		var queued, last int
-		const q = `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
-			FROM pg_stat_xact_user_tables WHERE relname = 'episodic_jobs'`
+	walk := func() (queued, last int) {
 		require.NoError(t, pg.InOrgTx(ctx, one, org, func(tx pgx.Tx) error {
-			var n0, n1, n2 int
-			if err := tx.QueryRow(ctx, q).Scan(&n0); err != nil {
-				return err
-			}
 			var got episodic.LastResult
-			b := &pgx.Batch{}
-			b.Queue(pg.GenericPlansSQL)
-			st.QueueLast(b, org, "fork", 10, &got)
-			b.Queue(pg.DefaultPlansSQL)
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			var err error
+			queued, err = testenv.RowsRead(ctx, tx, "episodic_jobs", func() error {
+				b := &pgx.Batch{}
+				b.Queue(pg.GenericPlansSQL)
+				st.QueueLast(b, org, "fork", 10, &got)
+				b.Queue(pg.DefaultPlansSQL)
+				return tx.SendBatch(ctx, b).Close()
+			})
+			if err != nil {
 				return err
 			}
 			require.NoError(t, got.Err)
 			require.Len(t, got.Events, 2, "the fork's view holds its parent's two events")
-			if err := tx.QueryRow(ctx, q).Scan(&n1); err != nil {
+			last, err = testenv.RowsRead(ctx, tx, "episodic_jobs", func() error {
+				evs, err := st.Last(ctx, tx, org, "fork", 10)
+				require.Len(t, evs, 2)
 				return err
-			}
-			evs, err := st.Last(ctx, tx, org, "fork", 10)
-			if err != nil {
-				return err
-			}
-			require.Len(t, evs, 2)
-			if err := tx.QueryRow(ctx, q).Scan(&n2); err != nil {
-				return err
-			}
-			queued, last = n1-n0, n2-n1
-			return nil
+			})
+			return err
 		}))
 		return queued, last
 	}

@@ -21,9 +21,7 @@ func TestResumeWalksForksByKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, dsn := testenv.Pool(t)
-	one, err := pg.NewPool(ctx, dsn, pg.PoolOptions{MaxConns: 1}) // one connection: one plan cache
-	require.NoError(t, err)
-	t.Cleanup(one.Close)
+	one := testenv.OnePool(t, dsn)
 	store := jobs.NewStore(15*time.Minute, time.Now)
 	const org = "forkwalk"
 	require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
@@ -36,27 +34,17 @@ func TestResumeWalksForksByKey(t *testing.T) {
 		_, _, err := store.Fork(ctx, tx, org, "root", 1, jobs.ForkInput{NewJobID: "fork"})
 		return err
 	}))
-	// resume reads fork's resume view on the one connection and counts the job rows it read
-	// (pg_stat_xact_user_tables: heap fetches and sequential reads).
+	// resume reads fork's resume view on the one connection and counts the job rows it read.
 	resume := func() (jobs.Resume, int) {
 		var r jobs.Resume
 		var read int
-		const q = `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
-			FROM pg_stat_xact_user_tables WHERE relname = 'jobs'`
 		require.NoError(t, pg.InOrgTx(ctx, one, org, func(tx pgx.Tx) error {
-			var before, after int
-			if err := tx.QueryRow(ctx, q).Scan(&before); err != nil {
-				return err
-			}
 			var err error
-			if r, err = store.Resume(ctx, tx, org, "fork"); err != nil {
+			read, err = testenv.RowsRead(ctx, tx, "jobs", func() error {
+				r, err = store.Resume(ctx, tx, org, "fork")
 				return err
-			}
-			if err := tx.QueryRow(ctx, q).Scan(&after); err != nil {
-				return err
-			}
-			read = after - before
-			return nil
+			})
+			return err
 		}))
 		return r, read
 	}

@@ -324,28 +324,11 @@ type coldPlans struct {
 func newColdPlans(t *testing.T, orgPrefix string) coldPlans {
 	t.Helper()
 	pool, dsn := testenv.Pool(t)
-	one, err := pg.NewPool(context.Background(), dsn, pg.PoolOptions{MaxConns: 1})
-	require.NoError(t, err)
-	t.Cleanup(one.Close)
-	return coldPlans{pool: pool, one: one, sp: Space{Embedder: "lexical", Model: embed.LexicalModel, Dims: 384},
+	return coldPlans{pool: pool, one: testenv.OnePool(t, dsn), sp: Space{Embedder: "lexical", Model: embed.LexicalModel, Dims: 384},
 		lex: embed.NewLexical(384), org: orgPrefix + testenv.RandomID(6), s: NewStore(Options{}, time.Now)}
 }
 
-// memoryRowsRead returns how many memory rows (heap fetches and sequential reads, every
-// partition) tx's backend read while fn ran: pg_stat_xact_user_tables before and after, as
-// the view holds counts not yet reported that span the connection's earlier transactions too.
+// memoryRowsRead is testenv.RowsRead over memories and its partitions.
 func memoryRowsRead(ctx context.Context, tx pgx.Tx, fn func() error) (int, error) {
-	const q = `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
-		FROM pg_stat_xact_user_tables WHERE relname LIKE 'memories%'`
-	var before, after int
-	if err := tx.QueryRow(ctx, q).Scan(&before); err != nil {
-		return 0, err
-	}
-	if err := fn(); err != nil {
-		return 0, err
-	}
-	if err := tx.QueryRow(ctx, q).Scan(&after); err != nil {
-		return 0, err
-	}
-	return after - before, nil
+	return testenv.RowsRead(ctx, tx, "memories%", fn)
 }
