@@ -41,9 +41,12 @@ var noFlushReads = map[string]bool{
 // oneTripReads are GET operations whose every statement stands alone (one query, and at most
 // the subject guard's restriction check beside it): each is a transaction of its own that
 // commits in its round trip, so nothing is rolled back after the response
-// (pg.Session.ReadInOneTrip). LangGraph's getTuple, on every step of a graph.
+// (pg.Session.ReadInOneTrip), and the connection goes back to the pool as soon as the rows
+// are read, before the response is encoded. LangGraph's getTuple, on every step of a graph;
+// a job's resume (its one batch: the job, checkpoint, steps, handoffs, attempts and the
+// newest events), at the start of every session and after every crash.
 var oneTripReads = map[string]bool{
-	api.OpGetLanggraphCheckpoint.OperationID: true,
+	api.OpGetLanggraphCheckpoint.OperationID: true, api.OpResumeJob.OperationID: true,
 }
 
 // ConsistencyHeader set to "strong" sends a request's reads to the primary.
