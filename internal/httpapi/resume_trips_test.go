@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,14 +11,16 @@ import (
 	"github.com/strata-mem/strata/internal/testenv"
 )
 
-// TestResumeInOneTrip counts what GET /v1/jobs/{job}/resume sends to Postgres (a pgx tracer
-// on the server's pool, apptest.RoundTrips), including what it sends after its response, so
-// that the count cannot creep back (issue 42): its one batch — BEGIN, the org, the job, its
-// checkpoint, steps, handoffs and attempts, the newest events — ends with COMMIT
-// (pg.Session.ReadInOneTrip). Before, the batch was followed by a ROLLBACK in a round trip
-// of its own after the response, and the connection stayed out of the pool until then.
-// Warm calls are counted (a statement new to a connection is described once, untraced).
-func TestResumeInOneTrip(t *testing.T) {
+// TestOneTripReads counts what the durable-job protocol's one-statement reads send to
+// Postgres (a pgx tracer on the server's pool, apptest.RoundTrips), including what they send
+// after their response, so that the count cannot creep back (issue 42): their one round trip
+// begins, sets the org, runs the read and commits (pg.Session.ReadInOneTrip), and nothing
+// follows the response. Before, each read's transaction stayed open after its last statement
+// and was rolled back in a round trip of its own after the response, its connection out of
+// the pool until then: 2 round trips each. Resume is one batch (the job, checkpoint, steps,
+// handoffs, attempts and the newest events). Warm calls are counted (a statement new to a
+// connection is described once, untraced).
+func TestOneTripReads(t *testing.T) {
 	t.Parallel()
 	rt := apptest.NewRoundTrips()
 	s := apptest.Start(t, apptest.Tracer(rt), apptest.Env("STRATA_RATE_LIMIT", "0"))
@@ -37,30 +40,50 @@ func TestResumeInOneTrip(t *testing.T) {
 		"If-Match", `"0"`)
 	require.Equal(t, 201, r.Status, string(r.Body))
 
-	var best apptest.Trips
-	for range 6 {
-		id := "resume-" + testenv.RandomID(12)
-		r := s.Do("GET", "/v1/jobs/render/resume?events=2", k, nil, "X-Request-Id", id)
-		require.Equal(t, 200, r.Status, string(r.Body))
-		var res struct {
-			NextAction     string           `json:"next_action"`
-			CompletedSteps []map[string]any `json:"completed_steps"`
-			Events         []map[string]any `json:"events"`
-			LastEventSeq   int64            `json:"last_event_seq"`
+	for _, c := range []struct {
+		name, path string
+		trips      int // round trips in all, the response's and any after it
+		check      func(t *testing.T, r *apptest.Response)
+	}{
+		{"resume", "/v1/jobs/render/resume?events=2", 1, func(t *testing.T, r *apptest.Response) {
+			var res struct {
+				NextAction     string           `json:"next_action"`
+				CompletedSteps []map[string]any `json:"completed_steps"`
+				Events         []map[string]any `json:"events"`
+				LastEventSeq   int64            `json:"last_event_seq"`
+			}
+			r.JSON(t, &res)
+			require.Equal(t, "grade", res.NextAction)
+			require.Len(t, res.CompletedSteps, 3)
+			require.Len(t, res.Events, 2)
+			require.EqualValues(t, 3, res.LastEventSeq)
+		}},
+		{"job", "/v1/jobs/render", 1, func(t *testing.T, r *apptest.Response) {
+			require.Equal(t, "render the cut", r.Map(t)["goal"])
+		}},
+		{"step", "/v1/jobs/render/steps/shot-1", 1, func(t *testing.T, r *apptest.Response) {
+			require.Equal(t, "completed", r.Map(t)["status"])
+		}},
+		{"checkpoint", "/v1/jobs/render/checkpoints/1", 1, func(t *testing.T, r *apptest.Response) {
+			require.Equal(t, "grade", r.Map(t)["next_action"])
+		}},
+	} {
+		var best apptest.Trips
+		for range 4 {
+			id := c.name + "-" + testenv.RandomID(12)
+			r := s.Do("GET", c.path, k, nil, "X-Request-Id", id)
+			require.Equal(t, 200, r.Status, "%s: %s", c.name, r.Body)
+			c.check(t, r)
+			tr := rt.Ended(t, id)
+			if best == nil || len(tr) < len(best) || (len(tr) == len(best) && tr.Statements() < best.Statements()) {
+				best = tr
+			}
 		}
-		r.JSON(t, &res)
-		require.Equal(t, "grade", res.NextAction)
-		require.Len(t, res.CompletedSteps, 3)
-		require.Len(t, res.Events, 2)
-		require.EqualValues(t, 3, res.LastEventSeq)
-		tr := rt.Ended(t, id)
-		if best == nil || len(tr) < len(best) || (len(tr) == len(best) && tr.Statements() < best.Statements()) {
-			best = tr
+		t.Logf("%s: %d round trips, %d statements\n%s", c.name, len(best), best.Statements(), best)
+		require.Len(t, best, c.trips, "%s's round trips\n%s", c.name, best)
+		for i, trip := range best {
+			require.Equal(t, "COMMIT", trip[len(trip)-1], "%s: round trip %d ends its transaction\n%s", c.name, i+1, best)
+			require.True(t, strings.EqualFold(trip[0], "begin"), "%s: round trip %d begins one\n%s", c.name, i+1, best)
 		}
 	}
-	t.Logf("resume: %d round trips, %d statements\n%s", len(best), best.Statements(), best)
-	// Every round trip, the response's and any after it: one, which commits.
-	require.Len(t, best, 1, "resume's round trips\n%s", best)
-	last := best[0][len(best[0])-1]
-	require.Equal(t, "COMMIT", last, "resume's batch ends its transaction\n%s", best)
 }
