@@ -703,22 +703,7 @@ func ParseFingerprint(s string) ([]byte, bool) {
 // been reverted, and returns the latest such event. A job without a log has applied nothing
 // (false, no error).
 func (s *Store) Applied(ctx context.Context, db pg.DBTX, org, job string, fp []byte) (*Event, error) {
-	segs, _, err := s.view(ctx, db, org, job)
-	if errors.Is(err, strata.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	js, los, his := segArrays(segs)
-	e, err := scanEvent(db.QueryRow(ctx, `WITH v AS (
-			SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS v(job_id, lo, hi))
-		SELECT `+eventCols+` FROM v JOIN episodic_events e
-			ON e.org_id = $1 AND e.job_id = v.job_id AND e.seq > v.lo AND e.seq <= v.hi
-		WHERE e.fingerprint = $5 AND e.reverts_seq IS NULL
-		  AND NOT EXISTS (SELECT 1 FROM v w JOIN episodic_events r
-			ON r.org_id = $1 AND r.job_id = w.job_id AND r.reverts_seq = e.seq AND r.seq > w.lo AND r.seq <= w.hi)
-		ORDER BY e.seq DESC LIMIT 1`, org, js, los, his, fp))
+	e, err := scanEvent(db.QueryRow(ctx, appliedSQL, org, job, MaxForkDepth, fp))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -727,6 +712,31 @@ func (s *Store) Applied(ctx context.Context, db pg.DBTX, org, job string, fp []b
 	}
 	return &e, nil
 }
+
+// appliedSQL is Applied in one statement: the view's segments (lastSQL's walk: the job,
+// then the jobs it was forked from, each up to the fork point), then in each segment the
+// newest event of fingerprint $4 that is not a revert and that no revert in the view undoes,
+// read by (org, job, fingerprint) in a lateral subquery; the newest of those. A job without
+// a log has no segments: no row. It was two statements, the view and then a join of its
+// segments (as arrays) to the events, whose generic plan looked the fingerprint up over
+// the org's whole index range (TestAppliedReadsTheJobsIndexRange).
+const appliedSQL = `WITH RECURSIVE chain AS (
+		SELECT job_id, parent_job_id, coalesce(parent_seq, 0) AS lo, 9223372036854775807::bigint AS hi, 1 AS depth
+		FROM episodic_jobs WHERE org_id = $1 AND job_id = $2
+	UNION ALL
+		SELECT j.job_id, j.parent_job_id, coalesce(j.parent_seq, 0), c.lo, c.depth + 1
+		FROM chain c CROSS JOIN LATERAL (SELECT job_id, parent_job_id, parent_seq FROM episodic_jobs
+			WHERE org_id = $1 AND job_id = c.parent_job_id OFFSET 0) j
+		WHERE c.depth <= $3)
+	SELECT ` + eventCols + ` FROM chain v CROSS JOIN LATERAL (
+		SELECT * FROM episodic_events e
+		WHERE e.org_id = $1 AND e.job_id = v.job_id AND e.fingerprint = $4 AND e.seq > v.lo AND e.seq <= v.hi
+		  AND e.reverts_seq IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM chain w CROSS JOIN LATERAL (SELECT 1 FROM episodic_events r
+			WHERE r.org_id = $1 AND r.job_id = w.job_id AND r.reverts_seq = e.seq AND r.seq > w.lo AND r.seq <= w.hi
+			OFFSET 0) r)
+		ORDER BY e.seq DESC LIMIT 1) e
+	ORDER BY e.seq DESC LIMIT 1`
 
 // AppliedQuery asks whether an edit was applied: by the fingerprint an append returned, or
 // by op and params (a JSON object as text; "" or null: {}).

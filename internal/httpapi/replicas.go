@@ -46,13 +46,14 @@ var noFlushReads = map[string]bool{
 // a job's resume (its one batch: the job, checkpoint, steps, handoffs, attempts and the
 // newest events), at the start of every session and after every crash; and the durable-job
 // protocol's one-statement reads an agent makes between steps: its job, a step, a
-// checkpoint (TestOneTripReads). Reads of two statements or more (the event log and
-// "applied?", which read the job's fork view first) stay one transaction: as one-trip
+// checkpoint, whether an edit was applied (TestOneTripReads). Reads of two statements or
+// more (the event log reads the job's fork view first) stay one transaction: as one-trip
 // reads they would give their connection back between statements and, on a busy pool,
 // wait for one again in the middle of the request.
 var oneTripReads = map[string]bool{
 	api.OpGetLanggraphCheckpoint.OperationID: true, api.OpResumeJob.OperationID: true,
 	api.OpGetJob.OperationID: true, api.OpGetStep.OperationID: true, api.OpGetCheckpoint.OperationID: true,
+	api.OpEventApplied.OperationID: true,
 }
 
 // ConsistencyHeader set to "strong" sends a request's reads to the primary.

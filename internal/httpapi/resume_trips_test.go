@@ -67,6 +67,13 @@ func TestOneTripReads(t *testing.T) {
 		{"checkpoint", "/v1/jobs/render/checkpoints/1", 1, func(t *testing.T, r *apptest.Response) {
 			require.Equal(t, "grade", r.Map(t)["next_action"])
 		}},
+		// The fork view and the lookup in one statement (episodic's appliedSQL; two before).
+		{"applied", "/v1/jobs/render/applied?op=render.frame&params=" + `%7B%22n%22%3A2%7D`, 1, func(t *testing.T, r *apptest.Response) {
+			require.Equal(t, true, r.Map(t)["applied"])
+		}},
+		{"not-applied", "/v1/jobs/render/applied?op=render.frame&params=" + `%7B%22n%22%3A9%7D`, 1, func(t *testing.T, r *apptest.Response) {
+			require.Equal(t, false, r.Map(t)["applied"])
+		}},
 	} {
 		var best apptest.Trips
 		for range 4 {
