@@ -713,21 +713,13 @@ func (s *Store) Applied(ctx context.Context, db pg.DBTX, org, job string, fp []b
 	return &e, nil
 }
 
-// appliedSQL is Applied in one statement: the view's segments (lastSQL's walk: the job,
-// then the jobs it was forked from, each up to the fork point), then in each segment the
-// newest event of fingerprint $4 that is not a revert and that no revert in the view undoes,
-// read by (org, job, fingerprint) in a lateral subquery; the newest of those. A job without
-// a log has no segments: no row. It was two statements, the view and then a join of its
-// segments (as arrays) to the events, whose generic plan looked the fingerprint up over
-// the org's whole index range (TestAppliedReadsTheJobsIndexRange).
-const appliedSQL = `WITH RECURSIVE chain AS (
-		SELECT job_id, parent_job_id, coalesce(parent_seq, 0) AS lo, 9223372036854775807::bigint AS hi, 1 AS depth
-		FROM episodic_jobs WHERE org_id = $1 AND job_id = $2
-	UNION ALL
-		SELECT j.job_id, j.parent_job_id, coalesce(j.parent_seq, 0), c.lo, c.depth + 1
-		FROM chain c CROSS JOIN LATERAL (SELECT job_id, parent_job_id, parent_seq FROM episodic_jobs
-			WHERE org_id = $1 AND job_id = c.parent_job_id OFFSET 0) j
-		WHERE c.depth <= $3)
+// appliedSQL is Applied in one statement: the view's segments (viewWalkSQL), then in each
+// segment the newest event of fingerprint $4 that is not a revert and that no revert in the
+// view undoes, read by (org, job, fingerprint) in a lateral subquery; the newest of those. A
+// job without a log has no segments: no row. It was two statements, the view and then a
+// join of its segments (as arrays) to the events, whose generic plan looked the fingerprint
+// up over the org's whole index range (TestAppliedReadsTheJobsIndexRange).
+const appliedSQL = viewWalkSQL + `
 	SELECT ` + eventCols + ` FROM chain v CROSS JOIN LATERAL (
 		SELECT * FROM episodic_events e
 		WHERE e.org_id = $1 AND e.job_id = v.job_id AND e.fingerprint = $4 AND e.seq > v.lo AND e.seq <= v.hi

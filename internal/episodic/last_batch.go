@@ -8,17 +8,22 @@ import (
 	"github.com/strata-mem/strata/internal/pg"
 )
 
-// lastSQL is Last in one statement: the view's segments (the job, then the jobs it was
-// forked from, each up to the fork point) and the newest n events over them, newest first.
-// Each step reads the parent by key in a lateral subquery, as view does.
-const lastSQL = `WITH RECURSIVE chain AS (
+// viewWalkSQL is the view's segments as the CTE chain (job_id, lo, hi, depth) of job $2 in
+// org $1, at most $3 forks deep, for a statement that reads over them: the job, then the
+// jobs it was forked from, each up to the fork point. Each step reads the parent by key in
+// a lateral subquery, as view does.
+const viewWalkSQL = `WITH RECURSIVE chain AS (
 		SELECT job_id, parent_job_id, coalesce(parent_seq, 0) AS lo, 9223372036854775807::bigint AS hi, 1 AS depth
 		FROM episodic_jobs WHERE org_id = $1 AND job_id = $2
 	UNION ALL
 		SELECT j.job_id, j.parent_job_id, coalesce(j.parent_seq, 0), c.lo, c.depth + 1
 		FROM chain c CROSS JOIN LATERAL (SELECT job_id, parent_job_id, parent_seq FROM episodic_jobs
 			WHERE org_id = $1 AND job_id = c.parent_job_id OFFSET 0) j
-		WHERE c.depth <= $3)
+		WHERE c.depth <= $3)`
+
+// lastSQL is Last in one statement: the view's segments (viewWalkSQL) and the newest n ($4)
+// events over them, newest first.
+const lastSQL = viewWalkSQL + `
 	SELECT ` + eventCols + `
 	FROM chain c CROSS JOIN LATERAL (
 		SELECT * FROM episodic_events e
