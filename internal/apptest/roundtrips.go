@@ -41,6 +41,13 @@ func (t Trips) Statements() int {
 	return n
 }
 
+// Fewer reports whether t sent fewer round trips than u, or as many with fewer statements:
+// the call a test keeps of several warm ones (a call on a connection new to a statement
+// pays its description once, untraced). Anything is fewer than no call (nil).
+func (t Trips) Fewer(u Trips) bool {
+	return u == nil || len(t) < len(u) || (len(t) == len(u) && t.Statements() < u.Statements())
+}
+
 // String is one line per round trip, its statements shortened.
 func (t Trips) String() string {
 	var b strings.Builder

@@ -82,7 +82,7 @@ func TestOneTripReads(t *testing.T) {
 			require.Equal(t, 200, r.Status, "%s: %s", c.name, r.Body)
 			c.check(t, r)
 			tr := rt.Ended(t, id)
-			if best == nil || len(tr) < len(best) || (len(tr) == len(best) && tr.Statements() < best.Statements()) {
+			if tr.Fewer(best) {
 				best = tr
 			}
 		}

@@ -68,7 +68,7 @@ func TestLangGraphSaverRoundTrips(t *testing.T) {
 	parent, _ := put(0, "")
 	best := map[string]apptest.Trips{}
 	keep := func(op string, tr apptest.Trips) {
-		if b, ok := best[op]; !ok || len(tr) < len(b) || (len(tr) == len(b) && tr.Statements() < b.Statements()) {
+		if tr.Fewer(best[op]) {
 			best[op] = tr
 		}
 	}

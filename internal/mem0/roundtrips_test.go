@@ -70,7 +70,7 @@ func TestMemoryRoundTrips(t *testing.T) {
 	for i := range 8 {
 		for _, op := range order {
 			tr := ops[op](i)
-			if b, ok := best[op]; !ok || len(tr) < len(b) || (len(tr) == len(b) && tr.Statements() < b.Statements()) {
+			if tr.Fewer(best[op]) {
 				best[op] = tr
 			}
 		}
