@@ -138,15 +138,25 @@ func (s *Server) forkCheckpoint(ctx context.Context, r *Request, in *api.ForkInp
 
 func (s *Server) startStep(ctx context.Context, r *Request, in *api.StartStepInput) (*api.ClaimOutput, error) {
 	b := in.Body
-	c, err := s.Jobs.Start(ctx, r.Tx, r.Org, in.Job, in.Step, jobs.StartInput{Owner: b.Owner, LeaseSeconds: b.LeaseSeconds, Input: b.Input})
+	c, w, err := s.Jobs.PrepareStart(ctx, r.Tx, r.Org, in.Job, in.Step, jobs.StartInput{Owner: b.Owner, LeaseSeconds: b.LeaseSeconds, Input: b.Input})
 	if err != nil {
 		return nil, err
+	}
+	if w != nil {
+		st, err := s.sendStepWrite(ctx, r, w)
+		if err != nil {
+			return nil, err
+		}
+		c = jobs.ClaimOf(st)
 	}
 	return &api.ClaimOutput{Body: c}, nil
 }
 
 func (s *Server) heartbeatStep(ctx context.Context, r *Request, in *api.HeartbeatInput) (*api.StepOutput, error) {
-	st, err := s.Jobs.Heartbeat(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.LeaseSeconds)
+	st, w, err := s.Jobs.PrepareHeartbeat(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.LeaseSeconds)
+	if err == nil && w != nil {
+		st, err = s.sendStepWrite(ctx, r, w)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +164,10 @@ func (s *Server) heartbeatStep(ctx context.Context, r *Request, in *api.Heartbea
 }
 
 func (s *Server) completeStep(ctx context.Context, r *Request, in *api.CompleteStepInput) (*api.StepOutput, error) {
-	st, err := s.Jobs.Complete(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Result)
+	st, w, err := s.Jobs.PrepareComplete(ctx, r.Tx, r.Org, in.Job, in.Step, in.Body.FencingToken, in.Body.Result)
+	if err == nil && w != nil {
+		st, err = s.sendStepWrite(ctx, r, w)
+	}
 	if err != nil {
 		return nil, err
 	}

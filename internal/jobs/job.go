@@ -158,7 +158,7 @@ func (s *Store) GetJob(ctx context.Context, db pg.DBTX, org, jobID string) (Job,
 
 // lockJob reads a job and locks its row until the transaction ends.
 func (s *Store) lockJob(ctx context.Context, db pg.DBTX, org, jobID string) (Job, error) {
-	return scanJob(db.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE org_id = $1 AND job_id = $2 FOR NO KEY UPDATE`, org, jobID))
+	return scanJob(db.QueryRow(ctx, lockJobSQL, org, jobID))
 }
 
 func notRunning(j Job) error {

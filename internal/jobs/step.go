@@ -159,15 +159,94 @@ func (s *Store) lockRunningJob(ctx context.Context, db pg.DBTX, org, jobID strin
 	return j, nil
 }
 
-func (s *Store) lockStep(ctx context.Context, db pg.DBTX, org, jobID, stepID string, now time.Time) (Step, error) {
-	return s.scanStep(db.QueryRow(ctx, `SELECT `+stepCols+` FROM job_steps
-		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 FOR UPDATE`, org, jobID, stepID), now)
+// The step operations' locks (lockJobStep), built once.
+var (
+	lockJobSQL  = `SELECT ` + jobCols + ` FROM jobs WHERE org_id = $1 AND job_id = $2 FOR NO KEY UPDATE`
+	lockStepSQL = `SELECT ` + stepCols + ` FROM job_steps WHERE org_id = $1 AND job_id = $2 AND step_id = $3 FOR UPDATE`
+)
+
+// lockJobStep locks the job, which must be running, then its step, in that order (every
+// step operation takes them so), and returns the step read under its lock (ErrNotFound when
+// it was never claimed) with the time after both locks were granted, which the operation
+// then writes. When db batches (a pgx.Tx), both locks go in one round trip: the step's lock
+// runs behind the job's in the same pipeline, so the job's row lock is held for one round
+// trip fewer by every step operation (issue 42: they queue on it). A job that is missing
+// or not running locks nothing the caller keeps: its error rolls the transaction back.
+func (s *Store) lockJobStep(ctx context.Context, db pg.DBTX, org, jobID, stepID string) (Job, Step, time.Time, error) {
+	var j Job
+	var st Step
+	var jobErr, stepErr error
+	if b, ok := db.(batcher); ok {
+		batch := &pgx.Batch{}
+		batch.Queue(lockJobSQL, org, jobID).QueryRow(func(row pgx.Row) error { j, jobErr = scanJob(row); return nil })
+		batch.Queue(lockStepSQL, org, jobID, stepID).QueryRow(func(row pgx.Row) error {
+			st, stepErr = s.scanStep(row, time.Time{})
+			return nil
+		})
+		if err := b.SendBatch(ctx, batch).Close(); err != nil {
+			return Job{}, Step{}, time.Time{}, pg.Interpret(err)
+		}
+	} else {
+		j, jobErr = scanJob(db.QueryRow(ctx, lockJobSQL, org, jobID))
+		if jobErr == nil && j.Status == StatusRunning {
+			st, stepErr = s.scanStep(db.QueryRow(ctx, lockStepSQL, org, jobID, stepID), time.Time{})
+		}
+	}
+	if jobErr != nil {
+		return Job{}, Step{}, time.Time{}, jobErr
+	}
+	if j.Status != StatusRunning {
+		return Job{}, Step{}, time.Time{}, notRunning(j)
+	}
+	now := s.Now()
+	if stepErr != nil {
+		return j, Step{}, now, stepErr
+	}
+	st.normalise(now)
+	return j, st, now, nil
 }
 
-func (s *Store) touch(ctx context.Context, db pg.DBTX, org, jobID string, now time.Time) error {
-	_, err := db.Exec(ctx, `UPDATE jobs SET progress_at = $3 WHERE org_id = $1 AND job_id = $2 AND progress_at < $3`, org, jobID, now)
-	return pg.Interpret(err)
+// touchJob is the CTE of a step write that records the job's progress (jobs.progress_at,
+// which the sweeper and lists read) in the write's own statement; now is the parameter
+// holding the write's time.
+func touchJob(now string) string {
+	return `UPDATE jobs SET progress_at = ` + now + ` WHERE org_id = $1 AND job_id = $2 AND progress_at < ` + now
 }
+
+// StepWrite is a step operation's write, decided under the operation's locks (lockJobStep)
+// and not yet sent: one statement that writes the step, its attempt and the job's progress,
+// and returns the step. Send runs it on the operation's transaction; Queue puts it in a batch
+// that commits it, so that a caller who also has the operation's audit record can send the
+// write, the record and COMMIT in one round trip (pg.Session.CommitInTrip).
+type StepWrite struct {
+	s    *Store
+	now  time.Time
+	sql  string
+	args []any
+	st   Step
+	err  error
+}
+
+func (s *Store) stepWrite(now time.Time, sql string, args ...any) *StepWrite {
+	return &StepWrite{s: s, now: now, sql: sql, args: args}
+}
+
+// Send runs the write on db and returns the step it wrote.
+func (w *StepWrite) Send(ctx context.Context, db pg.DBTX) (Step, error) {
+	return w.s.scanStep(db.QueryRow(ctx, w.sql, w.args...), w.now)
+}
+
+// Queue puts the write in b; Result answers once b ran.
+func (w *StepWrite) Queue(b *pgx.Batch) {
+	w.err = errors.New("jobs: the step write's batch did not run")
+	b.Queue(w.sql, w.args...).QueryRow(func(row pgx.Row) error {
+		w.st, w.err = w.s.scanStep(row, w.now)
+		return w.err
+	})
+}
+
+// Result is the step a queued write wrote, once its batch ran.
+func (w *StepWrite) Result() (Step, error) { return w.st, w.err }
 
 // Start claims a step for in.Owner (see docs/jobs.md for the state machine):
 //   - never started, failed retryable, or cleared → claimed, token +1, attempt +1;
@@ -179,63 +258,78 @@ func (s *Store) touch(ctx context.Context, db pg.DBTX, org, jobID string, now ti
 //
 // When the job has an owner, only that owner may claim its steps.
 func (s *Store) Start(ctx context.Context, db pg.DBTX, org, jobID, stepID string, in StartInput) (Claim, error) {
-	if err := strata.CheckJSON("input.params", in.Input.Params); err != nil {
+	c, w, err := s.PrepareStart(ctx, db, org, jobID, stepID, in)
+	if err != nil || w == nil {
+		return c, err
+	}
+	st, err := w.Send(ctx, db)
+	if err != nil {
 		return Claim{}, err
+	}
+	return ClaimOf(st), nil
+}
+
+// ClaimOf is the answer of a Start whose write (PrepareStart's StepWrite) claimed st.
+func ClaimOf(st Step) Claim {
+	exp := st.LeaseExpiresAt
+	return Claim{Status: ClaimClaimed, FencingToken: st.FencingToken, Attempt: st.Attempts, LeaseExpiresAt: &exp, Step: st}
+}
+
+// PrepareStart is Start up to its write: it checks the input, takes the locks and decides.
+// It returns the final answer and no write when the step has completed (nothing is written),
+// else the claim's write, not yet sent, whose step ClaimOf turns into the answer.
+func (s *Store) PrepareStart(ctx context.Context, db pg.DBTX, org, jobID, stepID string, in StartInput) (Claim, *StepWrite, error) {
+	if err := strata.CheckJSON("input.params", in.Input.Params); err != nil {
+		return Claim{}, nil, err
 	}
 	for _, f := range []struct{ name, v string }{{"input.tool", in.Input.Tool}, {"input.model", in.Input.Model}} {
 		if err := strata.CheckText(f.name, f.v); err != nil {
-			return Claim{}, err
+			return Claim{}, nil, err
 		}
 	}
 	secs, err := checkLease("lease_seconds", in.LeaseSeconds)
 	if err != nil {
-		return Claim{}, err
+		return Claim{}, nil, err
 	}
 	input, err := json.Marshal(in.Input)
 	if err != nil {
-		return Claim{}, strata.Invalid("input", "is not valid JSON")
+		return Claim{}, nil, strata.Invalid("input", "is not valid JSON")
 	}
-	j, err := s.lockRunningJob(ctx, db, org, jobID)
-	if err != nil {
-		return Claim{}, err
-	}
-	now := s.Now()
-	lease := now.Add(time.Duration(secs) * time.Second)
-	cur, err := s.lockStep(ctx, db, org, jobID, stepID, now)
+	j, cur, now, err := s.lockJobStep(ctx, db, org, jobID, stepID)
 	exists := err == nil
-	if err != nil && !errors.Is(err, strata.ErrNotFound) {
-		return Claim{}, err
+	if err != nil && (now.IsZero() || !errors.Is(err, strata.ErrNotFound)) { // the job's error, or the step's read failed
+		return Claim{}, nil, err
 	}
+	lease := now.Add(time.Duration(secs) * time.Second)
 	if exists && cur.Status == StepCompleted {
-		return Claim{Status: ClaimCompleted, FencingToken: cur.FencingToken, Result: cur.Result, Attempt: cur.Attempts, Step: cur}, nil
+		return Claim{Status: ClaimCompleted, FencingToken: cur.FencingToken, Result: cur.Result, Attempt: cur.Attempts, Step: cur}, nil, nil
 	}
 	if j.Owner != "" && in.Owner != j.Owner {
-		return Claim{}, strata.Conflict("job "+jobID+" is owned by "+quoteOr(j.Owner, "")+"; only its owner claims its steps (hand it off first)",
+		return Claim{}, nil, strata.Conflict("job "+jobID+" is owned by "+quoteOr(j.Owner, "")+"; only its owner claims its steps (hand it off first)",
 			map[string]any{"owner": j.Owner})
 	}
-	var st Step
 	switch {
 	case !exists:
-		st, err = s.scanStep(db.QueryRow(ctx, stepReturning(`INSERT INTO job_steps (org_id, job_id, step_id, status, owner,
+		return Claim{}, s.stepWrite(now, stepReturning(`INSERT INTO job_steps (org_id, job_id, step_id, status, owner,
 				fencing_token, attempts, lease_seconds, lease_expires_at, input, started_at, heartbeat_at, first_started_at)
-			VALUES ($1, $2, $3, 'running', $4, 1, 1, $5, $6, $7::jsonb, $8, $8, $8) RETURNING *`, openAttempt(ClaimNew)),
-			org, jobID, stepID, in.Owner, secs, lease, string(input), now), now)
+			VALUES ($1, $2, $3, 'running', $4, 1, 1, $5, $6, $7::jsonb, $8, $8, $8) RETURNING *`, openAttempt(ClaimNew), touchJob("$8")),
+			org, jobID, stepID, in.Owner, secs, lease, string(input), now), nil
 	case cur.Status == StepRunning && cur.Owner == in.Owner:
 		// The holder asks again (a retry, or a restart with the same owner id): same claim.
-		st, err = s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET lease_seconds = $4, heartbeat_at = $5,
+		return Claim{}, s.stepWrite(now, stepReturning(`UPDATE job_steps SET lease_seconds = $4, heartbeat_at = $5,
 				lease_expires_at = greatest(lease_expires_at, $6)
 			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
 			`UPDATE job_step_attempts SET lease_seconds = $4, lease_expires_at = greatest(lease_expires_at, $6)
-			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7`),
-			org, jobID, stepID, secs, now, lease, cur.FencingToken), now)
+			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7`, touchJob("$5")),
+			org, jobID, stepID, secs, now, lease, cur.FencingToken), nil
 	case cur.Status == StepRunning && cur.Lease == "live":
-		return Claim{}, &strata.ConflictError{
+		return Claim{}, nil, &strata.ConflictError{
 			Msg: "step " + stepID + " is held by " + quoteOr(cur.Owner, "") + " until " + cur.LeaseExpiresAt.Format(time.RFC3339Nano) +
 				"; retry after that or ask the holder",
 			Details: map[string]any{"holder": cur.Owner, "until": cur.LeaseExpiresAt, "attempts": cur.Attempts},
 		}
 	case cur.Status == StepFailed && cur.Disposition == DispositionManualReview:
-		return Claim{}, strata.Conflict("step "+stepID+" failed and waits for manual review; an operator must clear it (POST .../steps/"+stepID+"/clear) before it can run again",
+		return Claim{}, nil, strata.Conflict("step "+stepID+" failed and waits for manual review; an operator must clear it (POST .../steps/"+stepID+"/clear) before it can run again",
 			map[string]any{"status": cur.Status, "disposition": cur.Disposition, "error": cur.Error, "input": cur.Input})
 	default: // expired lease (takeover), or failed retryable / cleared: a new claim
 		// A taken-over claim's attempt ends lease_lost at its lease's expiry; a failed one has
@@ -244,139 +338,135 @@ func (s *Store) Start(ctx context.Context, db pg.DBTX, org, jobID, stepID string
 		if cur.Status == StepRunning {
 			claim = ClaimTakeover
 		}
-		st, err = s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET status = 'running', owner = $4,
+		return Claim{}, s.stepWrite(now, stepReturning(`UPDATE job_steps SET status = 'running', owner = $4,
 				fencing_token = fencing_token + 1, attempts = attempts + 1, lease_seconds = $5, lease_expires_at = $6,
 				input = $7::jsonb, result = NULL, error = NULL, disposition = NULL, started_at = $8, heartbeat_at = $8,
 				finished_at = NULL
 			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
 			`UPDATE job_step_attempts SET outcome = 'lease_lost', released_at = least(lease_expires_at, $8)
 			WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $9 AND outcome IS NULL`,
-			openAttempt(claim)),
-			org, jobID, stepID, in.Owner, secs, lease, string(input), now, cur.FencingToken), now)
+			openAttempt(claim), touchJob("$8")),
+			org, jobID, stepID, in.Owner, secs, lease, string(input), now, cur.FencingToken), nil
 	}
-	if err != nil {
-		return Claim{}, err
-	}
-	if err := s.touch(ctx, db, org, jobID, now); err != nil {
-		return Claim{}, err
-	}
-	exp := st.LeaseExpiresAt
-	return Claim{Status: ClaimClaimed, FencingToken: st.FencingToken, Attempt: st.Attempts, LeaseExpiresAt: &exp, Step: st}, nil
 }
 
 // Heartbeat extends the lease of the claim token names by leaseSeconds (0: the claim's own
 // lease length). An expired lease that nobody took over may still be extended: the token is
 // what counts.
 func (s *Store) Heartbeat(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, leaseSeconds int) (Step, error) {
+	return sendStepWrite(ctx, db)(s.PrepareHeartbeat(ctx, db, org, jobID, stepID, token, leaseSeconds))
+}
+
+// PrepareHeartbeat is Heartbeat up to its write: it checks the input, takes the locks and
+// decides. It returns the final answer and no write when the call repeats one that took
+// effect (nothing is written), else the write, not yet sent.
+func (s *Store) PrepareHeartbeat(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, leaseSeconds int) (Step, *StepWrite, error) {
 	if leaseSeconds != 0 {
 		if _, err := checkLease("lease_seconds", leaseSeconds); err != nil {
-			return Step{}, err
+			return Step{}, nil, err
 		}
 	}
-	if _, err := s.lockRunningJob(ctx, db, org, jobID); err != nil {
-		return Step{}, err
-	}
-	now := s.Now()
-	cur, err := s.lockStep(ctx, db, org, jobID, stepID, now)
+	_, cur, now, err := s.lockJobStep(ctx, db, org, jobID, stepID)
 	if err != nil {
-		return Step{}, err
+		return Step{}, nil, err
 	}
 	if cur.Status != StepRunning || cur.FencingToken != token {
-		return Step{}, staleToken(cur, token)
+		return Step{}, nil, staleToken(cur, token)
 	}
 	if leaseSeconds == 0 {
 		leaseSeconds = cur.LeaseSeconds
 	}
-	st, err := s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET heartbeat_at = $4, lease_seconds = $5,
+	return Step{}, s.stepWrite(now, stepReturning(`UPDATE job_steps SET heartbeat_at = $4, lease_seconds = $5,
 			lease_expires_at = $6
 		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
 		`UPDATE job_step_attempts SET heartbeats = heartbeats + 1, last_heartbeat_at = $4, lease_seconds = $5,
 			lease_expires_at = $6
-		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7`),
-		org, jobID, stepID, now, leaseSeconds, now.Add(time.Duration(leaseSeconds)*time.Second), token), now)
-	if err != nil {
-		return Step{}, err
-	}
-	return st, s.touch(ctx, db, org, jobID, now)
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7`, touchJob("$4")),
+		org, jobID, stepID, now, leaseSeconds, now.Add(time.Duration(leaseSeconds)*time.Second), token), nil
 }
 
 // Complete stores the step's result under the current token. Completing again with the same
 // token answers the step as stored (a retry after a lost response).
 func (s *Store) Complete(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, result json.RawMessage) (Step, error) {
+	return sendStepWrite(ctx, db)(s.PrepareComplete(ctx, db, org, jobID, stepID, token, result))
+}
+
+// PrepareComplete is Complete up to its write: it checks the input, takes the locks and
+// decides. It returns the final answer and no write when the call repeats one that took
+// effect (nothing is written), else the write, not yet sent.
+func (s *Store) PrepareComplete(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, result json.RawMessage) (Step, *StepWrite, error) {
 	if err := strata.CheckJSON("result", result); err != nil {
-		return Step{}, err
+		return Step{}, nil, err
 	}
-	if _, err := s.lockRunningJob(ctx, db, org, jobID); err != nil {
-		return Step{}, err
-	}
-	now := s.Now()
-	cur, err := s.lockStep(ctx, db, org, jobID, stepID, now)
+	_, cur, now, err := s.lockJobStep(ctx, db, org, jobID, stepID)
 	if err != nil {
-		return Step{}, err
+		return Step{}, nil, err
 	}
 	if cur.FencingToken == token && cur.Status == StepCompleted {
-		return cur, nil
+		return cur, nil, nil
 	}
 	if cur.Status != StepRunning || cur.FencingToken != token {
-		return Step{}, staleToken(cur, token)
+		return Step{}, nil, staleToken(cur, token)
 	}
-	st, err := s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET status = 'completed', result = $4::jsonb,
+	return Step{}, s.stepWrite(now, stepReturning(`UPDATE job_steps SET status = 'completed', result = $4::jsonb,
 			finished_at = $5, heartbeat_at = $5
 		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
 		`UPDATE job_step_attempts SET outcome = 'completed', released_at = $5
-		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $6 AND outcome IS NULL`),
-		org, jobID, stepID, string(orEmpty(result, "null")), now, token), now)
-	if err != nil {
-		return Step{}, err
-	}
-	return st, s.touch(ctx, db, org, jobID, now)
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $6 AND outcome IS NULL`, touchJob("$5")),
+		org, jobID, stepID, string(orEmpty(result, "null")), now, token), nil
 }
 
 // Fail records a failure under the current token with a disposition: retryable (Start
 // claims it again) or manual_review (Start refuses until ClearStep). Failing again with the
 // same token and disposition answers the step as stored.
 func (s *Store) Fail(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, msg, disposition string) (Step, error) {
+	return sendStepWrite(ctx, db)(s.PrepareFail(ctx, db, org, jobID, stepID, token, msg, disposition))
+}
+
+// PrepareFail is Fail up to its write: it checks the input, takes the locks and
+// decides. It returns the final answer and no write when the call repeats one that took
+// effect (nothing is written), else the write, not yet sent.
+func (s *Store) PrepareFail(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, msg, disposition string) (Step, *StepWrite, error) {
 	if err := strata.CheckText("error", msg); err != nil {
-		return Step{}, err
+		return Step{}, nil, err
 	}
 	if disposition != DispositionRetryable && disposition != DispositionManualReview {
-		return Step{}, strata.Invalid("disposition", "must be retryable or manual_review")
+		return Step{}, nil, strata.Invalid("disposition", "must be retryable or manual_review")
 	}
-	if _, err := s.lockRunningJob(ctx, db, org, jobID); err != nil {
-		return Step{}, err
-	}
-	now := s.Now()
-	cur, err := s.lockStep(ctx, db, org, jobID, stepID, now)
+	_, cur, now, err := s.lockJobStep(ctx, db, org, jobID, stepID)
 	if err != nil {
-		return Step{}, err
+		return Step{}, nil, err
 	}
 	if cur.FencingToken == token && cur.Status == StepFailed && cur.Disposition == disposition && cur.ClearedAt == nil {
-		return cur, nil
+		return cur, nil, nil
 	}
 	if cur.Status != StepRunning || cur.FencingToken != token {
-		return Step{}, staleToken(cur, token)
+		return Step{}, nil, staleToken(cur, token)
 	}
-	st, err := s.scanStep(db.QueryRow(ctx, stepReturning(`UPDATE job_steps SET status = 'failed', error = $4,
+	return Step{}, s.stepWrite(now, stepReturning(`UPDATE job_steps SET status = 'failed', error = $4,
 			disposition = $5, finished_at = $6, heartbeat_at = $6, cleared_at = NULL, cleared_by = NULL
 		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 RETURNING *`,
 		`UPDATE job_step_attempts SET outcome = 'failed', error = $4, disposition = $5, released_at = $6
-		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7 AND outcome IS NULL`),
-		org, jobID, stepID, msg, disposition, now, token), now)
-	if err != nil {
-		return Step{}, err
+		WHERE org_id = $1 AND job_id = $2 AND step_id = $3 AND fencing_token = $7 AND outcome IS NULL`, touchJob("$6")),
+		org, jobID, stepID, msg, disposition, now, token), nil
+}
+
+// sendStepWrite finishes a step operation from its Prepare method's results: the final
+// answer, or the write sent on db.
+func sendStepWrite(ctx context.Context, db pg.DBTX) func(Step, *StepWrite, error) (Step, error) {
+	return func(st Step, w *StepWrite, err error) (Step, error) {
+		if err != nil || w == nil {
+			return st, err
+		}
+		return w.Send(ctx, db)
 	}
-	return st, s.touch(ctx, db, org, jobID, now)
 }
 
 // ClearStep is the operator's release of a manual_review failure: the step becomes
 // failed/retryable (cleared_at, cleared_by set) and Start may claim it again. Clearing a
 // step that is already cleared answers it as it is.
 func (s *Store) ClearStep(ctx context.Context, db pg.DBTX, org, jobID, stepID, by string) (Step, error) {
-	if _, err := s.lockRunningJob(ctx, db, org, jobID); err != nil {
-		return Step{}, err
-	}
-	now := s.Now()
-	cur, err := s.lockStep(ctx, db, org, jobID, stepID, now)
+	_, cur, now, err := s.lockJobStep(ctx, db, org, jobID, stepID)
 	if err != nil {
 		return Step{}, err
 	}
