@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/jobs"
+	"github.com/strata-mem/strata/internal/working"
 )
 
 // tripAuditStatus is the audit record's status of a memory write that commits in its own
@@ -47,27 +48,54 @@ func (s *Server) tripEntry(ctx context.Context, r *Request, status int) (e audit
 	return e, err == nil
 }
 
-// sendStepWrite sends a step operation's decided write (jobs.StepWrite), which the handler
-// answers 200 for: with the request's audit record and COMMIT in the same round trip when it
-// can (tripEntry) — after the locks' round trip, a step write is then one more, where it was
-// two (the write, then the record and COMMIT) — else on the request's transaction, which
-// finishWrite audits and commits as usual.
-func (s *Server) sendStepWrite(ctx context.Context, r *Request, w *jobs.StepWrite) (jobs.Step, error) {
-	e, ok := s.tripEntry(ctx, r, http.StatusOK)
-	var sql string
-	var args []any
-	var err error
-	if ok {
-		sql, args, err = audit.Insert(e)
+// commitInTrip sends the statements queue puts in a batch, the request's audit record (status:
+// what the handler answers) and COMMIT in one round trip, when the request can commit in its
+// write's (tripEntry). It reports false, having sent nothing, when it cannot: the caller then
+// runs its write on the request's transaction, which finishWrite audits and commits as usual.
+// When it reports true, the request is committed unless err is set (then nothing was).
+func (s *Server) commitInTrip(ctx context.Context, r *Request, status int, queue func(*pgx.Batch)) (bool, error) {
+	e, ok := s.tripEntry(ctx, r, status)
+	if !ok {
+		return false, nil
 	}
-	if !ok || err != nil {
-		return w.Send(ctx, r.Tx)
+	sql, args, err := audit.Insert(e)
+	if err != nil {
+		return false, nil
 	}
 	b := &pgx.Batch{}
-	w.Queue(b)
+	queue(b)
 	b.Queue(sql, args...)
-	if err := r.sess.CommitInTrip(ctx, b); err != nil {
+	return true, r.sess.CommitInTrip(ctx, b)
+}
+
+// sendStepWrite sends a step operation's decided write (jobs.StepWrite), which the handler
+// answers 200 for, with its audit record and COMMIT when it can (commitInTrip): after the
+// locks' round trip, a step write is then one more, where it was two (the write, then the
+// record and COMMIT).
+func (s *Server) sendStepWrite(ctx context.Context, r *Request, w *jobs.StepWrite) (jobs.Step, error) {
+	inTrip, err := s.commitInTrip(ctx, r, http.StatusOK, w.Queue)
+	switch {
+	case !inTrip:
+		return w.Send(ctx, r.Tx)
+	case err != nil:
 		return jobs.Step{}, err
 	}
 	return w.Result()
+}
+
+// sendState sends a state write's Postgres half (working.Persist; its Redis half is done),
+// with its audit record and COMMIT when it can (commitInTrip): a state write is then one
+// round trip, where it was two (the upsert, then the record and COMMIT). When the upsert does
+// not commit, the Redis copy is dropped.
+func (s *Server) sendState(ctx context.Context, r *Request, created bool, p *working.Persist) error {
+	st := p.Statement()
+	inTrip, err := s.commitInTrip(ctx, r, stateStatus(created), func(b *pgx.Batch) { b.Queue(st.SQL, st.Args...) })
+	switch {
+	case !inTrip:
+		return p.Send(ctx, r.Tx)
+	case err != nil:
+		p.Abandon(ctx)
+		return err
+	}
+	return nil
 }

@@ -24,9 +24,12 @@ func (s *Server) putSessionState(ctx context.Context, r *Request, in *api.PutSta
 	if err != nil {
 		return nil, err
 	}
-	st, created, err := s.Working.Put(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
+	st, created, p, err := s.Working.PreparePut(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
 		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL(), IfMatch: im})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.sendState(ctx, r, created, p); err != nil {
 		return nil, err
 	}
 	return &api.StateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil
@@ -37,9 +40,12 @@ func (s *Server) patchSessionState(ctx context.Context, r *Request, in *api.Patc
 	if err != nil {
 		return nil, err
 	}
-	st, created, err := s.Working.Patch(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
+	st, created, p, err := s.Working.PreparePatch(ctx, r.Tx, r.Org, in.Session, working.Write{State: json.RawMessage(in.Body.State),
 		UserID: in.Body.UserID, AgentID: in.Body.AgentID, TTL: in.Body.TTL(), IfMatch: im})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.sendState(ctx, r, created, p); err != nil {
 		return nil, err
 	}
 	return &api.StateOutput{Status: stateStatus(created), ETag: etag(st.Version), Body: st}, nil

@@ -25,6 +25,10 @@
 // or a Redis restart, the first access restores the session (document, version, scope, TTL,
 // newest turns, counters) from Postgres, and reads say restored: true until the next write.
 //
+// A state write's Postgres half is one upsert (Persist). Put and Patch send it on the
+// request's transaction; the HTTP layer sends it with the write's audit record and COMMIT in
+// one round trip (PreparePut, PreparePatch).
+//
 // The one window this does not close: Redis applies a write before Postgres commits it, so
 // for that instant other callers can see a version that is not yet durable. If the
 // Postgres half fails inside the request, the Redis half is compensated (the session is

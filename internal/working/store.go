@@ -522,15 +522,21 @@ func (s *Store) checkTTL(d time.Duration) error {
 // Put replaces the state document. It reports whether this was the session's first state
 // document (201 Created). The Postgres half runs on tx, the request's transaction.
 func (s *Store) Put(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, error) {
+	return sendState(ctx, tx)(s.PreparePut(ctx, tx, org, session, w))
+}
+
+// PreparePut is Put with its Postgres half not yet sent: the document is in Redis, and the
+// returned Persist writes its durable copy (Send, or the caller's batch that commits it).
+func (s *Store) PreparePut(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, *Persist, error) {
 	if err := checkIDs(org, session); err != nil {
-		return State{}, false, err
+		return State{}, false, nil, err
 	}
 	doc, err := s.checkDoc("state", w.State)
 	if err != nil {
-		return State{}, false, err
+		return State{}, false, nil, err
 	}
 	if err := s.checkSize("state", doc); err != nil {
-		return State{}, false, err
+		return State{}, false, nil, err
 	}
 	return s.write(ctx, tx, org, session, w, func(meta) ([]byte, error) { return doc, nil }, false)
 }
@@ -539,8 +545,13 @@ func (s *Store) Put(ctx context.Context, tx pg.DBTX, org, session string, w Writ
 // session has none). Without If-Match, a concurrent change is absorbed by re-reading and
 // re-applying the patch, so no update is lost.
 func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, error) {
+	return sendState(ctx, tx)(s.PreparePatch(ctx, tx, org, session, w))
+}
+
+// PreparePatch is Patch with its Postgres half not yet sent (see PreparePut).
+func (s *Store) PreparePatch(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, *Persist, error) {
 	if err := checkIDs(org, session); err != nil {
-		return State{}, false, err
+		return State{}, false, nil, err
 	}
 	patch := []byte(w.State)
 	if len(patch) == 0 {
@@ -548,7 +559,7 @@ func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 	}
 	patch, err := s.checkDoc("state", patch)
 	if err != nil {
-		return State{}, false, err
+		return State{}, false, nil, err
 	}
 	return s.write(ctx, tx, org, session, w, func(m meta) ([]byte, error) {
 		doc, err := applyPatch(m.doc, patch)
@@ -584,9 +595,9 @@ func (s *Store) current(ctx context.Context, db pg.DBTX, org, session string) (m
 }
 
 func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Write,
-	next func(meta) ([]byte, error), readModify bool) (State, bool, error) {
+	next func(meta) ([]byte, error), readModify bool) (State, bool, *Persist, error) {
 	if err := s.checkTTL(w.TTL); err != nil {
-		return State{}, false, err
+		return State{}, false, nil, err
 	}
 	var doc []byte
 	for range maxAttempts {
@@ -599,63 +610,73 @@ func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 			if readModify {
 				var err error
 				if m, err = s.current(ctx, tx, org, session); err != nil {
-					return State{}, false, err
+					return State{}, false, nil, err
 				}
 				if w.IfMatch != nil && *w.IfMatch != m.version {
-					return State{}, false, versionConflict(m.version)
+					return State{}, false, nil, versionConflict(m.version)
 				}
 				expected = m.version
 			}
 			var err error
 			if doc, err = next(m); err != nil {
-				return State{}, false, err
+				return State{}, false, nil, err
 			}
 		}
 		now := s.opt.Now()
 		res, err := s.runScript(ctx, casScript, org, session, w.UserID,
 			expected, w.UserID, w.AgentID, w.TTL.Milliseconds(), now.UnixMilli(), doc)
 		if err != nil {
-			return State{}, false, err
+			return State{}, false, nil, err
 		}
 		switch replyStr(res[0]) {
 		case "MISSING":
 			if err := s.restore(ctx, tx, org, session, true); err != nil {
-				return State{}, false, err
+				return State{}, false, nil, err
 			}
 			continue
 		case "CONFLICT":
 			if w.IfMatch != nil || !readModify {
-				return State{}, false, versionConflict(replyInt(res[1]))
+				return State{}, false, nil, versionConflict(replyInt(res[1]))
 			}
 			continue // a concurrent merge won: re-read and re-apply the patch
 		case "SCOPE":
-			return State{}, false, scopeConflict(replyStr(res[1]))
+			return State{}, false, nil, scopeConflict(replyStr(res[1]))
 		case "OK":
 		default:
-			return State{}, false, fmt.Errorf("working: unexpected cas reply %v", res)
+			return State{}, false, nil, fmt.Errorf("working: unexpected cas reply %v", res)
 		}
 		m := meta{version: replyInt(res[1]), uid: replyStr(res[2]), aid: replyStr(res[3]),
 			ttl: time.Duration(replyInt(res[4])) * time.Millisecond, ca: replyInt(res[5]), ua: now.UnixMilli(), doc: doc}
 		created := replyInt(res[6]) == 0
-		if err := s.persistState(ctx, tx, org, session, m, now); err != nil {
-			k := s.sessionKeys(org, session)
-			_ = dropIfScript.Run(context.WithoutCancel(ctx), s.rdb, []string{k.meta, k.turns}, m.version).Err()
-			return State{}, false, err
+		p := s.persist(org, session, m, now)
+		if s.afterRedisWrite != nil {
+			if err := s.afterRedisWrite(); err != nil {
+				p.Abandon(ctx)
+				return State{}, false, nil, err
+			}
 		}
-		return s.stateOf(session, m, now), created, nil
+		return s.stateOf(session, m, now), created, p, nil
 	}
-	return State{}, false, strata.Conflict("too many concurrent writers on this session; retry", nil)
+	return State{}, false, nil, strata.Conflict("too many concurrent writers on this session; retry", nil)
 }
 
-// persistState is the Postgres half of a state write: an upsert that never moves the
-// durable version backwards (a concurrent writer's newer version wins).
-func (s *Store) persistState(ctx context.Context, tx pg.DBTX, org, session string, m meta, now time.Time) error {
-	if s.afterRedisWrite != nil {
-		if err := s.afterRedisWrite(); err != nil {
-			return err
-		}
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, state, version,
+// Persist is the Postgres half of a state write whose Redis half is done: an upsert that never
+// moves the durable version backwards (a concurrent writer's newer version wins). Send runs
+// it on the request's transaction; a caller that commits it in a batch of its own (with the
+// write's audit record and COMMIT: pg.Session.CommitInTrip) queues Statement there and calls
+// Abandon when that fails. Either way, a failed durable write drops the Redis copy, so that
+// the next read restores the session from Postgres and no one reads a version Postgres does
+// not hold.
+type Persist struct {
+	s            *Store
+	org, session string
+	version      int64
+	stmt         pg.Statement
+}
+
+func (s *Store) persist(org, session string, m meta, now time.Time) *Persist {
+	return &Persist{s: s, org: org, session: session, version: m.version, stmt: pg.Statement{
+		SQL: `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, state, version,
 			ttl_ms, created_at, updated_at, expires_at)
 		VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5::jsonb, $6, $7, $8, $9, $10)
 		ON CONFLICT (org_id, session_id) DO UPDATE SET user_id = excluded.user_id, agent_id = excluded.agent_id,
@@ -663,11 +684,40 @@ func (s *Store) persistState(ctx context.Context, tx pg.DBTX, org, session strin
 			created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at,
 			deleted_at = NULL
 		WHERE w.version < excluded.version`,
-		org, session, m.uid, m.aid, string(m.doc), m.version, m.ttl.Milliseconds(), msTime(m.ca), now, now.Add(m.ttl))
-	if err != nil {
-		return pg.Interpret(fmt.Errorf("writing durable state of session %s: %w", session, err))
+		Args: []any{org, session, m.uid, m.aid, string(m.doc), m.version, m.ttl.Milliseconds(), msTime(m.ca), now, now.Add(m.ttl)},
+	}}
+}
+
+// Statement is the upsert.
+func (p *Persist) Statement() pg.Statement { return p.stmt }
+
+// Send runs the upsert on tx (dropping the Redis copy when it fails).
+func (p *Persist) Send(ctx context.Context, tx pg.DBTX) error {
+	if _, err := tx.Exec(ctx, p.stmt.SQL, p.stmt.Args...); err != nil {
+		p.Abandon(ctx)
+		return pg.Interpret(fmt.Errorf("writing durable state of session %s: %w", p.session, err))
 	}
 	return nil
+}
+
+// Abandon drops the Redis copy of the write, if it is still the current version: its durable
+// half did not commit.
+func (p *Persist) Abandon(ctx context.Context) {
+	k := p.s.sessionKeys(p.org, p.session)
+	_ = dropIfScript.Run(context.WithoutCancel(ctx), p.s.rdb, []string{k.meta, k.turns}, p.version).Err()
+}
+
+// sendState finishes Put or Patch from its Prepare method's results: the upsert sent on tx.
+func sendState(ctx context.Context, tx pg.DBTX) func(State, bool, *Persist, error) (State, bool, error) {
+	return func(st State, created bool, p *Persist, err error) (State, bool, error) {
+		if err != nil {
+			return State{}, false, err
+		}
+		if err := p.Send(ctx, tx); err != nil {
+			return State{}, false, err
+		}
+		return st, created, nil
+	}
 }
 
 // Delete removes the session — state document, turn buffer, and their durable copies

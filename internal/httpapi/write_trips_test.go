@@ -122,3 +122,72 @@ func TestStepWriteTrips(t *testing.T) {
 	require.Equal(t, map[string]int{"start-step": 20, "heartbeat-step": 4, "complete-step": 8, "fail-step": 4}, got,
 		"one audit record per write")
 }
+
+// TestStateWriteTrips counts what a working-state write (PUT and PATCH of a session's state,
+// 10 % of the load test's mix) sends to Postgres: its Redis half done, its durable copy, its
+// audit record (201 for the session's first document, 200 after) and COMMIT go in one round
+// trip (working.Persist, pg.Session.CommitInTrip), where they were two (the upsert, then the
+// record and COMMIT). And when that round trip fails on the server, nothing commits and the
+// Redis copy is dropped: the next read restores the last durable version, not the failed one.
+func TestStateWriteTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rt := apptest.NewRoundTrips()
+	s := apptest.Start(t, apptest.Tracer(rt), apptest.Env("STRATA_RATE_LIMIT", "0"))
+	k := s.NewKey("state-trips", "agent")
+	write := func(method string, body map[string]any) (int, apptest.Trips) {
+		t.Helper()
+		id := testenv.RandomID(12)
+		r := s.Do(method, "/v1/sessions/edit/state", k, body, "X-Request-Id", id)
+		require.Less(t, r.Status, 300, "%s: %s", method, r.Body)
+		return r.Status, rt.Ended(t, id)
+	}
+	status, first := write("PUT", map[string]any{"state": map[string]any{"scene": 1}, "user_id": "u1"})
+	require.Equal(t, 201, status)
+	best := map[string]apptest.Trips{"first PUT": first}
+	for i := range 4 {
+		status, tr := write("PUT", map[string]any{"state": map[string]any{"scene": i}, "user_id": "u1"})
+		require.Equal(t, 200, status)
+		if tr.Fewer(best["PUT"]) {
+			best["PUT"] = tr
+		}
+		status, tr = write("PATCH", map[string]any{"state": map[string]any{"take": i}})
+		require.Equal(t, 200, status)
+		if tr.Fewer(best["PATCH"]) {
+			best["PATCH"] = tr
+		}
+	}
+	for _, op := range []string{"PUT", "PATCH"} { // the first PUT is a cold call: not counted
+		tr := best[op]
+		t.Logf("%s: %d round trips, %d statements\n%s", op, len(tr), tr.Statements(), tr)
+		require.Len(t, tr, 1, "%s's round trips\n%s", op, tr)
+		stmts := tr[0]
+		require.True(t, strings.HasPrefix(stmts[len(stmts)-3], "INSERT INTO working_sessions") &&
+			strings.HasPrefix(stmts[len(stmts)-2], "INSERT INTO audit_log") && stmts[len(stmts)-1] == "COMMIT",
+			"%s: the durable copy, its audit record and COMMIT\n%s", op, tr)
+	}
+	owner := testenv.OwnerConn(t, s.DBURL)
+	var created, updated int
+	require.NoError(t, owner.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 201), count(*) FILTER (WHERE status = 200)
+		FROM audit_log WHERE org_id = 'state-trips' AND action IN ('put-session-state', 'patch-session-state')`).Scan(&created, &updated))
+	require.Equal(t, [2]int{1, 8}, [2]int{created, updated}, "one audit record per write, with the status it answered")
+
+	// The durable copy's upsert fails on the server: the request fails, and the state read
+	// next is the last committed one (restored from Postgres), not the version Redis took.
+	r := s.Do("GET", "/v1/sessions/edit/state", k, nil)
+	require.Equal(t, 200, r.Status, string(r.Body))
+	before := r.Map(t)
+	_, err := owner.Exec(ctx, `CREATE FUNCTION refuse_state() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'refused by the test'; END$$;
+		CREATE TRIGGER refuse_state BEFORE INSERT OR UPDATE ON working_sessions FOR EACH ROW EXECUTE FUNCTION refuse_state()`)
+	require.NoError(t, err)
+	r = s.Do("PATCH", "/v1/sessions/edit/state", k, map[string]any{"state": map[string]any{"take": 99}})
+	require.GreaterOrEqual(t, r.Status, 500, string(r.Body))
+	_, err = owner.Exec(ctx, `DROP TRIGGER refuse_state ON working_sessions`)
+	require.NoError(t, err)
+	r = s.Do("GET", "/v1/sessions/edit/state", k, nil)
+	require.Equal(t, 200, r.Status, string(r.Body))
+	after := r.Map(t)
+	require.Equal(t, before["version"], after["version"], "%s", r.Body)
+	require.Equal(t, before["state"], after["state"], "%s", r.Body)
+}
