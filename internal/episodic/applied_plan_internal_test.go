@@ -17,11 +17,12 @@ import (
 // (Store.Applied, GET /v1/jobs/{job}/applied) with the plan a connection settles on after
 // its first executions, built while the org held three events, then again once the org
 // holds 2,000 more in another job: they must not grow with the org's log (with the segments
-// joined to the events instead of read laterally: 8 buffers, then 34; laterally 13, then 17). The statement before this one took the view's segments as arrays and
-// joined them to the events; its generic plan looked the fingerprint up by (org,
-// fingerprint) over the org's whole index range, so its cost grew with the org's log (392
-// buffers for one lookup in a 28,002-event org against 9 now, on a load test's database).
-// Now each segment of the walk is read by (org, job, fingerprint) in a lateral subquery.
+// joined to the events instead of read laterally: 8 buffers, then 34; laterally 13, then
+// 17). The statement before this one took the view's segments as arrays and joined them to
+// the events; its generic plan looked the fingerprint up by (org, fingerprint) over the
+// org's whole index range, so its cost grew with the org's log (392 buffers for one lookup
+// in a 28,002-event org against 9 now, on a load test's database). Now each segment of the
+// walk is read by (org, job, fingerprint) in a lateral subquery.
 func TestAppliedReadsTheJobsIndexRange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

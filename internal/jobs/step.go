@@ -354,7 +354,7 @@ func (s *Store) PrepareStart(ctx context.Context, db pg.DBTX, org, jobID, stepID
 // lease length). An expired lease that nobody took over may still be extended: the token is
 // what counts.
 func (s *Store) Heartbeat(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, leaseSeconds int) (Step, error) {
-	return sendStepWrite(ctx, db)(s.PrepareHeartbeat(ctx, db, org, jobID, stepID, token, leaseSeconds))
+	return sendPrepared(ctx, db)(s.PrepareHeartbeat(ctx, db, org, jobID, stepID, token, leaseSeconds))
 }
 
 // PrepareHeartbeat is Heartbeat up to its write: it checks the input, takes the locks and
@@ -388,7 +388,7 @@ func (s *Store) PrepareHeartbeat(ctx context.Context, db pg.DBTX, org, jobID, st
 // Complete stores the step's result under the current token. Completing again with the same
 // token answers the step as stored (a retry after a lost response).
 func (s *Store) Complete(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, result json.RawMessage) (Step, error) {
-	return sendStepWrite(ctx, db)(s.PrepareComplete(ctx, db, org, jobID, stepID, token, result))
+	return sendPrepared(ctx, db)(s.PrepareComplete(ctx, db, org, jobID, stepID, token, result))
 }
 
 // PrepareComplete is Complete up to its write: it checks the input, takes the locks and
@@ -420,7 +420,7 @@ func (s *Store) PrepareComplete(ctx context.Context, db pg.DBTX, org, jobID, ste
 // claims it again) or manual_review (Start refuses until ClearStep). Failing again with the
 // same token and disposition answers the step as stored.
 func (s *Store) Fail(ctx context.Context, db pg.DBTX, org, jobID, stepID string, token int64, msg, disposition string) (Step, error) {
-	return sendStepWrite(ctx, db)(s.PrepareFail(ctx, db, org, jobID, stepID, token, msg, disposition))
+	return sendPrepared(ctx, db)(s.PrepareFail(ctx, db, org, jobID, stepID, token, msg, disposition))
 }
 
 // PrepareFail is Fail up to its write: it checks the input, takes the locks and
@@ -451,9 +451,9 @@ func (s *Store) PrepareFail(ctx context.Context, db pg.DBTX, org, jobID, stepID 
 		org, jobID, stepID, msg, disposition, now, token), nil
 }
 
-// sendStepWrite finishes a step operation from its Prepare method's results: the final
+// sendPrepared finishes a step operation from its Prepare method's results: the final
 // answer, or the write sent on db.
-func sendStepWrite(ctx context.Context, db pg.DBTX) func(Step, *StepWrite, error) (Step, error) {
+func sendPrepared(ctx context.Context, db pg.DBTX) func(Step, *StepWrite, error) (Step, error) {
 	return func(st Step, w *StepWrite, err error) (Step, error) {
 		if err != nil || w == nil {
 			return st, err

@@ -522,7 +522,7 @@ func (s *Store) checkTTL(d time.Duration) error {
 // Put replaces the state document. It reports whether this was the session's first state
 // document (201 Created). The Postgres half runs on tx, the request's transaction.
 func (s *Store) Put(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, error) {
-	return sendState(ctx, tx)(s.PreparePut(ctx, tx, org, session, w))
+	return sendPrepared(ctx, tx)(s.PreparePut(ctx, tx, org, session, w))
 }
 
 // PreparePut is Put with its Postgres half not yet sent: the document is in Redis, and the
@@ -545,7 +545,7 @@ func (s *Store) PreparePut(ctx context.Context, tx pg.DBTX, org, session string,
 // session has none). Without If-Match, a concurrent change is absorbed by re-reading and
 // re-applying the patch, so no update is lost.
 func (s *Store) Patch(ctx context.Context, tx pg.DBTX, org, session string, w Write) (State, bool, error) {
-	return sendState(ctx, tx)(s.PreparePatch(ctx, tx, org, session, w))
+	return sendPrepared(ctx, tx)(s.PreparePatch(ctx, tx, org, session, w))
 }
 
 // PreparePatch is Patch with its Postgres half not yet sent (see PreparePut).
@@ -707,8 +707,8 @@ func (p *Persist) Abandon(ctx context.Context) {
 	_ = dropIfScript.Run(context.WithoutCancel(ctx), p.s.rdb, []string{k.meta, k.turns}, p.version).Err()
 }
 
-// sendState finishes Put or Patch from its Prepare method's results: the upsert sent on tx.
-func sendState(ctx context.Context, tx pg.DBTX) func(State, bool, *Persist, error) (State, bool, error) {
+// sendPrepared finishes Put or Patch from its Prepare method's results: the upsert sent on tx.
+func sendPrepared(ctx context.Context, tx pg.DBTX) func(State, bool, *Persist, error) (State, bool, error) {
 	return func(st State, created bool, p *Persist, err error) (State, bool, error) {
 		if err != nil {
 			return State{}, false, err
