@@ -127,9 +127,17 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 	}
 	defer ac.Close(ctx)
 	if _, err := ac.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()); err != nil {
+		// A sibling replica created it concurrently: 42P04 (duplicate_database) when its
+		// CREATE committed before ours checked, 23505 on pg_database_datname_index when both
+		// passed the check. Either way the database exists once the winner commits: connect
+		// to be sure (a real failure of ours still says why).
 		var e *pgconn.PgError
-		if errors.As(err, &e) && e.Code == "42P04" { // created concurrently by a sibling replica
-			return nil
+		if errors.As(err, &e) && (e.Code == "42P04" || e.Code == "23505") {
+			c, cerr := pgx.ConnectConfig(ctx, cfg)
+			if cerr != nil {
+				return fmt.Errorf("database %q was created concurrently but does not answer: %w", cfg.Database, cerr)
+			}
+			return c.Close(ctx)
 		}
 		return fmt.Errorf("creating database %q: %w", cfg.Database, err)
 	}
