@@ -239,6 +239,7 @@ func (f *fixture) pathFor(op apiOp, missing bool) (string, []string) {
 		name := strings.Trim(m, "{}")
 		v, ok := f.ids[name]
 		if name == "id" {
+			ok = true // one of the fixture's ids below, unless none fits
 			switch {
 			case strings.HasPrefix(op.Path, "/v1/memories/"):
 				v = f.memID
