@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/apptest"
@@ -42,6 +43,13 @@ const (
 type restrictEntry struct {
 	expect string
 	body   func(f *restrictFixture) map[string]any
+	// orgContent: the answer may carry the org's own content that names no subject (the
+	// fixture's key names, org-level entities carry the marker too): only the subject's own
+	// texts are looked for.
+	orgContent bool
+	// absent: the fixture holds no such record (a summary, an extraction state): 403, or the
+	// answer an unknown record gets (404, an empty list), never data.
+	absent bool
 }
 
 type restrictFixture struct {
@@ -57,9 +65,11 @@ var restrictPolicy = map[string]restrictEntry{
 	// Working memory: sess-a is the subject's session.
 	"get-session-state": {expect: refuse}, "put-session-state": {expect: refuse}, "patch-session-state": {expect: refuse},
 	"delete-session": {expect: refuse}, "list-session-messages": {expect: refuse}, "pop-session-message": {expect: refuse},
-	"get-session-extraction": {expect: refuse}, "list-sessions": {expect: hide},
-	"post-session-message": {expect: store}, // a turn appended: new data; its answer is the turn's seq only
-	"get-session-summary":  {expect: refuse}, "list-session-summary-versions": {expect: refuse},
+	"get-session-extraction": {expect: refuse, absent: true}, "list-sessions": {expect: hide},
+	"post-session-message": {expect: store, body: func(*restrictFixture) map[string]any { // a turn appended: new data
+		return map[string]any{"role": "user", "content": "a new turn", "user_id": "user-a"}
+	}},
+	"get-session-summary": {expect: refuse, absent: true}, "list-session-summary-versions": {expect: refuse, absent: true},
 	"get-job-summary": {expect: refuse}, "list-job-summary-versions": {expect: refuse},
 	// Episodic log on the subject's job.
 	"append-events": {expect: refuse}, "list-events": {expect: refuse}, "event-applied": {expect: refuse}, "revert-event": {expect: refuse},
@@ -87,7 +97,7 @@ var restrictPolicy = map[string]restrictEntry{
 		return map[string]any{"session_id": "sess-a"}
 	}},
 	// Graph: the subject's entity; writes naming the subject are refused (not split).
-	"search-graph-entities": {expect: hide}, "resolve-graph-entity": {expect: refuse}, "get-graph-entity": {expect: refuse},
+	"search-graph-entities": {expect: hide, orgContent: true}, "resolve-graph-entity": {expect: refuse}, "get-graph-entity": {expect: refuse},
 	"delete-graph-entity": {expect: refuse}, "graph-neighbors": {expect: refuse}, "graph-entity-history": {expect: refuse},
 	"merge-graph-entity": {expect: refuse, body: func(f *restrictFixture) map[string]any { return map[string]any{"into": f.other} }},
 	"split-graph-entity": {expect: refuse},
@@ -103,7 +113,7 @@ var restrictPolicy = map[string]restrictEntry{
 	}},
 	"list-tools": {expect: unrelated},
 	// Admin and audit.
-	"create-key": {expect: unrelated}, "list-keys": {expect: unrelated}, "revoke-key": {expect: unrelated},
+	"create-key": {expect: unrelated}, "list-keys": {expect: unrelated, orgContent: true}, "revoke-key": {expect: unrelated, orgContent: true},
 	"create-webhook": {expect: unrelated}, "list-webhooks": {expect: unrelated}, "get-webhook": {expect: unrelated},
 	"update-webhook": {expect: unrelated}, "delete-webhook": {expect: unrelated}, "list-webhook-deliveries": {expect: unrelated},
 	"redeliver-webhook": {expect: unrelated}, "ping-webhook": {expect: unrelated}, "rotate-webhook-secret": {expect: unrelated},
@@ -135,7 +145,7 @@ func newRestrictFixture(t *testing.T, s *apptest.Server, org string) *restrictFi
 	do("PUT", "/v1/kv/ns-a/key-a", map[string]any{"value": M + "-2", "user_id": "user-a"}, 200)
 	do("PUT", "/v1/assets/asset-r", map[string]any{"uri": "s3://bucket/" + M, "user_id": "user-a"}, 201)
 	do("POST", "/v1/jobs/job-a/steps/step-a/complete", map[string]any{"fencing_token": 1, "result": map[string]any{"m": M}}, 200)
-	other := do("POST", "/v1/graph/entities", map[string]any{"name": "someone " + M, "user_id": "user-b"}, 201)
+	other := do("POST", "/v1/graph/entities", map[string]any{"name": "someone else", "user_id": "user-b"}, 201)
 	f.other = other["id"].(string)
 	f.ids["asset"] = "asset-r"
 	f.ids["thread_id"] = "job-a"
@@ -148,6 +158,18 @@ func newRestrictFixture(t *testing.T, s *apptest.Server, org string) *restrictFi
 // restrictRequest is op's call on the subject: the fixture's ids in the path, user-a in
 // every user_id the operation accepts (query or body), the entry's body when it has one.
 func (f *restrictFixture) restrictRequest(d *apiDoc, op apiOp, e restrictEntry) (string, any, []string) {
+	if strings.Contains(op.Path, "{id}") {
+		id := map[string]string{"/v1/memories/": f.memID, "/v1/graph/entities/": f.graphID, "/v1/admin/keys/": f.victimKey,
+			"/v1/admin/quarantines/": f.quarantine, "/v1/gdpr/erasures/": f.erasure}
+		for prefix, v := range id {
+			if strings.HasPrefix(op.Path, prefix) && v != "" {
+				op.Path = strings.Replace(op.Path, "{id}", v, 1)
+			}
+		}
+		if strings.Contains(op.Path, "/handoffs/{id}") {
+			op.Path = strings.Replace(op.Path, "{id}", "handoff-a", 1)
+		}
+	}
 	path, _ := f.pathFor(op, false)
 	if e.expect != compliance {
 		u, _ := url.Parse(path)
@@ -238,8 +260,9 @@ func TestMatrixRestrictionEveryEndpoint(t *testing.T) {
 	require.Empty(t, missing, "operations without an entry in restrictPolicy (matrix_restrict_test.go): add each, "+
 		"with what it must do for a restricted subject (docs/compliance.md)")
 
-	// Refused and hidden first, against one baseline: none of them may write anything.
-	order := map[string]int{refuse: 0, hide: 0, store: 1, unrelated: 2, compliance: 3}
+	// Refused first, then hidden, against one baseline: none of them may write anything
+	// (a hidden read's own audit record aside).
+	order := map[string]int{refuse: 0, hide: 1, store: 2, unrelated: 3, compliance: 4}
 	ops := append([]apiOp(nil), d.ops...)
 	sort.SliceStable(ops, func(i, j int) bool {
 		oi, oj := order[restrictPolicy[ops[i].ID].expect], order[restrictPolicy[ops[j].ID].expect]
@@ -248,7 +271,8 @@ func TestMatrixRestrictionEveryEndpoint(t *testing.T) {
 		}
 		return ops[i].ID == "restrict-subject" || ops[j].ID == "unrestrict-subject" // lifted last
 	})
-	before := snapshot(t, s.DBURL, f.org)
+	conn := testenv.OwnerConn(t, s.DBURL)
+	before := restrictSnapshot(t, conn, f.org)
 	redisBefore := redisState(t, s.Prefix, f.org, "sess-a")
 	for _, op := range ops {
 		e := restrictPolicy[op.ID]
@@ -259,11 +283,20 @@ func TestMatrixRestrictionEveryEndpoint(t *testing.T) {
 			t.Errorf("%s: 500: %s", what, r.Body)
 			continue
 		}
-		if e.expect != compliance && strings.Contains(string(r.Body), f.marker) {
-			t.Errorf("%s: the answer carries the restricted subject's data: %.300s", what, r.Body)
+		leaks := []string{f.marker}
+		if e.orgContent {
+			leaks = []string{"memory " + f.marker, "entity " + f.marker, f.marker + "-"}
+		}
+		for _, l := range leaks {
+			if e.expect != compliance && strings.Contains(string(r.Body), l) {
+				t.Errorf("%s: the answer carries the restricted subject's data: %.300s", what, r.Body)
+			}
 		}
 		switch e.expect {
 		case refuse:
+			if e.absent && (r.Status == 404 || strings.TrimSpace(string(r.Body)) == `{"items":[]}`) {
+				break
+			}
 			if r.Status != 403 || !strings.Contains(string(r.Body), "Art. 18") {
 				t.Errorf("%s: want the Art. 18 403, got %d: %.300s", what, r.Status, r.Body)
 			}
@@ -281,7 +314,11 @@ func TestMatrixRestrictionEveryEndpoint(t *testing.T) {
 			}
 		}
 		if e.expect == refuse || e.expect == hide {
-			if after := snapshot(t, s.DBURL, f.org); !assertSame(t, before, after) {
+			after := restrictSnapshot(t, conn, f.org)
+			if e.expect == hide { // an audited read: its own success record
+				after["audit_log"] = before["audit_log"]
+			}
+			if !assertSame(t, before, after) {
 				t.Errorf("%s wrote rows while the subject is restricted", what)
 				before = after
 			}
@@ -303,4 +340,34 @@ func assertSame(t *testing.T, before, after map[string]string) bool {
 		}
 	}
 	return same
+}
+
+// restrictSnapshot is snapshot (on one connection) with the audit log as its count of
+// success records: a refused request may leave its 403 in the log, never a success.
+func restrictSnapshot(t *testing.T, conn *pgx.Conn, org string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := conn.Query(ctx, `SELECT c.table_name FROM information_schema.columns c
+		JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+		WHERE c.table_schema = 'public' AND c.column_name = 'org_id' AND t.table_type = 'BASE TABLE'
+		  AND NOT EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = ('public.' || quote_ident(c.table_name))::regclass AND k.relispartition)
+		ORDER BY 1`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, tbl := range tables {
+		var fp string
+		switch tbl {
+		case "audit_chain_heads", "webhook_cursors":
+			continue // moved in the background
+		case "audit_log":
+			require.NoError(t, conn.QueryRow(ctx, `SELECT count(*)::text FROM audit_log WHERE org_id = $1 AND status < 400`, org).Scan(&fp))
+		default:
+			require.NoError(t, conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*)::text || ':' || md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))
+				FROM %s t WHERE org_id = $1`, tbl), org).Scan(&fp))
+		}
+		out[tbl] = fp
+	}
+	return out
 }
