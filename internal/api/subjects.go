@@ -18,6 +18,10 @@ type ItemFilter interface {
 // ScopeNamer exposes the user of a search's scope so that the wrapper can clear it.
 type ScopeNamer interface{ ScopeUser() *string }
 
+// ScopeDropper is a ScopeNamer told when its user was dropped (a search whose meaning
+// changes without the user, e.g. a filter on it, answers nothing then).
+type ScopeDropper interface{ ScopeUserDropped() }
+
 // Subject namers of the shared inputs.
 
 func (q ScopeQuery) SubjectUsers() []string { return []string{q.UserID} }

@@ -86,7 +86,9 @@ var restrictPolicy = map[string]restrictEntry{
 	"create-memory": {expect: store}, "create-memories": {expect: store, body: func(f *restrictFixture) map[string]any {
 		return map[string]any{"memories": []map[string]any{{"text": "a new fact", "user_id": "user-a"}}}
 	}},
-	"search-memories": {expect: hide}, "similar-jobs": {expect: hide}, "list-memories": {expect: hide},
+	"search-memories": {expect: hide, body: func(*restrictFixture) map[string]any { // a filter on the user: never widened
+		return map[string]any{"query": "memory", "user_id": "user-a", "scope_match": "filter"}
+	}}, "similar-jobs": {expect: hide}, "list-memories": {expect: hide},
 	"get-memory": {expect: refuse}, "update-memory": {expect: refuse, body: func(*restrictFixture) map[string]any {
 		return map[string]any{"importance": 0.6}
 	}},

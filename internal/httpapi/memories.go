@@ -114,6 +114,11 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 }
 
 func (s *Server) searchMemories(ctx context.Context, r *Request, in *api.SearchInput) (*api.SearchOutput, error) {
+	if in.FiltersOutRestricted() { // only a restricted subject's memories could match (Art. 18)
+		out := &api.SearchOutput{}
+		out.Body.Items = []semantic.Result{}
+		return out, nil
+	}
 	b := in.Body
 	q, err := searchRequest(r, b).Query(s.space)
 	if err != nil {

@@ -127,6 +127,9 @@ func (g subjectGuard) before(ctx context.Context, s *Server, r *Request, in any)
 		}
 		if restricted {
 			*u = ""
+			if d, ok := in.(api.ScopeDropper); ok {
+				d.ScopeUserDropped()
+			}
 		}
 	}
 	return nil

@@ -43,7 +43,7 @@ func TestMCPToolsRestrictedSubject(t *testing.T) {
 		{"forget", map[string]any{"id": mem["id"]}},
 		{"start_step", map[string]any{"job": "job-r", "step": "cut", "owner": "someone-else"}},
 		{"complete_step", map[string]any{"job": "job-r", "step": "cut", "fencing_token": st["fencing_token"], "result": map[string]any{}}},
-		{"fail_step", map[string]any{"job": "job-r", "step": "cut", "fencing_token": st["fencing_token"], "error": "x"}},
+		{"fail_step", map[string]any{"job": "job-r", "step": "cut", "fencing_token": st["fencing_token"], "error": "x", "disposition": "retryable"}},
 		{"save_checkpoint", map[string]any{"job": "job-r", "if_match": 0, "next_action": "x"}},
 		{"handoff", map[string]any{"job": "job-r", "id": "h2", "from": "a", "to": "b"}},
 		{"ack_handoff", map[string]any{"job": "job-r", "id": "h1", "agent_id": "b"}},
