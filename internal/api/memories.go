@@ -92,7 +92,21 @@ type SearchBody struct {
 	IncludeQuarantined bool                  `json:"include_quarantined,omitempty" doc:"Admin keys only: include versions held by an active quarantine (excluded by default)."`
 }
 
-type SearchInput struct{ Body SearchBody }
+type SearchInput struct {
+	Body SearchBody
+	// userDropped: the wrapper dropped a restricted user from the scope (ScopeUserDropped).
+	userDropped bool
+}
+
+// ScopeUserDropped implements ScopeDropper.
+func (in *SearchInput) ScopeUserDropped() { in.userDropped = true }
+
+// FiltersOutRestricted reports whether the search can only answer nothing: it filtered on
+// a user (scope_match filter: only that user's memories) whom the wrapper dropped as
+// restricted — without the user the filter would widen to everyone's.
+func (in *SearchInput) FiltersOutRestricted() bool {
+	return in.userDropped && in.Body.ScopeMatch == "filter"
+}
 
 type SearchOutput struct {
 	Body struct {

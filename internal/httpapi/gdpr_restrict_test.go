@@ -188,3 +188,70 @@ func TestGDPRLogsAndMetricsCarryNoContent(t *testing.T) {
 		require.NotContains(t, string(metrics), needle)
 	}
 }
+
+// TestGDPRRestrictionWritesStoreNewOnly: while a subject is restricted (Art. 18(2)), writes
+// that only add new data for them are stored — a new job, session, key-value entry, asset,
+// memory — and are restricted like the rest; a memory write that finds a stored duplicate
+// of theirs (single or in a batch) is refused and changes nothing; the attack,
+// PATCH {"importance":0.6} on their memory, gets the 403 without the text.
+func TestGDPRRestrictionWritesStoreNewOnly(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.NoAutoConsolidation())
+	agent := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	const u, marker = "user-w", "WMARKER93"
+	r := s.Do("POST", "/v1/memories", agent, map[string]any{"text": marker + " likes long walks", "user_id": u})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	mem := r.Map(t)
+	require.Equal(t, 201, s.Do("POST", "/v1/gdpr/restrictions/"+u, comp, nil).Status)
+
+	r = s.Do("PATCH", "/v1/memories/"+mem["id"].(string), agent, map[string]any{"importance": 0.6})
+	requireProblem(t, r, 403, "")
+	require.Contains(t, string(r.Body), "Art. 18")
+	require.NotContains(t, string(r.Body), marker)
+
+	for _, c := range []struct{ method, path, read string }{
+		{"PUT", "/v1/jobs/w-new-job", "/v1/jobs/w-new-job"},
+		{"PUT", "/v1/sessions/w-new-sess/state", "/v1/sessions/w-new-sess/state"},
+		{"PUT", "/v1/kv/prefs/w-new-key", "/v1/kv/prefs/w-new-key?user_id=" + u},
+		{"PUT", "/v1/assets/w-new-asset", "/v1/assets/w-new-asset"},
+	} {
+		var body map[string]any
+		switch {
+		case strings.HasPrefix(c.path, "/v1/jobs/"):
+			body = map[string]any{"user_id": u, "goal": "new goal"}
+		case strings.HasPrefix(c.path, "/v1/sessions/"):
+			body = map[string]any{"user_id": u, "state": map[string]any{"a": 1}}
+		case strings.HasPrefix(c.path, "/v1/kv/"):
+			body = map[string]any{"user_id": u, "value": 1}
+		case strings.HasPrefix(c.path, "/v1/assets/"):
+			body = map[string]any{"user_id": u, "uri": "s3://b/new"}
+		}
+		r := s.Do(c.method, c.path, agent, body)
+		require.Equalf(t, 201, r.Status, "%s %s: new data for a restricted subject is stored: %s", c.method, c.path, r.Body)
+		require.NotContains(t, string(r.Body), marker)
+		require.Equalf(t, 403, s.Do("GET", c.read, agent, nil).Status, "%s: the new data is restricted like the rest", c.read)
+		// Writing over it now acts on the subject's stored data: refused.
+		require.Equalf(t, 403, s.Do(c.method, c.path, agent, body).Status, "%s %s again", c.method, c.path)
+	}
+	r = s.Do("POST", "/v1/memories", agent, map[string]any{"text": "a new fact", "user_id": u})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+
+	// A duplicate of the stored memory would update it and answer with it.
+	r = s.Do("POST", "/v1/memories", agent, map[string]any{"text": marker + " likes long walks", "user_id": u, "importance": 0.9})
+	requireProblem(t, r, 403, "")
+	require.NotContains(t, string(r.Body), marker)
+	r = s.Do("POST", "/v1/memories/batch", agent, map[string]any{"memories": []map[string]any{
+		{"text": "another new fact", "user_id": u}, {"text": marker + " likes long walks", "user_id": u, "pinned": true}}})
+	requireProblem(t, r, 403, "")
+	require.NotContains(t, string(r.Body), marker)
+
+	require.Equal(t, 200, s.Do("DELETE", "/v1/gdpr/restrictions/"+u, comp, nil).Status)
+	got := s.Do("GET", "/v1/memories/"+mem["id"].(string), agent, nil).Map(t)
+	require.EqualValues(t, mem["version"], got["version"], "the stored memory is unchanged")
+	require.EqualValues(t, 0.5, got["importance"])
+	require.Equal(t, false, got["pinned"])
+	r = s.Do("GET", "/v1/memories?user_id="+u+"&limit=100", agent, nil)
+	require.Equal(t, 200, r.Status)
+	require.NotContains(t, string(r.Body), "another new fact", "the refused batch stored nothing")
+}

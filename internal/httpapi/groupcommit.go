@@ -12,6 +12,7 @@ import (
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/auth"
 	"github.com/strata-mem/strata/internal/episodic"
+	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/groupcommit"
 	"github.com/strata-mem/strata/internal/idempotency"
 )
@@ -34,6 +35,11 @@ func (s *Server) serveGroupedAppend(w http.ResponseWriter, r *http.Request, p au
 	}
 	item, ok := s.Events.NewGroupItem(chi.URLParam(r, "job"), evs)
 	if !ok {
+		return false
+	}
+	// An append acts on its job: a restricted subject's job goes the single-request path,
+	// which refuses it (ActsOnSubjectData). No round trip for an org that restricts nobody.
+	if s.Restrictions.RefuseTargets(r.Context(), nil, p.OrgID, gdpr.Targets{Jobs: []string{chi.URLParam(r, "job")}}) != nil {
 		return false
 	}
 	entry, err := s.auditEntry(r.Context(), r, p, http.StatusCreated, body)

@@ -57,10 +57,23 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
 		return nil, err
 	}
+	// A restricted subject's new memory is stored (Art. 18(2)), but nothing acts on what they
+	// had stored: a duplicate would update the stored memory and answer with it, and a
+	// graph extraction would resolve against their entities. Both are refused, the write
+	// in the request's transaction (not committed in its own trip) so that it rolls back.
+	restricted := false
+	if b.UserID != "" {
+		if restricted, err = s.Restrictions.Restricted(ctx, r.sess, r.Org, b.UserID); err != nil {
+			return nil, err
+		}
+		if restricted && b.Graph {
+			return nil, strata.ErrRestricted
+		}
+	}
 	var m semantic.Memory
 	var dedup *semantic.Dedup
 	var rider func(arg func(any) string) string
-	if !b.Graph { // a graph's extraction runs after the write, in its transaction
+	if !b.Graph && !restricted { // a graph's extraction runs after the write, in its transaction
 		rider = s.tripAudit(ctx, r)
 	}
 	if rider != nil {
@@ -77,6 +90,9 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 		m, dedup = op.Result()
 	} else if m, dedup, err = s.Memories.Create(ctx, r.Tx, n); err != nil {
 		return nil, err
+	}
+	if restricted && dedup != nil {
+		return nil, strata.ErrRestricted
 	}
 	status := http.StatusCreated
 	if dedup != nil {
@@ -98,6 +114,11 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 }
 
 func (s *Server) searchMemories(ctx context.Context, r *Request, in *api.SearchInput) (*api.SearchOutput, error) {
+	if in.FiltersOutRestricted() { // only a restricted subject's memories could match (Art. 18)
+		out := &api.SearchOutput{}
+		out.Body.Items = []semantic.Result{}
+		return out, nil
+	}
 	b := in.Body
 	q, err := searchRequest(r, b).Query(s.space)
 	if err != nil {

@@ -46,6 +46,18 @@ func (s *Server) createMemories(ctx context.Context, r *Request, in *api.CreateM
 	if err != nil {
 		return nil, err
 	}
+	// New memories of a restricted subject are stored (Art. 18(2)); an item that found a
+	// stored duplicate of theirs acted on it and would answer with it: the batch is
+	// refused and rolls back.
+	var dupUsers []string
+	for k, rr := range res {
+		if rr.Dedup != nil && rr.DuplicateOf < 0 {
+			dupUsers = append(dupUsers, news[k].Scope.UserID)
+		}
+	}
+	if err := s.Restrictions.Refuse(ctx, r.sess, r.Org, dupUsers...); err != nil {
+		return nil, err
+	}
 	for k, rr := range res {
 		item := &out.Body.Items[at[k]]
 		m := rr.Memory

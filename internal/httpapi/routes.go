@@ -83,24 +83,24 @@ func (s *Server) routes() {
 		handle(s, complianceRoles, api.OpExportAudit, NoSubjectData, s.exportAudit) // GET /v1/audit/export
 
 		// Key-value memory (keyvalue.go).
-		handle(s, agentRoles, api.OpPutKv, NoSubjectData, s.putKv)         // PUT /v1/kv/{namespace}/{key}
-		handle(s, agentRoles, api.OpGetKv, SubjectData, s.getKv)           // GET /v1/kv/{namespace}/{key}
-		handle(s, agentRoles, api.OpDeleteKv, NoSubjectData, s.deleteKv)   // DELETE /v1/kv/{namespace}/{key}
-		handle(s, agentRoles, api.OpKvHistory, SubjectData, s.kvHistory)   // GET /v1/kv/{namespace}/{key}/history
-		handle(s, agentRoles, api.OpRestoreKv, NoSubjectData, s.restoreKv) // POST /v1/kv/{namespace}/{key}/restore
-		handle(s, agentRoles, api.OpListKv, SubjectData, s.listKv)         // GET /v1/kv/{namespace}
-		handle(s, agentRoles, api.OpBatchGetKv, SubjectData, s.batchGetKv) // POST /v1/kv/{namespace}/batch-get
+		handle(s, agentRoles, api.OpPutKv, ActsOnSubjectData, s.putKv)         // PUT /v1/kv/{namespace}/{key}
+		handle(s, agentRoles, api.OpGetKv, SubjectData, s.getKv)               // GET /v1/kv/{namespace}/{key}
+		handle(s, agentRoles, api.OpDeleteKv, ActsOnSubjectData, s.deleteKv)   // DELETE /v1/kv/{namespace}/{key}
+		handle(s, agentRoles, api.OpKvHistory, SubjectData, s.kvHistory)       // GET /v1/kv/{namespace}/{key}/history
+		handle(s, agentRoles, api.OpRestoreKv, ActsOnSubjectData, s.restoreKv) // POST /v1/kv/{namespace}/{key}/restore
+		handle(s, agentRoles, api.OpListKv, SubjectData, s.listKv)             // GET /v1/kv/{namespace}
+		handle(s, agentRoles, api.OpBatchGetKv, SubjectData, s.batchGetKv)     // POST /v1/kv/{namespace}/batch-get
 
 		// Working memory: session state and turns (working.go).
-		handle(s, agentRoles, api.OpPutSessionState, NoSubjectData, s.putSessionState)       // PUT /v1/sessions/{session}/state
-		handle(s, agentRoles, api.OpPatchSessionState, NoSubjectData, s.patchSessionState)   // PATCH /v1/sessions/{session}/state
-		handle(s, agentRoles, api.OpGetSessionState, SubjectData, s.getSessionState)         // GET /v1/sessions/{session}/state
-		handle(s, agentRoles, api.OpDeleteSession, NoSubjectData, s.deleteSession)           // DELETE /v1/sessions/{session}/state
-		handle(s, agentRoles, api.OpPostSessionMessage, NoSubjectData, s.postSessionMessage) // POST /v1/sessions/{session}/messages
-		handle(s, agentRoles, api.OpListSessionMessages, SubjectData, s.listSessionMessages) // GET /v1/sessions/{session}/messages
-		handle(s, agentRoles, api.OpPopSessionMessage, SubjectData, s.popSessionMessage)     // POST /v1/sessions/{session}/messages/pop
-		handle(s, agentRoles, api.OpSessionExtraction, SubjectData, s.sessionExtraction)     // GET /v1/sessions/{session}/extraction
-		handle(s, agentRoles, api.OpListSessions, FilteredSubjectData, s.listSessions)       // GET /v1/sessions
+		handle(s, agentRoles, api.OpPutSessionState, ActsOnSubjectData, s.putSessionState)     // PUT /v1/sessions/{session}/state
+		handle(s, agentRoles, api.OpPatchSessionState, ActsOnSubjectData, s.patchSessionState) // PATCH /v1/sessions/{session}/state
+		handle(s, agentRoles, api.OpGetSessionState, SubjectData, s.getSessionState)           // GET /v1/sessions/{session}/state
+		handle(s, agentRoles, api.OpDeleteSession, ActsOnSubjectData, s.deleteSession)         // DELETE /v1/sessions/{session}/state
+		handle(s, agentRoles, api.OpPostSessionMessage, NoSubjectData, s.postSessionMessage)   // POST /v1/sessions/{session}/messages
+		handle(s, agentRoles, api.OpListSessionMessages, SubjectData, s.listSessionMessages)   // GET /v1/sessions/{session}/messages
+		handle(s, agentRoles, api.OpPopSessionMessage, ActsOnSubjectData, s.popSessionMessage) // POST /v1/sessions/{session}/messages/pop
+		handle(s, agentRoles, api.OpSessionExtraction, SubjectData, s.sessionExtraction)       // GET /v1/sessions/{session}/extraction
+		handle(s, agentRoles, api.OpListSessions, FilteredSubjectData, s.listSessions)         // GET /v1/sessions
 
 		// Rolling summaries of sessions and long jobs (summaries.go).
 		handle(s, agentRoles, api.OpSessionSummary, SubjectData, s.sessionSummary)                 // GET /v1/sessions/{session}/summary
@@ -109,10 +109,10 @@ func (s *Server) routes() {
 		handle(s, agentRoles, api.OpJobSummaryVersions, JobSubjectData, s.jobSummaryVersions)      // GET /v1/jobs/{job}/summary/versions
 
 		// Episodic log (episodic.go).
-		handle(s, agentRoles, api.OpAppendEvents, NoSubjectData, s.appendEvents)  // POST /v1/jobs/{job}/events
-		handle(s, agentRoles, api.OpListEvents, JobSubjectData, s.listEvents)     // GET /v1/jobs/{job}/events
-		handle(s, agentRoles, api.OpEventApplied, JobSubjectData, s.eventApplied) // GET /v1/jobs/{job}/applied
-		handle(s, agentRoles, api.OpRevertEvent, NoSubjectData, s.revertEvent)    // POST /v1/jobs/{job}/events/{seq}/revert
+		handle(s, agentRoles, api.OpAppendEvents, ActsOnSubjectData, s.appendEvents) // POST /v1/jobs/{job}/events
+		handle(s, agentRoles, api.OpListEvents, JobSubjectData, s.listEvents)        // GET /v1/jobs/{job}/events
+		handle(s, agentRoles, api.OpEventApplied, JobSubjectData, s.eventApplied)    // GET /v1/jobs/{job}/applied
+		handle(s, agentRoles, api.OpRevertEvent, ActsOnSubjectData, s.revertEvent)   // POST /v1/jobs/{job}/events/{seq}/revert
 		// The raw body of an append is documented as what it is: an event or an array of events.
 		if pi := s.api.OpenAPI().Paths["/v1/jobs/{job}/events"]; pi != nil && pi.Post != nil && pi.Post.RequestBody != nil {
 			pi.Post.RequestBody.Required = true
@@ -121,69 +121,69 @@ func (s *Server) routes() {
 		}
 
 		// Assets (assets.go).
-		handle(s, agentRoles, api.OpPutAsset, NoSubjectData, s.putAsset)                 // PUT /v1/assets/{asset}
-		handle(s, agentRoles, api.OpGetAsset, SubjectData, s.getAsset)                   // GET /v1/assets/{asset}
-		handle(s, agentRoles, api.OpAddAssetVersion, NoSubjectData, s.addAssetVersion)   // POST /v1/assets/{asset}/versions
-		handle(s, agentRoles, api.OpListAssetVersions, SubjectData, s.listAssetVersions) // GET /v1/assets/{asset}/versions
+		handle(s, agentRoles, api.OpPutAsset, ActsOnSubjectData, s.putAsset)               // PUT /v1/assets/{asset}
+		handle(s, agentRoles, api.OpGetAsset, SubjectData, s.getAsset)                     // GET /v1/assets/{asset}
+		handle(s, agentRoles, api.OpAddAssetVersion, ActsOnSubjectData, s.addAssetVersion) // POST /v1/assets/{asset}/versions
+		handle(s, agentRoles, api.OpListAssetVersions, SubjectData, s.listAssetVersions)   // GET /v1/assets/{asset}/versions
 
 		// Durable jobs: records, checkpoints, steps, resume, handoffs (jobs.go).
-		handle(s, agentRoles, api.OpPutJob, NoSubjectData, s.putJob)                    // PUT /v1/jobs/{job}
-		handle(s, agentRoles, api.OpGetJob, SubjectData, s.getJob)                      // GET /v1/jobs/{job}
-		handle(s, agentRoles, api.OpListJobs, FilteredSubjectData, s.listJobs)          // GET /v1/jobs
-		handle(s, agentRoles, api.OpCompleteJob, NoSubjectData, s.completeJob)          // POST /v1/jobs/{job}/complete
-		handle(s, agentRoles, api.OpPutCheckpoint, NoSubjectData, s.putCheckpoint)      // PUT /v1/jobs/{job}/checkpoint
-		handle(s, agentRoles, api.OpListCheckpoints, JobSubjectData, s.listCheckpoints) // GET /v1/jobs/{job}/checkpoints
-		handle(s, agentRoles, api.OpGetCheckpoint, JobSubjectData, s.getCheckpoint)     // GET /v1/jobs/{job}/checkpoints/{version}
-		handle(s, agentRoles, api.OpForkCheckpoint, NoSubjectData, s.forkCheckpoint)    // POST /v1/jobs/{job}/checkpoints/{version}/fork
-		handle(s, agentRoles, api.OpStartStep, NoSubjectData, s.startStep)              // POST /v1/jobs/{job}/steps/{step}/start
-		handle(s, agentRoles, api.OpHeartbeatStep, NoSubjectData, s.heartbeatStep)      // POST /v1/jobs/{job}/steps/{step}/heartbeat
-		handle(s, agentRoles, api.OpCompleteStep, NoSubjectData, s.completeStep)        // POST /v1/jobs/{job}/steps/{step}/complete
-		handle(s, agentRoles, api.OpFailStep, NoSubjectData, s.failStep)                // POST /v1/jobs/{job}/steps/{step}/fail
-		handle(s, adminRoles, api.OpClearStep, NoSubjectData, s.clearStep)              // POST /v1/jobs/{job}/steps/{step}/clear
-		handle(s, agentRoles, api.OpGetStep, JobSubjectData, s.getStep)                 // GET /v1/jobs/{job}/steps/{step}
-		handle(s, agentRoles, api.OpListSteps, JobSubjectData, s.listSteps)             // GET /v1/jobs/{job}/steps
-		handle(s, agentRoles, api.OpListAttempts, JobSubjectData, s.listAttempts)       // GET /v1/jobs/{job}/steps/{step}/attempts
-		handle(s, agentRoles, api.OpResumeJob, SubjectData, s.resumeJob)                // GET /v1/jobs/{job}/resume
-		handle(s, agentRoles, api.OpCreateHandoff, NoSubjectData, s.createHandoff)      // POST /v1/jobs/{job}/handoffs
-		handle(s, agentRoles, api.OpListHandoffs, JobSubjectData, s.listHandoffs)       // GET /v1/jobs/{job}/handoffs
-		handle(s, agentRoles, api.OpAckHandoff, NoSubjectData, s.ackHandoff)            // POST /v1/jobs/{job}/handoffs/{id}/ack
+		handle(s, agentRoles, api.OpPutJob, ActsOnSubjectData, s.putJob)                 // PUT /v1/jobs/{job}
+		handle(s, agentRoles, api.OpGetJob, SubjectData, s.getJob)                       // GET /v1/jobs/{job}
+		handle(s, agentRoles, api.OpListJobs, FilteredSubjectData, s.listJobs)           // GET /v1/jobs
+		handle(s, agentRoles, api.OpCompleteJob, ActsOnSubjectData, s.completeJob)       // POST /v1/jobs/{job}/complete
+		handle(s, agentRoles, api.OpPutCheckpoint, ActsOnSubjectData, s.putCheckpoint)   // PUT /v1/jobs/{job}/checkpoint
+		handle(s, agentRoles, api.OpListCheckpoints, JobSubjectData, s.listCheckpoints)  // GET /v1/jobs/{job}/checkpoints
+		handle(s, agentRoles, api.OpGetCheckpoint, JobSubjectData, s.getCheckpoint)      // GET /v1/jobs/{job}/checkpoints/{version}
+		handle(s, agentRoles, api.OpForkCheckpoint, ActsOnSubjectData, s.forkCheckpoint) // POST /v1/jobs/{job}/checkpoints/{version}/fork
+		handle(s, agentRoles, api.OpStartStep, ActsOnSubjectData, s.startStep)           // POST /v1/jobs/{job}/steps/{step}/start
+		handle(s, agentRoles, api.OpHeartbeatStep, ActsOnSubjectData, s.heartbeatStep)   // POST /v1/jobs/{job}/steps/{step}/heartbeat
+		handle(s, agentRoles, api.OpCompleteStep, ActsOnSubjectData, s.completeStep)     // POST /v1/jobs/{job}/steps/{step}/complete
+		handle(s, agentRoles, api.OpFailStep, ActsOnSubjectData, s.failStep)             // POST /v1/jobs/{job}/steps/{step}/fail
+		handle(s, adminRoles, api.OpClearStep, ActsOnSubjectData, s.clearStep)           // POST /v1/jobs/{job}/steps/{step}/clear
+		handle(s, agentRoles, api.OpGetStep, JobSubjectData, s.getStep)                  // GET /v1/jobs/{job}/steps/{step}
+		handle(s, agentRoles, api.OpListSteps, JobSubjectData, s.listSteps)              // GET /v1/jobs/{job}/steps
+		handle(s, agentRoles, api.OpListAttempts, JobSubjectData, s.listAttempts)        // GET /v1/jobs/{job}/steps/{step}/attempts
+		handle(s, agentRoles, api.OpResumeJob, SubjectData, s.resumeJob)                 // GET /v1/jobs/{job}/resume
+		handle(s, agentRoles, api.OpCreateHandoff, ActsOnSubjectData, s.createHandoff)   // POST /v1/jobs/{job}/handoffs
+		handle(s, agentRoles, api.OpListHandoffs, JobSubjectData, s.listHandoffs)        // GET /v1/jobs/{job}/handoffs
+		handle(s, agentRoles, api.OpAckHandoff, ActsOnSubjectData, s.ackHandoff)         // POST /v1/jobs/{job}/handoffs/{id}/ack
 
 		// Semantic memory (memories.go).
-		handle(s, agentRoles, api.OpCreateMemory, NoSubjectData, s.createMemory)         // POST /v1/memories
-		handle(s, agentRoles, api.OpCreateMemories, NoSubjectData, s.createMemories)     // POST /v1/memories/batch
-		handle(s, agentRoles, api.OpSearchMemories, ScopedSubjectData, s.searchMemories) // POST /v1/memories/search
-		handle(s, agentRoles, api.OpSimilarJobs, ScopedSubjectData, s.similarJobs)       // POST /v1/jobs/similar
-		handle(s, agentRoles, api.OpListMemories, FilteredSubjectData, s.listMemories)   // GET /v1/memories
-		handle(s, agentRoles, api.OpGetMemory, SubjectData, s.getMemory)                 // GET /v1/memories/{id}
-		handle(s, agentRoles, api.OpUpdateMemory, NoSubjectData, s.updateMemory)         // PATCH /v1/memories/{id}
-		handle(s, agentRoles, api.OpDeleteMemory, NoSubjectData, s.deleteMemory)         // DELETE /v1/memories/{id}
-		handle(s, agentRoles, api.OpMemoryHistory, SubjectData, s.memoryHistory)         // GET /v1/memories/{id}/history
-		handle(s, agentRoles, api.OpVerifyMemory, NoSubjectData, s.verifyMemory)         // POST /v1/memories/{id}/verify
-		handle(s, agentRoles, api.OpMemoryRetrievals, SubjectData, s.memoryRetrievals)   // GET /v1/memories/{id}/retrievals
-		handle(s, agentRoles, api.OpExtractMemories, NoSubjectData, s.extractMemories)   // POST /v1/memories/extract
-		handle(s, agentRoles, api.OpMemoryProvenance, SubjectData, s.memoryProvenance)   // GET /v1/memories/{id}/provenance
+		handle(s, agentRoles, api.OpCreateMemory, NoSubjectData, s.createMemory)           // POST /v1/memories
+		handle(s, agentRoles, api.OpCreateMemories, NoSubjectData, s.createMemories)       // POST /v1/memories/batch
+		handle(s, agentRoles, api.OpSearchMemories, ScopedSubjectData, s.searchMemories)   // POST /v1/memories/search
+		handle(s, agentRoles, api.OpSimilarJobs, ScopedSubjectData, s.similarJobs)         // POST /v1/jobs/similar
+		handle(s, agentRoles, api.OpListMemories, FilteredSubjectData, s.listMemories)     // GET /v1/memories
+		handle(s, agentRoles, api.OpGetMemory, SubjectData, s.getMemory)                   // GET /v1/memories/{id}
+		handle(s, agentRoles, api.OpUpdateMemory, ActsOnSubjectData, s.updateMemory)       // PATCH /v1/memories/{id}
+		handle(s, agentRoles, api.OpDeleteMemory, ActsOnSubjectData, s.deleteMemory)       // DELETE /v1/memories/{id}
+		handle(s, agentRoles, api.OpMemoryHistory, SubjectData, s.memoryHistory)           // GET /v1/memories/{id}/history
+		handle(s, agentRoles, api.OpVerifyMemory, ActsOnSubjectData, s.verifyMemory)       // POST /v1/memories/{id}/verify
+		handle(s, agentRoles, api.OpMemoryRetrievals, SubjectData, s.memoryRetrievals)     // GET /v1/memories/{id}/retrievals
+		handle(s, agentRoles, api.OpExtractMemories, ActsOnSubjectData, s.extractMemories) // POST /v1/memories/extract
+		handle(s, agentRoles, api.OpMemoryProvenance, SubjectData, s.memoryProvenance)     // GET /v1/memories/{id}/provenance
 
 		// Graph memory: entities and relations with time (graph.go, docs/graph.md). The reads
 		// by id are CheckedByHandler: the tier leaves restricted subjects' entities and
 		// relations out of every answer and refuses a start among them, from the org's
 		// restricted set (graphHide), in the same statements that read the graph.
 		handle(s, agentRoles, api.OpSearchGraphEntities, ScopedSubjectData, s.searchGraphEntities) // GET /v1/graph/entities
-		handle(s, agentRoles, api.OpResolveGraphEntity, NoSubjectData, s.resolveGraphEntity)       // POST /v1/graph/entities
+		handle(s, agentRoles, api.OpResolveGraphEntity, ActsOnSubjectData, s.resolveGraphEntity)   // POST /v1/graph/entities
 		handle(s, agentRoles, api.OpGetGraphEntity, CheckedByHandler, s.getGraphEntity)            // GET /v1/graph/entities/{id}
-		handle(s, agentRoles, api.OpDeleteGraphEntity, NoSubjectData, s.deleteGraphEntity)         // DELETE /v1/graph/entities/{id}
+		handle(s, agentRoles, api.OpDeleteGraphEntity, ActsOnSubjectData, s.deleteGraphEntity)     // DELETE /v1/graph/entities/{id}
 		handle(s, agentRoles, api.OpGraphNeighbors, CheckedByHandler, s.graphNeighbors)            // GET /v1/graph/entities/{id}/neighbors
 		handle(s, agentRoles, api.OpGraphHistory, CheckedByHandler, s.graphHistory)                // GET /v1/graph/entities/{id}/history
-		handle(s, adminRoles, api.OpMergeGraphEntity, NoSubjectData, s.mergeGraphEntity)           // POST /v1/graph/entities/{id}/merge
-		handle(s, adminRoles, api.OpSplitGraphEntity, NoSubjectData, s.splitGraphEntity)           // POST /v1/graph/entities/{id}/split
-		handle(s, agentRoles, api.OpAddGraphRelation, NoSubjectData, s.addGraphRelation)           // POST /v1/graph/relations
+		handle(s, adminRoles, api.OpMergeGraphEntity, ActsOnSubjectData, s.mergeGraphEntity)       // POST /v1/graph/entities/{id}/merge
+		handle(s, adminRoles, api.OpSplitGraphEntity, ActsOnSubjectData, s.splitGraphEntity)       // POST /v1/graph/entities/{id}/split
+		handle(s, agentRoles, api.OpAddGraphRelation, ActsOnSubjectData, s.addGraphRelation)       // POST /v1/graph/relations
 
 		// LangGraph checkpointer (langgraph.go).
-		handle(s, agentRoles, api.OpPutLanggraphCheckpoint, NoSubjectData, s.putLanggraphCheckpoint)               // POST /v1/jobs/{job}/langgraph/checkpoints
-		handle(s, agentRoles, api.OpPutLanggraphWrites, NoSubjectData, s.putLanggraphWrites)                       // POST /v1/jobs/{job}/langgraph/writes
+		handle(s, agentRoles, api.OpPutLanggraphCheckpoint, ActsOnSubjectData, s.putLanggraphCheckpoint)           // POST /v1/jobs/{job}/langgraph/checkpoints
+		handle(s, agentRoles, api.OpPutLanggraphWrites, ActsOnSubjectData, s.putLanggraphWrites)                   // POST /v1/jobs/{job}/langgraph/writes
 		handle(s, agentRoles, api.OpGetLanggraphCheckpoint, JobSubjectData, s.getLanggraphCheckpoint)              // GET /v1/jobs/{job}/langgraph/checkpoint
 		handle(s, agentRoles, api.OpListLanggraphCheckpoints, FilteredSubjectData, s.listLanggraphCheckpoints)     // GET /v1/jobs/{job}/langgraph/checkpoints
 		handle(s, agentRoles, api.OpSearchLanggraphCheckpoints, FilteredSubjectData, s.searchLanggraphCheckpoints) // GET /v1/langgraph/checkpoints
-		handle(s, agentRoles, api.OpDeleteLanggraphThread, NoSubjectData, s.deleteLanggraphThread)                 // DELETE /v1/jobs/{job}/langgraph
+		handle(s, agentRoles, api.OpDeleteLanggraphThread, ActsOnSubjectData, s.deleteLanggraphThread)             // DELETE /v1/jobs/{job}/langgraph
 
 		// Per-turn context (context.go).
 		handle(s, agentRoles, api.OpGetContext, CheckedByHandler, s.getContext) // POST /v1/context

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/strata-mem/strata/internal/api"
+	"github.com/strata-mem/strata/internal/gdpr"
 )
 
 // Reads declares what an operation serves of data subjects' data, so that the shared
@@ -38,6 +39,13 @@ const (
 	// user, job and session in one statement beside everything else it reads). Rare; say
 	// why where it is used.
 	CheckedByHandler
+	// ActsOnSubjectData: a write that acts on stored data (updates, deletes, step and job
+	// transitions, forks, pops, restores): refused (403, strata.ErrRestricted) before the
+	// handler runs — before anything is written to Postgres or Redis — when the data its
+	// input names (I implements api.TargetNamer) belongs to a restricted subject, or a user
+	// it names directly is restricted (Art. 18(2): stored, not otherwise processed). Data
+	// that does not exist yet is not refused: a write that only adds new data is stored.
+	ActsOnSubjectData
 )
 
 // subjectGuard enforces one operation's declaration.
@@ -51,6 +59,7 @@ func newSubjectGuard[I, O any](op string, reads Reads) subjectGuard {
 	_, outSubjects := out.(api.SubjectNamer)
 	_, filter := out.(api.ItemFilter)
 	_, scope := in.(api.ScopeNamer)
+	_, targets := in.(api.TargetNamer)
 	ok := false
 	switch reads {
 	case NoSubjectData, CheckedByHandler:
@@ -63,6 +72,8 @@ func newSubjectGuard[I, O any](op string, reads Reads) subjectGuard {
 		ok = filter
 	case ScopedSubjectData:
 		ok = scope
+	case ActsOnSubjectData:
+		ok = targets
 	}
 	if !ok {
 		panic(fmt.Sprintf("httpapi: operation %s declares %s but neither its input nor its answer names a subject", op, reads))
@@ -84,13 +95,22 @@ func (r Reads) String() string {
 		return "ScopedSubjectData"
 	case CheckedByHandler:
 		return "CheckedByHandler"
+	case ActsOnSubjectData:
+		return "ActsOnSubjectData"
 	}
 	return "no declaration"
 }
 
-// before runs ahead of the handler: a job's subject, a search's scope.
+// before runs ahead of the handler: a job's subject, a search's scope, a write's targets.
 func (g subjectGuard) before(ctx context.Context, s *Server, r *Request, in any) error {
 	switch g.reads {
+	case ActsOnSubjectData:
+		t := in.(api.TargetNamer).SubjectTargets()
+		gt := gdpr.Targets{Users: t.Users, Jobs: t.Jobs, Sessions: t.Sessions, Memories: t.Memories, Assets: t.Assets, Entities: t.Entities}
+		for _, e := range t.KV {
+			gt.KV = append(gt.KV, gdpr.KVEntry(e))
+		}
+		return s.Restrictions.RefuseTargets(ctx, r.sess, r.Org, gt)
 	case JobSubjectData, FilteredSubjectData:
 		if j, ok := in.(api.JobNamer); ok && j.SubjectJob() != "" {
 			job := j.SubjectJob()
@@ -107,6 +127,9 @@ func (g subjectGuard) before(ctx context.Context, s *Server, r *Request, in any)
 		}
 		if restricted {
 			*u = ""
+			if d, ok := in.(api.ScopeDropper); ok {
+				d.ScopeUserDropped()
+			}
 		}
 	}
 	return nil
