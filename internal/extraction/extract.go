@@ -38,6 +38,22 @@ const Trust = "extracted"
 // ErrNotConfigured: the server has no LLM (STRATA_LLM_MODEL unset).
 var ErrNotConfigured = errors.New("extraction needs an LLM: set STRATA_LLM_MODEL (and OPENAI_BASE_URL for a server other than OpenAI's)")
 
+// ErrDisabled: the org's policy has extraction off (extraction.enabled false); the
+// on-demand extraction refuses before any model call.
+var ErrDisabled = errors.New("extraction is off in this org's policy (extraction.enabled is false)")
+
+// checkEnabled refuses an on-demand extraction when the org's policy has extraction off.
+func (x *Extractor) checkEnabled(ctx context.Context, db pg.DBTX, org string) error {
+	eff, err := policy.LoadEffective(ctx, db, org, x.Defaults)
+	if err != nil {
+		return err
+	}
+	if !eff.Extraction.Enabled {
+		return ErrDisabled
+	}
+	return nil
+}
+
 // RateLimitedError: the org used its LLM calls or tokens for this hour.
 type RateLimitedError struct {
 	Limit string        // "calls" or "tokens"

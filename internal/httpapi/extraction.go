@@ -33,6 +33,10 @@ func (s *Server) extractionProblem(ctx context.Context, err error) error {
 	case errors.Is(err, extraction.ErrNotConfigured):
 		return huma.NewError(http.StatusServiceUnavailable, "extraction is off on this server: set STRATA_LLM_MODEL "+
 			"(and OPENAI_BASE_URL, OPENAI_API_KEY for an OpenAI-compatible server) and restart it")
+	case errors.Is(err, extraction.ErrDisabled):
+		return huma.NewError(http.StatusConflict, "extraction is off in this org's policy: an admin turns it on with "+
+			"PUT /v1/admin/policies {\"extraction\": {\"enabled\": true}}; the model was not called",
+			&huma.ErrorDetail{Location: "policy.extraction.enabled", Message: "is false", Value: false})
 	case errors.As(err, &rl):
 		return huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests, rl.Error()),
 			httpops.RetryAfter(int(rl.Wait.Seconds())+1))
