@@ -32,6 +32,8 @@ func TestExtractionQuarantinedWriterCannotLaunder(t *testing.T) {
 	admin := s.NewKey("acme", "admin")
 	good, _ := keyWithID(t, s, admin, "agent")
 	rogue, rogueID := keyWithID(t, s, admin, "agent")
+	need(t, s.Do("PUT", "/v1/admin/policies", admin, map[string]any{"extraction": map[string]any{"enabled": true,
+		"debounce": "1h", "every_turns": 0}}), 200, 201) // on demand only
 	q := need(t, s.Do("POST", "/v1/admin/quarantines", admin, map[string]any{"key_id": rogueID,
 		"since": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), "reason": "key leaked"}), 201).Map(t)
 	qid := q["id"].(string)
@@ -94,6 +96,8 @@ func TestExtractionRejectedAnswerSaysWhatNeverTheContent(t *testing.T) {
 	s := apptest.Start(t, apptest.Env("STRATA_LLM_MODEL", "fake-model"), apptest.Env("OPENAI_BASE_URL", llm.BaseURL()),
 		apptest.Env("STRATA_EXTRACTION_POLL", "100ms"))
 	admin, key := s.NewKey("acme", "admin"), s.NewKey("acme", "agent")
+	need(t, s.Do("PUT", "/v1/admin/policies", admin, map[string]any{"extraction": map[string]any{"enabled": true,
+		"debounce": "1h", "every_turns": 0}}), 200, 201) // on demand first; the background run below
 	msgs := []map[string]any{{"role": "user", "content": "Ana Silva told me something private."}}
 
 	// On demand: 502 naming the rule, never the field's name.
@@ -170,4 +174,41 @@ func TestExtractRefusedWhenPolicyDisablesExtraction(t *testing.T) {
 	need(t, s.Do("PUT", "/v1/admin/policies", admin, map[string]any{"extraction": map[string]any{"enabled": true}}), 200, 201)
 	need(t, s.Do("POST", "/v1/memories/extract", key, map[string]any{"messages": msgs, "user_id": "kim", "dry_run": true}), 200)
 	require.Len(t, llm.Calls(), 1)
+}
+
+// TestJobSummaryDeferredWhileRestricted (issue 57, item 3): a job completed before its
+// subject was restricted waits in the outbox; consolidation while the restriction stands
+// sends nothing to the model and writes no job memory; once the restriction is lifted the
+// deferred summary is written (deferred, not lost).
+func TestJobSummaryDeferredWhileRestricted(t *testing.T) {
+	t.Parallel()
+	llm := llmtest.New(t, func(llmtest.Prompt) string { return "Graded Ana's teaser with the warm LUT." })
+	s := apptest.Start(t, apptest.NoAutoConsolidation(), apptest.Env("STRATA_LLM_MODEL", "fake-model"),
+		apptest.Env("OPENAI_BASE_URL", llm.BaseURL()))
+	admin, agent, comp := s.NewKey("co", "admin"), s.NewKey("co", "agent"), s.NewKey("co", "compliance")
+	need(t, s.Do("PUT", "/v1/jobs/ana-teaser", agent, map[string]any{"goal": "colour grade Ana's private teaser", "user_id": "ana"}), 201)
+	need(t, s.Do("POST", "/v1/jobs/ana-teaser/complete", agent, map[string]any{"outcome": "delivered to Ana"}), 200)
+	need(t, s.Do("POST", "/v1/gdpr/restrictions/ana", comp, map[string]any{"reason": "disputed"}), 200, 201)
+
+	jobMemories := func() int {
+		var n int
+		require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(),
+			`SELECT count(*) FROM memories WHERE org_id = 'co' AND kind = 'job'`).Scan(&n))
+		return n
+	}
+	run := func() map[string]any {
+		r := need(t, s.Do("POST", "/v1/admin/consolidation/run", admin, map[string]any{"tasks": []string{"job_summaries"}}), 200)
+		return r.Map(t)["job_summaries"].(map[string]any)
+	}
+	rep := run()
+	require.Empty(t, llm.Calls(), "no model call for a restricted subject's job")
+	require.Zero(t, jobMemories(), "no new memory in the restricted scope")
+	require.EqualValues(t, 0, rep["written"], "%v", rep)
+	require.Equal(t, "restricted", rep["items"].([]any)[0].(map[string]any)["status"], "%v", rep)
+
+	need(t, s.Do("DELETE", "/v1/gdpr/restrictions/ana", comp, nil), 200, 204)
+	rep = run()
+	require.EqualValues(t, 1, rep["written"], "the deferred summary is written once the restriction is lifted: %v", rep)
+	require.Len(t, llm.Calls(), 1)
+	require.Equal(t, 1, jobMemories())
 }
