@@ -549,3 +549,18 @@ func cmpErr(err, def error) error {
 	}
 	return def
 }
+
+// anyHeld reports whether a subject of any of ms is restricted (or being erased).
+func (c *Consolidator) anyHeld(ctx context.Context, db pg.DBTX, org string, ms []semantic.Memory) (bool, error) {
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if m.UserID == "" || seen[m.UserID] {
+			continue
+		}
+		seen[m.UserID] = true
+		if held, err := c.held(ctx, db, org, m.UserID); err != nil || held {
+			return held, err
+		}
+	}
+	return false, nil
+}
