@@ -115,7 +115,8 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	p.evictor = &eviction.Evictor{Semantic: p.memories, Episodic: p.events, Jobs: p.jobs, Working: p.working, KV: p.kv,
 		Defaults: p.policy, Log: log, Metrics: eviction.NewMetrics(p.metrics, pool)}
 	p.consolidator = &consolidation.Consolidator{Pool: pool, Semantic: p.memories, Episodic: p.events, Jobs: p.jobs,
-		Embedder: emb, Defaults: p.policy, Log: log, Metrics: consolidation.NewMetrics(p.metrics)}
+		Embedder: emb, Defaults: p.policy, Log: log, Metrics: consolidation.NewMetrics(p.metrics),
+		Restricted: p.restrictions.HeldOn}
 	p.jobMetrics = newJobMetrics(p.metrics)
 	p.rolling = &consolidation.Rolling{Pool: pool, Working: p.working, Episodic: p.events, Jobs: p.jobs,
 		Restricted: p.restrictions.HeldOn, Defaults: p.policy, Every: cfg.SummaryEvery, KeepEvents: cfg.SummaryKeepEvents,

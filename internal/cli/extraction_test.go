@@ -78,6 +78,10 @@ func TestEvalExtraction(t *testing.T) {
 	llm := llmtest.New(t, labelAnswer(t, ds, false))
 	s := apptest.Start(t, apptest.Env("STRATA_LLM_MODEL", "fake-model"), apptest.Env("OPENAI_BASE_URL", llm.BaseURL()))
 	env := map[string]string{"STRATA_URL": s.URL, "STRATA_API_KEY": s.NewKey("acme", "agent")}
+	if r := s.Do("PUT", "/v1/admin/policies", s.NewKey("acme", "admin"), map[string]any{"extraction": map[string]any{
+		"enabled": true, "debounce": "1h", "every_turns": 0}}); r.Status != 200 && r.Status != 201 {
+		t.Fatalf("enabling extraction: %d %s", r.Status, r.Body)
+	}
 	code, out, errs := run(t, env, "eval", "extraction", "--dataset", evalDataset, "-o", "json")
 	require.Zero(t, code, errs)
 	var rep EvalReport

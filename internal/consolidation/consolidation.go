@@ -62,6 +62,25 @@ type Consolidator struct {
 	// MaxAttempts: an outbox row that failed this many times is left for an operator
 	// (its last_error says why) [20].
 	MaxAttempts int
+	// Restricted reports a GDPR Art. 18 restriction (or a pending erasure) of a data subject
+	// on db; app passes gdpr's HeldOn, which also takes the subject's lock until db's
+	// transaction ends. A restricted subject's job is not summarised — no model call, no
+	// memory — until the restriction is lifted: its outbox row stays pending (ErrDeferred).
+	// nil: nobody is restricted (tests).
+	Restricted func(ctx context.Context, db pg.DBTX, org, user string) (bool, error)
+}
+
+// ErrDeferred: the job's subject is restricted (GDPR Art. 18) or being erased; its summary
+// waits, its outbox row pending, until the restriction is lifted. The River worker snoozes
+// the job (River does not count a snooze as an attempt), so nothing is lost.
+var ErrDeferred = errors.New("consolidation: the job's data subject is restricted; its summary waits for the restriction to be lifted")
+
+// held reports whether user's data may not be processed now (Restricted on db).
+func (c *Consolidator) held(ctx context.Context, db pg.DBTX, org, user string) (bool, error) {
+	if c.Restricted == nil || user == "" {
+		return false, nil
+	}
+	return c.Restricted(ctx, db, org, user)
 }
 
 func (c *Consolidator) now() time.Time {
@@ -103,17 +122,19 @@ type ConsolidatedJob struct {
 	JobID      string     `json:"job_id"`
 	MemoryID   *uuid.UUID `json:"memory_id,omitempty"`
 	Summarizer string     `json:"summarizer,omitempty" doc:"extractive, or llm:<model>."`
-	Status     string     `json:"status" enum:"written,exists,skipped,failed" doc:"written: a job memory was written now; exists: it was written before; skipped: another worker holds it; failed: see error."`
+	Status     string     `json:"status" enum:"written,exists,skipped,restricted,failed" doc:"written: a job memory was written now; exists: it was written before; skipped: another worker holds it; restricted: its data subject is restricted (GDPR Art. 18), so nothing was sent to a model or written; the job waits until the restriction is lifted; failed: see error."`
 	Error      string     `json:"error,omitempty"`
 }
 
 // SummariesReport counts job summaries.
 type SummariesReport struct {
-	Written int               `json:"written"`
-	Exists  int               `json:"exists"`
-	Skipped int               `json:"skipped"`
-	Failed  int               `json:"failed"`
-	Items   []ConsolidatedJob `json:"items" doc:"Up to 20 of them."`
+	Written int `json:"written"`
+	Exists  int `json:"exists"`
+	Skipped int `json:"skipped"`
+	// Restricted counts jobs deferred because their subject is restricted (Art. 18).
+	Restricted int               `json:"restricted"`
+	Failed     int               `json:"failed"`
+	Items      []ConsolidatedJob `json:"items" doc:"Up to 20 of them."`
 }
 
 // CompactionReport counts episodic compaction.
@@ -289,9 +310,18 @@ func (c *Consolidator) SummarizeJob(ctx context.Context, org, job string) (Conso
 			res.MemoryID, done = id, id != nil
 			return err
 		}
-		facts, err = c.gather(ctx, tx, org, job)
-		return err
+		if facts, err = c.gather(ctx, tx, org, job); err != nil {
+			return err
+		}
+		if held, err := c.held(ctx, tx, org, facts.UserID); err != nil || held {
+			return cmpErr(err, ErrDeferred)
+		}
+		return nil
 	})
+	if errors.Is(err, ErrDeferred) {
+		res.Status = "restricted"
+		return res, err
+	}
 	if err != nil {
 		return c.failed(ctx, org, job, res, err)
 	}
@@ -319,6 +349,11 @@ func (c *Consolidator) SummarizeJob(ctx context.Context, org, job string) (Conso
 			}
 			return nil
 		}
+		// Again, in the writing transaction: the subject may have been restricted (or its
+		// erasure begun) while the model answered.
+		if held, err := c.held(ctx, tx, org, facts.UserID); err != nil || held {
+			return cmpErr(err, ErrDeferred)
+		}
 		m, err := c.store(ctx, tx, org, row.ID, cp)
 		if err != nil {
 			return err
@@ -326,6 +361,10 @@ func (c *Consolidator) SummarizeJob(ctx context.Context, org, job string) (Conso
 		res.MemoryID, res.Summarizer, res.Status = &m.ID, cp.summarizer, "written"
 		return nil
 	})
+	if errors.Is(err, ErrDeferred) {
+		res.Status = "restricted"
+		return res, err
+	}
 	if err != nil {
 		return c.failed(ctx, org, job, res, err)
 	}
@@ -391,6 +430,9 @@ func (c *Consolidator) summarizeTx(ctx context.Context, tx pgx.Tx, org string, r
 			if err != nil {
 				return err
 			}
+			if held, err := c.held(ctx, sp, org, f.UserID); err != nil || held {
+				return cmpErr(err, ErrDeferred)
+			}
 			cp, err := c.compose(ctx, f)
 			if err != nil {
 				return err
@@ -408,6 +450,9 @@ func (c *Consolidator) summarizeTx(ctx context.Context, tx pgx.Tx, org string, r
 				return err
 			}
 			res.Status, res.Error = "failed", err.Error()
+			if errors.Is(err, ErrDeferred) { // the row stays pending; nothing was sent or written
+				res.Status, res.Error = "restricted", ""
+			}
 		} else if err := sp.Commit(ctx); err != nil {
 			return pg.Interpret(err)
 		}
@@ -418,6 +463,8 @@ func (c *Consolidator) summarizeTx(ctx context.Context, tx pgx.Tx, org string, r
 			rep.JobSummaries.Exists++
 		case "skipped":
 			rep.JobSummaries.Skipped++
+		case "restricted":
+			rep.JobSummaries.Restricted++
 		case "failed":
 			rep.JobSummaries.Failed++
 		}
@@ -493,4 +540,27 @@ func (c *Consolidator) RunOrg(ctx context.Context, org string) (ConsolidationRep
 	}
 	c.countReport(rep)
 	return rep, nil
+}
+
+// cmpErr is err, else def.
+func cmpErr(err, def error) error {
+	if err != nil {
+		return err
+	}
+	return def
+}
+
+// anyHeld reports whether a subject of any of ms is restricted (or being erased).
+func (c *Consolidator) anyHeld(ctx context.Context, db pg.DBTX, org string, ms []semantic.Memory) (bool, error) {
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if m.UserID == "" || seen[m.UserID] {
+			continue
+		}
+		seen[m.UserID] = true
+		if held, err := c.held(ctx, db, org, m.UserID); err != nil || held {
+			return held, err
+		}
+	}
+	return false, nil
 }

@@ -162,6 +162,13 @@ func (c *Consolidator) merge(ctx context.Context, tx pgx.Tx, org string, pol pol
 		if len(cur) < 2 {
 			continue
 		}
+		// A restricted subject's memories are not merged (no new version while restricted,
+		// issue 57).
+		if held, err := c.anyHeld(ctx, tx, org, cur); err != nil {
+			return err
+		} else if held {
+			continue
+		}
 		survivorFirst(cur)
 		surv := cur[0]
 		var absorbed []semantic.Memory

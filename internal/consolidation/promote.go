@@ -74,6 +74,14 @@ func (c *Consolidator) promote(ctx context.Context, tx pgx.Tx, org string, pol p
 		if len(ms) == 0 {
 			continue
 		}
+		// A restricted subject's facts are not promoted (no new memory while restricted,
+		// issue 57); promotion looks at every session fact each run, so it happens once the
+		// restriction is lifted.
+		if held, err := c.anyHeld(ctx, tx, org, ms); err != nil {
+			return err
+		} else if held {
+			continue
+		}
 		ids := make([]uuid.UUID, len(ms))
 		sessions := map[string]bool{}
 		for i, m := range ms {

@@ -2,6 +2,7 @@ package consolidation
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -106,8 +107,17 @@ func (w *DispatchWorker) Work(ctx context.Context, _ *river.Job[DispatchArgs]) e
 type SummarizeJobWorker struct {
 	river.WorkerDefaults[SummarizeJobArgs]
 	Consolidator *Consolidator
+	// RestrictedSnooze is how long a restricted subject's job waits before it checks again [5m].
+	RestrictedSnooze time.Duration
 	// Done, when set, is called after each summary (tests count executions with it).
 	Done func(ConsolidatedJob)
+}
+
+func (w *SummarizeJobWorker) snooze() time.Duration {
+	if w.RestrictedSnooze > 0 {
+		return w.RestrictedSnooze
+	}
+	return 5 * time.Minute
 }
 
 // Timeout leaves room for an LLM call and embedding.
@@ -120,6 +130,11 @@ func (w *SummarizeJobWorker) Work(ctx context.Context, job *river.Job[SummarizeJ
 	res, err := w.Consolidator.SummarizeJob(ctx, job.Args.Org, job.Args.JobID)
 	if w.Done != nil {
 		w.Done(res)
+	}
+	if errors.Is(err, ErrDeferred) {
+		// Restricted subject: try again later; a snooze is no attempt, so the job waits
+		// as long as the restriction stands (an erasure deletes the job with the data).
+		return river.JobSnooze(w.snooze())
 	}
 	return err
 }

@@ -127,7 +127,11 @@ func validRolling(answer string, budget int) (string, string) {
 		if errors.As(err, &se) || strings.TrimSpace(answer) == "" {
 			return "", "not JSON"
 		}
-		return "", "not the schema's object (" + truncateReason(err.Error()) + ")"
+		// Never the decoder's text: an unknown field's name is the model's (issue 57).
+		if strings.HasPrefix(err.Error(), "json: unknown field") {
+			return "", "not the schema's object (an unknown field; only summary is allowed)"
+		}
+		return "", "not the schema's object (summary must be a string)"
 	}
 	if a.Summary == nil {
 		return "", "summary is missing"
@@ -144,11 +148,4 @@ func validRolling(answer string, budget int) (string, string) {
 		return "", fmt.Sprintf("summary is %d tokens; the budget is %d", CountTokens(s), budget)
 	}
 	return s, ""
-}
-
-func truncateReason(s string) string {
-	if len(s) > 120 {
-		return s[:120]
-	}
-	return s
 }

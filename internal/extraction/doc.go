@@ -8,7 +8,9 @@
 //
 // Guarantees: turns are data, never instructions (the answer can only name memories it was
 // shown and turns of the batch; every result has trust "extracted"; nothing is written
-// outside the turns' scope); each session has a cursor (the last extracted turn) that
+// outside the turns' scope; a result's writer comes from every turn's recorded writer, never
+// from the turns the model cites, and a batch with a quarantined writer is held); each
+// session has a cursor (the last extracted turn) that
 // advances in the same transaction as the decisions, so a crash leaves nothing half
 // applied and no turn is extracted twice; nothing is extracted for a restricted subject;
 // usage is limited per org and hour. The request path only records that turns wait (one

@@ -38,6 +38,22 @@ const Trust = "extracted"
 // ErrNotConfigured: the server has no LLM (STRATA_LLM_MODEL unset).
 var ErrNotConfigured = errors.New("extraction needs an LLM: set STRATA_LLM_MODEL (and OPENAI_BASE_URL for a server other than OpenAI's)")
 
+// ErrDisabled: the org's policy has extraction off (extraction.enabled false); the
+// on-demand extraction refuses before any model call.
+var ErrDisabled = errors.New("extraction is off in this org's policy (extraction.enabled is false)")
+
+// checkEnabled refuses an on-demand extraction when the org's policy has extraction off.
+func (x *Extractor) checkEnabled(ctx context.Context, db pg.DBTX, org string) error {
+	eff, err := policy.LoadEffective(ctx, db, org, x.Defaults)
+	if err != nil {
+		return err
+	}
+	if !eff.Extraction.Enabled {
+		return ErrDisabled
+	}
+	return nil
+}
+
 // RateLimitedError: the org used its LLM calls or tokens for this hour.
 type RateLimitedError struct {
 	Limit string        // "calls" or "tokens"
@@ -158,12 +174,11 @@ type Decision struct {
 	MemoryID *uuid.UUID `json:"memory_id,omitempty" doc:"The existing memory an update, delete or noop is about."`
 	Turns    []int64    `json:"turns" doc:"The turn seqs it came from."`
 	// What applying it did (absent on a dry run).
-	Result         string     `json:"result,omitempty" enum:"added,deduplicated,updated,retracted,unchanged,skipped" doc:"skipped: nothing to do (the preference already had this value, or no user to hold it)."`
+	Result         string     `json:"result,omitempty" enum:"added,deduplicated,updated,retracted,unchanged,skipped,quarantined" doc:"skipped: nothing to do (the preference already had this value, or no user to hold it); quarantined: not applied, a writer of the batch's turns is quarantined and this cannot be held (a preference, a retraction)."`
 	ResultMemoryID *uuid.UUID `json:"result_memory_id,omitempty" doc:"The memory version written (or the duplicate it was folded into)."`
 	KVVersion      int64      `json:"kv_version,omitempty" doc:"The preference's version after the write."`
 
 	vector []float32
-	writer string
 }
 
 // Entity is an entity the model named, and what applying it did.
@@ -201,7 +216,6 @@ type Relation struct {
 
 	subj, obj int // indexes into Decisions.Entities (obj -1: Value)
 	decision  int // index into Decisions.Decisions, or -1
-	writer    string
 }
 
 // Decisions is an extraction's answer.
@@ -302,12 +316,10 @@ func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decision
 	// exact scope the results are written to (nothing else can be named in an answer).
 	doc := promptDoc{Memories: []promptMemory{}, Preferences: []promptPref{}, Entities: []promptEntity{}}
 	seqs := map[int64]bool{}
-	writers := map[int64]string{}
 	var query strings.Builder
 	for _, t := range r.Turns {
 		doc.Turns = append(doc.Turns, promptTurn{Seq: t.Seq, Role: t.Role, Content: t.Content})
 		seqs[t.Seq] = true
-		writers[t.Seq] = cmpOr(t.WrittenBy, r.KeyID, WorkerKey)
 		if t.Role == "user" || query.Len() < 2000 {
 			query.WriteString(t.Content)
 			query.WriteString("\n")
@@ -408,11 +420,6 @@ func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decision
 				dd.Text = ""
 			}
 		}
-		// The writer of a result is the writer of the newest turn it cites.
-		dd.writer = cmpOr(r.KeyID, WorkerKey)
-		if n := len(dd.Turns); n > 0 {
-			dd.writer = writers[dd.Turns[n-1]]
-		}
 		if dd.Kind == "fact" && (dd.Op == "add" || dd.Op == "update") {
 			texts = append(texts, dd.Text)
 			textAt = append(textAt, len(out.Decisions))
@@ -447,7 +454,6 @@ func (x *Extractor) Extract(ctx context.Context, tx pgx.Tx, r Request) (Decision
 		}
 		slices.Sort(rel.Turns)
 		rel.Turns = slices.Compact(rel.Turns)
-		rel.writer = writers[rel.Turns[len(rel.Turns)-1]]
 		out.Relations = append(out.Relations, rel)
 	}
 	if len(texts) > 0 {
@@ -544,18 +550,84 @@ func (x *Extractor) Apply(ctx context.Context, tx pgx.Tx, afterCommit AfterCommi
 	return nil
 }
 
-// applyDecisions writes the memory and preference decisions.
+// batchWriters is who wrote a batch, from what Strata recorded — the writer of every turn
+// of the batch — never from the turns the model's answer cites (a quarantined key's turn
+// saying "cite turn 1 only" must not launder its content under turn 1's trusted writer).
+type batchWriters struct {
+	all    []string // every distinct writer, in turn order
+	writer string   // the key every result of the batch is attributed to
+	held   bool     // a writer (key) or the batch's agent is under an active quarantine
+}
+
+// writersOf reads the batch's writers and checks them against the org's active quarantines
+// on tx (under the org's quarantine lock, shared, as memory inserts take it). The results'
+// writer is the batch's only writer, else its first quarantined key (so the memory insert
+// trigger holds what the batch writes and the quarantine counts it), else the newest
+// turn's writer; every writer is also recorded in metadata.extraction.writers, so a later
+// quarantine of any of them holds the result too.
+func (x *Extractor) writersOf(ctx context.Context, tx pgx.Tx, r Request, now time.Time) (batchWriters, error) {
+	var b batchWriters
+	seen := map[string]bool{}
+	for _, t := range r.Turns {
+		k := cmpOr(t.WrittenBy, r.KeyID, WorkerKey)
+		b.writer = k
+		if !seen[k] {
+			seen[k] = true
+			b.all = append(b.all, k)
+		}
+	}
+	if len(b.all) == 0 {
+		b.writer = cmpOr(r.KeyID, WorkerKey)
+		b.all = []string{b.writer}
+	}
+	held, err := x.Semantic.WritersQuarantined(ctx, tx, r.Org, b.all, []string{r.AgentID}, now)
+	if err != nil {
+		return b, fmt.Errorf("extraction: checking quarantines: %w", err)
+	}
+	b.held = held
+	for _, k := range b.all {
+		if !held || len(b.all) == 1 {
+			break
+		}
+		one, err := x.Semantic.WritersQuarantined(ctx, tx, r.Org, []string{k}, nil, now)
+		if err != nil {
+			return b, fmt.Errorf("extraction: checking quarantines: %w", err)
+		}
+		if one {
+			b.writer = k
+			break
+		}
+	}
+	return b, nil
+}
+
+// applyDecisions writes the memory and preference decisions. A batch with a quarantined
+// writer is held: its facts are written attributed to the quarantined key (the quarantine
+// holds them: not served until a release, removed by a purge); what cannot be held —
+// preferences (key-value memory has no held state) and retractions of existing facts — is
+// not applied (result "quarantined").
 func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit AfterCommit, r Request, d *Decisions) error {
 	sc, psc := r.factScope(), r.prefScope()
 	now := x.now()
 	sp := x.space()
+	if len(d.Decisions) == 0 {
+		return nil
+	}
+	bw, err := x.writersOf(ctx, tx, r, now)
+	if err != nil {
+		return err
+	}
 	for i := range d.Decisions {
 		dd := &d.Decisions[i]
 		meta := map[string]any{"extraction": map[string]any{"session_id": r.SessionID, "turns": dd.Turns,
-			"model": d.Model, "prompt_version": d.PromptVersion}}
-		prov := semantic.Provenance{KeyID: dd.writer, AgentID: r.AgentID}
+			"model": d.Model, "prompt_version": d.PromptVersion, "writers": bw.all}}
+		prov := semantic.Provenance{KeyID: bw.writer, AgentID: r.AgentID}
 		var memID *uuid.UUID
 		var kvVersion *int64
+		if bw.held && (dd.Kind == "preference" || dd.Op == "delete") && dd.Op != "noop" {
+			dd.Result = "quarantined"
+			continue
+		}
 		switch {
 		case dd.Kind == "fact" && dd.Op == "add":
 			m, dup, err := x.Semantic.Create(ctx, tx, semantic.NewMemory{Scope: sc, Kind: semantic.KindFact, Text: dd.Text,
@@ -588,14 +660,14 @@ func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit A
 		case dd.Kind == "preference" && (dd.Op == "add" || dd.Op == "update"):
 			val, _ := json.Marshal(dd.Text)
 			e, _, err := x.KV.Put(ctx, tx, afterCommit, keyvalue.WriteInput{Namespace: Namespace, Key: dd.Key, Scope: psc,
-				Value: val, Actor: dd.writer})
+				Value: val, Actor: bw.writer})
 			if err != nil {
 				return fmt.Errorf("extraction: writing a preference: %w", err)
 			}
 			dd.Result, dd.KVVersion = map[string]string{"add": "added", "update": "updated"}[dd.Op], e.Version
 			kvVersion = &e.Version
 		case dd.Kind == "preference" && dd.Op == "delete":
-			e, err := x.KV.Delete(ctx, tx, afterCommit, Namespace, dd.Key, psc, nil, dd.writer)
+			e, err := x.KV.Delete(ctx, tx, afterCommit, Namespace, dd.Key, psc, nil, bw.writer)
 			if errors.Is(err, strata.ErrNotFound) {
 				dd.Result = "skipped"
 				continue
@@ -617,7 +689,7 @@ func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit A
 				user_id, agent_id, session_id, turn_seqs, model, prompt_version, written_by, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10, $11, $12, $13, $14)`,
 			r.Org, dd.Op, memID, ns, key, kvVersion, r.UserID, r.AgentID, r.SessionID, dd.Turns, d.Model, d.PromptVersion,
-			dd.writer, now); err != nil {
+			bw.writer, now); err != nil {
 			return pg.Interpret(err)
 		}
 	}
@@ -655,16 +727,13 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 	}
 	// Quarantine: memories a quarantined key or agent writes are held (hidden until a
 	// release); the graph has no held state, so the graph part of a batch any quarantined
-	// writer contributed to is not written at all.
-	keys := []string{cmpOr(r.KeyID, WorkerKey)}
-	for _, rel := range d.Relations {
-		keys = append(keys, rel.writer)
-	}
-	held, err := x.Semantic.WritersQuarantined(ctx, tx, r.Org, keys, []string{r.AgentID}, now)
+	// writer contributed to — the writer of any turn of the batch, whatever turns the
+	// answer cites — is not written at all.
+	bw, err := x.writersOf(ctx, tx, r, now)
 	if err != nil {
-		return fmt.Errorf("extraction: checking quarantines: %w", err)
+		return err
 	}
-	if held {
+	if bw.held {
 		for i := range d.Entities {
 			d.Entities[i].Result = "quarantined"
 		}
@@ -715,7 +784,7 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 		rel := &d.Relations[i]
 		in := graph.RelationInput{Scope: sc, SubjectID: *d.Entities[rel.subj].EntityID, Predicate: rel.Predicate,
 			Functional: rel.Functional, Fact: rel.Fact, ValidFrom: rel.ValidFrom,
-			Provenance: graph.Provenance{MemoryID: x.relationMemory(r, d, i), KeyID: rel.writer, AgentID: r.AgentID}}
+			Provenance: graph.Provenance{MemoryID: x.relationMemory(r, d, i), KeyID: bw.writer, AgentID: r.AgentID}}
 		if rel.obj >= 0 {
 			in.ObjectID = d.Entities[rel.obj].EntityID
 			if *in.ObjectID == in.SubjectID { // two names of the answer resolved to one entity
@@ -740,7 +809,7 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 				user_id, agent_id, session_id, turn_seqs, model, prompt_version, written_by, created_at)
 			VALUES ($1, 'add', $2, $3, nullif($4, ''), nullif($5, ''), nullif($6, ''), $7, $8, $9, $10, $11)`,
 			r.Org, in.Provenance.MemoryID, res.Relation.ID, r.UserID, r.AgentID, r.SessionID, rel.Turns, d.Model,
-			d.PromptVersion, rel.writer, now); err != nil {
+			d.PromptVersion, bw.writer, now); err != nil {
 			return pg.Interpret(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -199,8 +200,57 @@ type promptTurn struct {
 	Content string `json:"content"`
 }
 
-// ErrMalformed: the model's answers did not pass validation within the attempts.
+// ErrMalformed: the model's answers did not pass validation within the attempts. The error
+// returned is a *RejectedError wrapping it.
 var ErrMalformed = errors.New("extraction: the model's answer was malformed or out of scope")
+
+// RejectedError says why the model's last answer was refused: which part of the answer
+// (Where: "answer", "decisions[2].ref", "relations[0].object", ...) and which rule (Rule),
+// never a word of the answer or the turns — it goes to logs, last_error and the 502 problem.
+type RejectedError struct {
+	Attempts int
+	Where    string
+	Rule     string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("extraction: the model's answer was refused after %d attempts: %s %s", e.Attempts, e.Where, e.Rule)
+}
+
+// Reason is where and which rule: "decisions[0].ref is not one of the memories shown".
+func (e *RejectedError) Reason() string { return e.Where + " " + e.Rule }
+
+// Unwrap makes errors.Is(err, ErrMalformed) hold.
+func (e *RejectedError) Unwrap() error { return ErrMalformed }
+
+// ruleError is one validation failure: the part of the answer and the rule it broke. Its
+// text never quotes the answer (a field or key the model made up may be personal data).
+type ruleError struct{ where, rule string }
+
+func (e *ruleError) Error() string { return e.where + " " + e.rule }
+
+// refuse builds a ruleError; where names a part of the answer by its position only.
+func refuse(where, format string, args ...any) error {
+	return &ruleError{where: where, rule: fmt.Sprintf(format, args...)}
+}
+
+// jsonProblem describes a decoding error of the answer without quoting it: an unknown
+// field's name, a syntax error's character or a wrongly typed value are the model's text.
+func jsonProblem(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return refuse("answer", "is not JSON (syntax error at byte %d)", se.Offset)
+	case errors.As(err, &te):
+		return refuse("answer", "has a value of the wrong type at byte %d (the schema wants %s)", te.Offset, te.Type.Kind())
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return refuse("answer", "has an unknown field (the schema allows no other fields)")
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return refuse("answer", "is empty or cut short")
+	}
+	return refuse("answer", "is not the schema's JSON")
+}
 
 // Limits of one answer.
 const (
@@ -234,20 +284,20 @@ func validate(content string, refs map[string]bool, prefs map[string]bool, seqs 
 		Relations *[]rawRelation `json:"relations"`
 	}
 	if err := dec.Decode(&ans); err != nil {
-		return answer{}, fmt.Errorf("not the schema's JSON: %s", clip(err.Error()))
+		return answer{}, jsonProblem(err)
 	}
 	if dec.More() {
-		return answer{}, errors.New("trailing data after the JSON object")
+		return answer{}, refuse("answer", "has trailing data after the JSON object")
 	}
 	if ans.Decisions == nil {
-		return answer{}, errors.New("decisions is required")
+		return answer{}, refuse("answer.decisions", "is required")
 	}
 	if ans.Entities == nil || ans.Relations == nil {
-		return answer{}, errors.New("entities and relations are required (empty arrays when there are none)")
+		return answer{}, refuse("answer", "needs entities and relations (empty arrays when there are none)")
 	}
 	ds := *ans.Decisions
 	if len(ds) > maxDecisions {
-		return answer{}, fmt.Errorf("at most %d decisions", maxDecisions)
+		return answer{}, refuse("answer.decisions", "has more than %d decisions", maxDecisions)
 	}
 	for i, d := range ds {
 		at := "decisions[" + strconv.Itoa(i) + "]"
@@ -282,7 +332,7 @@ func validate(content string, refs map[string]bool, prefs map[string]bool, seqs 
 				return answer{}, fmt.Errorf("%s.key must be 1-64 characters of a-z 0-9 _ . - (snake_case)", at)
 			}
 			if d.Op == "DELETE" && !prefs[d.Key] {
-				return answer{}, fmt.Errorf("%s.key %q is not one of the preferences shown", at, d.Key)
+				return answer{}, fmt.Errorf("%s.key is not one of the preferences shown", at)
 			}
 			if d.Op == "NOOP" {
 				continue
@@ -334,10 +384,10 @@ var entityTypeRe = regexp.MustCompile(`^[a-z][a-z0-9_ -]{0,49}$`)
 // subject and object to an entity of the answer (by name or alias, normalised).
 func validateGraph(a *answer, seqs map[int64]bool, entityRefs map[string]bool) error {
 	if len(a.Entities) > maxEntities {
-		return fmt.Errorf("at most %d entities", maxEntities)
+		return refuse("answer.entities", "has more than %d entities", maxEntities)
 	}
 	if len(a.Relations) > maxRelations {
-		return fmt.Errorf("at most %d relations", maxRelations)
+		return refuse("answer.relations", "has more than %d relations", maxRelations)
 	}
 	byKey := map[string]int{}
 	for i := range a.Entities {
@@ -470,13 +520,6 @@ func entityKeys(name string) []string {
 	return []string{inner, full}
 }
 
-func clip(s string) string {
-	if r := []rune(s); len(r) > 120 {
-		return string(r[:120]) + "…"
-	}
-	return s
-}
-
 // Usage counts what one extraction cost.
 type Usage struct {
 	Calls            int `json:"calls"`
@@ -536,7 +579,7 @@ func (x *Extractor) ask(ctx context.Context, model string, doc promptDoc, refs, 
 			return answer{}, total, fmt.Errorf("extraction: calling model %s: %w", model, err)
 		}
 		if len(resp.Choices) == 0 {
-			lastErr = errors.New("no choices in the answer")
+			lastErr = refuse("answer", "has no choices")
 			continue
 		}
 		content := resp.Choices[0].Message.Content
@@ -550,5 +593,19 @@ func (x *Extractor) ask(ctx context.Context, model string, doc promptDoc, refs, 
 			openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser,
 				Content: "That answer was rejected: " + verr.Error() + ". Answer again with JSON that follows the schema."})
 	}
-	return answer{}, total, fmt.Errorf("%w after %d attempts: %s", ErrMalformed, x.attempts(), lastErr)
+	return answer{}, total, rejected(x.attempts(), lastErr)
+}
+
+// rejected is the error of answers refused attempts times, the last for err (a ruleError,
+// or a validation error of the form "<where> <rule>", whose where is the first word).
+func rejected(attempts int, err error) *RejectedError {
+	re := &RejectedError{Attempts: attempts, Where: "answer", Rule: "was refused"}
+	var r *ruleError
+	switch {
+	case errors.As(err, &r):
+		re.Where, re.Rule = r.where, r.rule
+	case err != nil:
+		re.Where, re.Rule, _ = strings.Cut(err.Error(), " ")
+	}
+	return re
 }

@@ -22,9 +22,13 @@ type SessionResult struct {
 // the caller's transaction: unless dryRun it locks the session's cursor, applies the
 // decisions and advances the cursor on tx, so they commit (or not) together with the
 // caller's request. No waiting turns answer an empty decision set without calling the model.
+// An org whose policy has extraction off gets ErrDisabled, before any model call.
 func (x *Extractor) ExtractSession(ctx context.Context, tx pgx.Tx, ac AfterCommit, org, session, keyID string, dryRun bool) (SessionResult, error) {
 	si, err := x.Working.Session(ctx, tx, org, session, false)
 	if err != nil {
+		return SessionResult{}, err
+	}
+	if err := x.checkEnabled(ctx, tx, org); err != nil {
 		return SessionResult{}, err
 	}
 	res := SessionResult{UserID: si.UserID, Decisions: Decisions{Decisions: []Decision{}, PromptVersion: PromptVersion}}
@@ -71,11 +75,15 @@ func (x *Extractor) ExtractSession(ctx context.Context, tx pgx.Tx, ac AfterCommi
 
 // ExtractMessages extracts from turns the caller sent (POST /v1/memories/extract with
 // messages, Mem0's add(messages)): the decisions, applied and audited in tx unless dryRun.
+// An org whose policy has extraction off gets ErrDisabled, before any model call.
 func (x *Extractor) ExtractMessages(ctx context.Context, tx pgx.Tx, ac AfterCommit, r Request, dryRun bool) (Decisions, error) {
 	for i, t := range r.Turns {
 		if err := strata.CheckText("content", t.Content); err != nil {
 			return Decisions{}, strata.Invalid("messages["+strconv.Itoa(i)+"].content", "must be text without NUL characters")
 		}
+	}
+	if err := x.checkEnabled(ctx, tx, r.Org); err != nil {
+		return Decisions{}, err
 	}
 	d, err := x.Extract(ctx, tx, r)
 	if err != nil || dryRun {

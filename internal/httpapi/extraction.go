@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -16,13 +17,26 @@ import (
 	"github.com/strata-mem/strata/internal/working"
 )
 
-// extractionProblem answers extraction's own errors.
-func extractionProblem(err error) error {
+// extractionProblem answers extraction's own errors. A refused model answer is a 502 that
+// names the part of the answer and the rule that refused it (never the answer's text), and
+// the log line of the request says the same.
+func (s *Server) extractionProblem(ctx context.Context, err error) error {
 	var rl *extraction.RateLimitedError
+	var rej *extraction.RejectedError
 	switch {
+	case errors.As(err, &rej):
+		s.Log.WarnContext(ctx, "extraction: the model's answer was rejected; nothing was applied", "where", rej.Where,
+			"rule", rej.Rule, "attempts", rej.Attempts, "request_id", httpops.RequestID(ctx))
+		return huma.NewError(http.StatusBadGateway, "the model's answers were malformed or out of scope; nothing was applied: "+
+			"after "+strconv.Itoa(rej.Attempts)+" attempts, "+rej.Reason(), &huma.ErrorDetail{Location: "model." + rej.Where,
+			Message: rej.Rule})
 	case errors.Is(err, extraction.ErrNotConfigured):
 		return huma.NewError(http.StatusServiceUnavailable, "extraction is off on this server: set STRATA_LLM_MODEL "+
 			"(and OPENAI_BASE_URL, OPENAI_API_KEY for an OpenAI-compatible server) and restart it")
+	case errors.Is(err, extraction.ErrDisabled):
+		return huma.NewError(http.StatusConflict, "extraction is off in this org's policy: an admin turns it on with "+
+			"PUT /v1/admin/policies {\"extraction\": {\"enabled\": true}}; the model was not called",
+			&huma.ErrorDetail{Location: "policy.extraction.enabled", Message: "is false", Value: false})
 	case errors.As(err, &rl):
 		return huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests, rl.Error()),
 			httpops.RetryAfter(int(rl.Wait.Seconds())+1))
@@ -34,7 +48,7 @@ func extractionProblem(err error) error {
 
 func (s *Server) extractMemories(ctx context.Context, r *Request, in *api.ExtractInput) (*api.ExtractOutput, error) {
 	if s.Extraction == nil {
-		return nil, extractionProblem(extraction.ErrNotConfigured)
+		return nil, s.extractionProblem(ctx, extraction.ErrNotConfigured)
 	}
 	b := in.Body
 	if (b.SessionID == "") == (len(b.Messages) == 0) {
@@ -47,7 +61,7 @@ func (s *Server) extractMemories(ctx context.Context, r *Request, in *api.Extrac
 		}
 		res, err := s.Extraction.ExtractSession(ctx, r.Tx, r.AfterCommit, r.Org, b.SessionID, r.Caller.KeyID, b.DryRun)
 		if err != nil {
-			return nil, extractionProblem(err)
+			return nil, s.extractionProblem(ctx, err)
 		}
 		out.Body = api.ExtractBody{SessionID: b.SessionID, UserID: res.UserID, FromSeq: res.FromSeq, ToSeq: res.ToSeq,
 			Decisions: res.Decisions}
@@ -59,7 +73,7 @@ func (s *Server) extractMemories(ctx context.Context, r *Request, in *api.Extrac
 	}
 	d, err := s.Extraction.ExtractMessages(ctx, r.Tx, r.AfterCommit, req, b.DryRun)
 	if err != nil {
-		return nil, extractionProblem(err)
+		return nil, s.extractionProblem(ctx, err)
 	}
 	out.Body = api.ExtractBody{UserID: b.UserID, Decisions: d}
 	return &out, nil

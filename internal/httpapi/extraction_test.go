@@ -148,6 +148,8 @@ func TestExtractEndpoint(t *testing.T) {
 	llm := llmtest.New(t, mediaAnswer)
 	s := apptest.Start(t, apptest.Env("STRATA_LLM_MODEL", "fake-model"), apptest.Env("OPENAI_BASE_URL", llm.BaseURL()))
 	key := s.NewKey("acme", "agent")
+	need(t, s.Do("PUT", "/v1/admin/policies", s.NewKey("acme", "admin"), map[string]any{"extraction": map[string]any{"enabled": true,
+		"debounce": "1h", "every_turns": 0}}), 200, 201) // on demand only
 	msgs := []map[string]any{{"role": "user", "content": "I edit wedding films. Export in 4K please."}}
 	dry := need(t, s.Do("POST", "/v1/memories/extract", key, map[string]any{"messages": msgs, "user_id": "kim", "dry_run": true}), 200).Map(t)
 	require.Equal(t, false, dry["applied"])

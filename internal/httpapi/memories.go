@@ -51,7 +51,7 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 		return nil, err
 	}
 	if b.Graph && s.Extraction == nil {
-		return nil, extractionProblem(extraction.ErrNotConfigured)
+		return nil, s.extractionProblem(ctx, extraction.ErrNotConfigured)
 	}
 	var err error
 	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
@@ -105,7 +105,7 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 		d, err := s.Extraction.ExtractGraph(ctx, r.Tx, extraction.GraphMemory{Scope: m.Scope(r.Org), MemoryID: m.ID,
 			Text: b.Text, KeyID: n.Provenance.KeyID, AgentID: n.Provenance.AgentID})
 		if err != nil {
-			return nil, extractionProblem(err)
+			return nil, s.extractionProblem(ctx, err)
 		}
 		out.Body.Graph = &api.MemoryGraph{Model: d.Model, PromptVersion: d.PromptVersion, Entities: d.Entities,
 			Relations: d.Relations, Usage: d.Usage}

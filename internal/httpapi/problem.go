@@ -17,10 +17,11 @@ import (
 )
 
 // scrubInternal is a response transformer: internal error text never reaches a client, so a
-// 5xx problem (other than 503/504, which say what to retry) carries only a generic detail;
-// the request id is in the X-Request-Id header.
+// 5xx problem (other than 503/504, which say what to retry, and 502, which only
+// extractionProblem answers: which part of the model's answer broke which rule, never its
+// text) carries only a generic detail; the request id is in the X-Request-Id header.
 func scrubInternal(_ huma.Context, _ string, v any) (any, error) {
-	if em, ok := v.(*huma.ErrorModel); ok && em.Status >= 500 &&
+	if em, ok := v.(*huma.ErrorModel); ok && em.Status >= 500 && em.Status != http.StatusBadGateway &&
 		em.Status != http.StatusServiceUnavailable && em.Status != http.StatusGatewayTimeout {
 		em.Detail, em.Errors = httpops.InternalDetail, nil
 	}

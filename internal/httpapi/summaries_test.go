@@ -145,6 +145,8 @@ func TestRollingSummariesThroughTheAPI(t *testing.T) {
 	need(t, s.Do("DELETE", "/v1/gdpr/restrictions/sam", comp, nil), 200, 204)
 
 	// Export (Art. 15): the summaries and the extraction rows.
+	need(t, s.Do("PUT", "/v1/admin/policies", s.NewKey("acme", "admin"), map[string]any{"extraction": map[string]any{"enabled": true,
+		"debounce": "1h", "every_turns": 0}}), 200, 201) // on demand only (POST /v1/memories/extract needs it on)
 	need(t, s.Do("POST", "/v1/memories/extract", key, map[string]any{"session_id": "s1"}), 200)
 	counts := exportCounts(t, s, comp, "sam")
 	require.EqualValues(t, 2+js["version"].(float64), counts["summaries.summary"])

@@ -108,8 +108,11 @@ func lockQuarantines(ctx context.Context, tx pgx.Tx, org string) error {
 }
 
 // matchWriter is the SQL condition "memory m was written by the quarantine's key or agent
-// since its time", with $2 = key_id, $3 = agent_id, $4 = since.
-const matchWriter = `m.valid_from >= $4 AND (($2 <> '' AND m.created_by_key = $2)
+// since its time", with $2 = key_id, $3 = agent_id, $4 = since. An extracted memory was
+// written by every writer of the turns it was extracted from (metadata.extraction.writers,
+// issue 57), not only by the key it is attributed to.
+const matchWriter = `m.valid_from >= $4 AND (($2 <> '' AND (m.created_by_key = $2
+		OR (m.trust = 'extracted' AND jsonb_exists(m.metadata->'extraction'->'writers', $2))))
 	OR ($3 <> '' AND coalesce(nullif(m.source_agent_id, ''), m.agent_id) = $3))`
 
 // CreateQuarantine quarantines every memory version (current or superseded) that n's key
