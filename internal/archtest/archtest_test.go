@@ -21,6 +21,7 @@ var floors = map[string]int{
 	"internal/strata": 0, "internal/config": 0, "internal/service": 0,
 	"internal/progress":   0, // a leaf: the CLI's bars, and `server partition`'s
 	"internal/tracecause": 0, // a leaf: a request's traceparent for work queued later on its behalf (issue 44)
+	"internal/answercap":  0, // a leaf: the size cap on what is read of the model's and the embedder's answers (issue 57)
 	"internal/pg":         10, "internal/redisconn": 10, "internal/embed": 10,
 	"internal/queue": 11, "migrations": 11, // both build on pg
 	"internal/partition": 11, // the online move to the partitioned layout: runs migrations' SQL functions
@@ -59,7 +60,7 @@ var support = []string{"internal/testenv", "internal/apptest", "internal/archtes
 
 // httpClients are the packages below the transport allowed net/http: they call HTTP APIs
 // (embedders, the LLM).
-var httpClients = []string{"internal/embed", "internal/consolidation", "internal/extraction", "internal/webhooks"}
+var httpClients = []string{"internal/answercap", "internal/embed", "internal/consolidation", "internal/extraction", "internal/webhooks"}
 
 func imports(t *testing.T) map[string][]string {
 	t.Helper()

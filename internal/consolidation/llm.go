@@ -10,6 +10,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/strata-mem/strata/internal/answercap"
 )
 
 // Summarizer writes a job summary's text from its facts.
@@ -62,9 +64,7 @@ func NewLLM(o LLMOptions) (*LLM, error) {
 	if o.BaseURL != "" {
 		cfg.BaseURL = strings.TrimRight(o.BaseURL, "/")
 	}
-	if o.HTTPClient != nil {
-		cfg.HTTPClient = o.HTTPClient
-	}
+	cfg.HTTPClient = answercap.Client(o.HTTPClient) // answers read up to a limit each call sets
 	return &LLM{c: openai.NewClientWithConfig(cfg), o: o}, nil
 }
 
@@ -91,7 +91,7 @@ func (l *LLM) Summarize(ctx context.Context, f Facts) (string, error) {
 			return "", err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
+	ctx, cancel := context.WithTimeout(answercap.WithLimit(ctx, answercap.ForTokens(l.o.MaxTokens), "model answer"), l.o.Timeout)
 	defer cancel()
 	resp, err := l.c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
 		Model: l.o.Model,

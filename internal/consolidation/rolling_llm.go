@@ -11,6 +11,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/strata-mem/strata/internal/answercap"
 	"github.com/strata-mem/strata/internal/extraction"
 	"github.com/strata-mem/strata/internal/summaries"
 )
@@ -85,9 +86,10 @@ func (l *RollingLLM) Summarize(ctx context.Context, kind, prev string, items []m
 	}
 	reason := ""
 	for attempt := 1; attempt <= l.attempts; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, l.timeout)
+		maxTokens := budget*2 + 64
+		cctx, cancel := context.WithTimeout(answercap.WithLimit(ctx, answercap.ForTokens(maxTokens), "model answer"), l.timeout)
 		resp, err := l.c.CreateChatCompletion(cctx, openai.ChatCompletionRequest{
-			Model: l.model, Messages: msgs, Temperature: 0, MaxTokens: budget*2 + 64,
+			Model: l.model, Messages: msgs, Temperature: 0, MaxTokens: maxTokens,
 			ResponseFormat: &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
 				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: "rolling_summary", Schema: rollingSchema, Strict: true}},
 		})
@@ -107,7 +109,7 @@ func (l *RollingLLM) Summarize(ctx context.Context, kind, prev string, items []m
 			return text, use, nil
 		}
 		reason = why
-		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: answer},
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: extraction.Rejected(answer)},
 			openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser,
 				Content: "That answer was rejected: " + why + `. Answer again with only {"summary": "..."}.`})
 	}

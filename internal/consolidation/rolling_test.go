@@ -209,6 +209,9 @@ func TestRollingLLM(t *testing.T) {
 	require.Len(t, calls, 2, "one malformed answer, one retry")
 	require.Equal(t, "json_schema", calls[0].ResponseFormat["type"])
 	require.Contains(t, calls[1].Messages[len(calls[1].Messages)-1].Content, "rejected")
+	for _, m := range calls[1].Messages { // issue 57: a description of the answer goes back, not the answer
+		require.NotEqual(t, `{"decisions": []}`, m.Content, "the rejected answer is not sent back")
+	}
 
 	bad.Store(1)
 	e.say("s1", "Please also add burned-in captions in Portuguese.", "Will do.", "Send a 1080p proxy for review.",

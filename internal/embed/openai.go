@@ -12,6 +12,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/strata-mem/strata/internal/answercap"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -66,9 +67,7 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 	if o.BaseURL != "" {
 		cfg.BaseURL = strings.TrimRight(o.BaseURL, "/")
 	}
-	if o.HTTPClient != nil {
-		cfg.HTTPClient = o.HTTPClient
-	}
+	cfg.HTTPClient = answercap.Client(o.HTTPClient) // answers read up to a limit each batch sets
 	return &OpenAI{c: openai.NewClientWithConfig(cfg), o: o}, nil
 }
 
@@ -115,7 +114,7 @@ func (e *OpenAI) batch(ctx context.Context, texts []string) ([][]float32, error)
 			}
 			delay = min(delay*2, 8*time.Second)
 		}
-		actx, cancel := context.WithTimeout(ctx, e.o.Timeout)
+		actx, cancel := context.WithTimeout(answercap.WithLimit(ctx, answercap.ForEmbeddings(len(texts), e.o.Dims), "embeddings answer"), e.o.Timeout)
 		resp, err := e.c.CreateEmbeddings(actx, req)
 		cancel()
 		if err == nil {
@@ -155,8 +154,13 @@ func (e *OpenAI) check(resp openai.EmbeddingResponse, n int) ([][]float32, error
 	return out, nil
 }
 
-// retryable: rate limits, server errors, timeouts and transport failures.
+// retryable: rate limits, server errors, timeouts and transport failures; not an answer
+// refused for its size (it would be as large again).
 func retryable(err error) bool {
+	var tl *answercap.TooLargeError
+	if errors.As(err, &tl) {
+		return false
+	}
 	var ae *openai.APIError
 	if errors.As(err, &ae) {
 		return ae.HTTPStatusCode == http.StatusTooManyRequests || ae.HTTPStatusCode >= 500 || ae.HTTPStatusCode == http.StatusRequestTimeout

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/strata-mem/strata/internal/answercap"
 )
 
 // PromptVersion names the prompt and answer schema below; every extracted result records
@@ -40,9 +42,7 @@ func newClient(o LLMOptions) *openai.Client {
 	if o.BaseURL != "" {
 		cfg.BaseURL = strings.TrimRight(o.BaseURL, "/")
 	}
-	if o.HTTPClient != nil {
-		cfg.HTTPClient = o.HTTPClient
-	}
+	cfg.HTTPClient = answercap.Client(o.HTTPClient) // answers read up to a limit each call sets
 	return openai.NewClientWithConfig(cfg)
 }
 
@@ -520,6 +520,14 @@ func entityKeys(name string) []string {
 	return []string{inner, full}
 }
 
+// Rejected is what a retry sends back to the model in place of its rejected answer: a short
+// description with the answer's size, never the answer (issue 57: a 50 MB answer sent
+// back in full would be paid for, and held, again in every later call). The reason that
+// follows it says what was wrong and where.
+func Rejected(content string) string {
+	return fmt.Sprintf("[my previous answer, %d bytes, was rejected; it is not repeated here]", len(content))
+}
+
 // Usage counts what one extraction cost.
 type Usage struct {
 	Calls            int `json:"calls"`
@@ -549,7 +557,7 @@ func (x *Extractor) ask(ctx context.Context, model string, doc promptDoc, refs, 
 		if err := before(); err != nil {
 			return answer{}, total, err
 		}
-		cctx, cancel := context.WithTimeout(ctx, x.timeout())
+		cctx, cancel := context.WithTimeout(answercap.WithLimit(ctx, answercap.ForTokens(x.maxTokens()), "model answer"), x.timeout())
 		resp, err := x.client.CreateChatCompletion(cctx, openai.ChatCompletionRequest{
 			Model: model, Messages: msgs, MaxTokens: x.maxTokens(), Temperature: 0,
 			ResponseFormat: &openai.ChatCompletionResponseFormat{
@@ -568,6 +576,10 @@ func (x *Extractor) ask(ctx context.Context, model string, doc promptDoc, refs, 
 		total.CompletionTokens += u.CompletionTokens
 		after(u)
 		if err != nil {
+			var tooLarge *answercap.TooLargeError
+			if errors.As(err, &tooLarge) { // refused unread: never retried, never sent back
+				return answer{}, total, fmt.Errorf("extraction: model %s: %w", model, tooLarge)
+			}
 			var apiErr *openai.APIError
 			if errors.As(err, &apiErr) {
 				return answer{}, total, fmt.Errorf("extraction: model %s answered HTTP %d", model, apiErr.HTTPStatusCode)
@@ -589,7 +601,7 @@ func (x *Extractor) ask(ctx context.Context, model string, doc promptDoc, refs, 
 		}
 		lastErr = verr
 		msgs = append(msgs,
-			openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content},
+			openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: Rejected(content)},
 			openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser,
 				Content: "That answer was rejected: " + verr.Error() + ". Answer again with JSON that follows the schema."})
 	}

@@ -57,7 +57,7 @@ func (s *Server) serveGroupedAppend(w http.ResponseWriter, r *http.Request, p au
 	}}
 	m.Deadline, _ = r.Context().Deadline()
 	if key != "" {
-		m.Claim = &idempotency.Claimant{Key: key, Method: r.Method, Path: r.URL.Path, UserID: subjectOf(r, body),
+		m.Claim = &idempotency.Claimant{Key: key, Method: r.Method, Path: r.URL.Path, UserID: subjectOf(r, body), APIKeyID: p.KeyID,
 			Hash: idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)}
 	}
 	s.groups.Submit(r.Context(), p.OrgID, m)

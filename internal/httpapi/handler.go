@@ -91,6 +91,14 @@ func rolesNeeded(roles []strata.Role) string {
 	return article + strings.Join(names, " or ") + " key (or an admin key)"
 }
 
+// mayCall reports whether p's role may call the operation: the check the operation's
+// handler makes, for the unit of work to make before it claims or replays an
+// Idempotency-Key. An operation not registered through handle: no.
+func (s *Server) mayCall(p auth.Principal, opID string) bool {
+	roles, ok := s.roles[opID]
+	return ok && p.Can(roles...)
+}
+
 // handle registers one operation: callable by roles (admin may do everything), serving
 // what reads declares of data subjects' data (enforced here, GDPR Art. 18), answered by h.
 func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads Reads, h Handler[I, O]) {
@@ -103,6 +111,7 @@ func handle[I, O any](s *Server, roles []strata.Role, op huma.Operation, reads R
 	if op.MaxBodyBytes == 0 {
 		op.MaxBodyBytes = s.Options.MaxBodyBytes
 	}
+	s.roles[op.OperationID] = roles // the unit of work checks them before any Idempotency-Key replay
 	huma.Register(s.api, op, func(ctx context.Context, in *I) (*O, error) {
 		p, ok := auth.FromContext(ctx)
 		if !ok || !p.Can(roles...) {

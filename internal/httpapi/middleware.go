@@ -161,17 +161,22 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if s.serveGroupedAppend(w, r, p, body, key) {
 			return
 		}
-		idem := key != "" && r.Method != http.MethodDelete
-		var fp []byte
+		// Authorization comes before any claim or replay (issue 57): a key whose role may not
+		// call the operation claims nothing and replays nothing; its handler answers the 403.
+		idem := key != "" && r.Method != http.MethodDelete && s.mayCall(p, op)
+		if !idem {
+			key = "" // nothing claimed: nothing to complete
+		}
+		var claim idempotency.Claimant
 		if idem {
-			fp = idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
+			claim = idempotency.Claimant{Key: key, Method: r.Method, Path: r.URL.Path, UserID: subjectOf(r, body),
+				APIKeyID: p.KeyID, Hash: idempotency.Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)}
 		}
 		if idem && claimInWrite[op] {
 			// The claim travels in front of the handler's first statement (one round trip
 			// fewer). Refused, the speculative run wrote nothing and answered nobody: the
 			// claim is made again on its own below, which replays, refuses or waits.
-			sess.AtBegin(idempotency.ClaimStatements(p.OrgID, key, fp, r.Method, r.URL.Path, subjectOf(r, body),
-				s.Options.IdempotencyTTL, s.Options.IdempotencyWait)...)
+			sess.AtBegin(idempotency.ClaimStatements(p.OrgID, claim, s.Options.IdempotencyTTL, s.Options.IdempotencyWait)...)
 			refused := s.finishWrite(w, r, next, sess, p, key, body, state, true)
 			if refused == nil {
 				return
@@ -192,9 +197,14 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				s.writeErr(w, r, err)
 				return
 			}
-			replay, err := idempotency.Claim(ctx, tx, p.OrgID, key, fp, r.Method, r.URL.Path, subjectOf(r, body),
-				s.Options.IdempotencyTTL, s.Options.IdempotencyWait)
+			replay, err := idempotency.Claim(ctx, tx, p.OrgID, claim, s.Options.IdempotencyTTL, s.Options.IdempotencyWait)
 			switch {
+			case errors.Is(err, idempotency.ErrOtherKey):
+				// One answer whatever the other key's request was: nothing of it is told.
+				sess.Rollback(ctx)
+				httpops.WriteProblem(w, r, http.StatusUnprocessableEntity, "this Idempotency-Key cannot be used by this API key; use a new key for a new request", nil,
+					&huma.ErrorDetail{Location: "header.Idempotency-Key", Message: "not available to this API key"})
+				return
 			case errors.Is(err, idempotency.ErrMismatch):
 				sess.Rollback(ctx)
 				httpops.WriteProblem(w, r, http.StatusUnprocessableEntity, "this Idempotency-Key was already used with a different request; use a new key for a new request", nil,

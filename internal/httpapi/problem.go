@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/strata-mem/strata/internal/answercap"
 	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/strata"
 )
@@ -153,6 +154,7 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	var fe *strata.FieldError
 	var ce *strata.ConflictError
 	var ue *strata.UnavailableError
+	var tooLarge *answercap.TooLargeError
 	switch {
 	case errors.As(err, &fe):
 		status := fe.Status
@@ -176,6 +178,11 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 			"but not served to agents until the restriction is lifted (POST/DELETE /v1/gdpr/restrictions/{user})")
 	case errors.Is(err, strata.ErrForbidden):
 		return huma.Error403Forbidden("this key's role may not do this")
+	case errors.As(err, &tooLarge): // before ue: the embedder's wraps it
+		// The model or the embedder answered beyond what was asked for; its size and the
+		// limit, never its content (issue 57).
+		s.Log.WarnContext(ctx, "answer refused for its size", "err", tooLarge.Error(), "request_id", httpops.RequestID(ctx))
+		return huma.NewError(http.StatusBadGateway, tooLarge.Error()+"; nothing was applied")
 	case errors.As(err, &ue):
 		s.Log.WarnContext(ctx, "store unavailable", "store", ue.Store, "err", ue.Err, "request_id", httpops.RequestID(ctx))
 		s.metrics.StoreErrors.WithLabelValues(ue.Store).Inc()

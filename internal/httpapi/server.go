@@ -34,6 +34,7 @@ import (
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/policy"
 	"github.com/strata-mem/strata/internal/semantic"
+	"github.com/strata-mem/strata/internal/strata"
 	"github.com/strata-mem/strata/internal/turncontext"
 	"github.com/strata-mem/strata/internal/webhooks"
 	"github.com/strata-mem/strata/internal/working"
@@ -148,6 +149,7 @@ type Server struct {
 	limiter *httpops.KeyLimiter
 	opOnce  sync.Once
 	ops     map[string]*huma.Operation // "METHOD route" → its operation (operation)
+	roles   map[string][]strata.Role   // operation id → the roles that may call it (handle; mayCall)
 	router  chi.Router
 	api     huma.API
 	tools   agentTools             // MCP and /v1/tools (tools.go)
@@ -161,7 +163,8 @@ func NewServer(d Deps) *Server {
 	}
 	s := &Server{Deps: d, metrics: httpops.NewMetrics(d.Metrics, d.Pool, d.Redis),
 		limiter: httpops.NewKeyLimiter(d.Options.RateLimit, d.Options.RateBurst),
-		space:   semantic.Space{Embedder: d.Embedder.Name(), Model: d.Embedder.Model(), Dims: d.Embedder.Dims()}}
+		space:   semantic.Space{Embedder: d.Embedder.Name(), Model: d.Embedder.Model(), Dims: d.Embedder.Dims()},
+		roles:   map[string][]strata.Role{}}
 	if d.Options.GroupCommit {
 		s.groups = groupcommit.New(d.Pool, d.Options.RequestTimeout, d.Options.IdempotencyTTL, s.metrics.Registry)
 	}

@@ -3,7 +3,9 @@
 // either nothing (the first attempt wrote nothing, so it is safe to run again) or exactly
 // the committed response. Two concurrent requests with one key serialise on the record's
 // primary key: the second waits for the first to commit or roll back (bounded by a lock
-// timeout, then 409).
+// timeout, then 409). A record belongs to the API key that made it (Binding): it is
+// replayed to that key only; another key of the org reusing the key string is refused
+// (ErrOtherKey) with nothing of the record.
 package idempotency
 
 import (
@@ -27,7 +29,22 @@ var (
 	ErrMismatch = errors.New("idempotency key reused with a different request")
 	// ErrInProgress: a request with the key is still running after the wait.
 	ErrInProgress = errors.New("a request with this idempotency key is still in progress")
+	// ErrOtherKey: the key has a record another API key made (same request or not: the
+	// caller learns nothing of it).
+	ErrOtherKey = errors.New("idempotency key held by another API key")
 )
+
+// Binding binds a record to the API key that made it: sha256 of the key's id and the
+// request's fingerprint (stored as key_binding). Hashing the fingerprint in makes a
+// binding stop matching when the record is taken over for another request by a server
+// that does not bind (the previous release, during a rolling upgrade): such a record is
+// replayed to nobody.
+func Binding(apiKeyID string, fp []byte) []byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "strata idempotency binding\n%s\n", apiKeyID)
+	h.Write(fp)
+	return h.Sum(nil)
+}
 
 // Response is a stored response.
 type Response struct {
@@ -62,6 +79,7 @@ func Fingerprint(method, path, rawQuery string, body []byte) []byte {
 // request; a live one is left alone (the statement waits for its transaction, then returns
 // no row for it).
 const takeOverExpired = `ON CONFLICT (org_id, key) DO UPDATE SET request_hash = excluded.request_hash,
+		key_binding = excluded.key_binding,
 		method = excluded.method, path = excluded.path, user_id = excluded.user_id,
 		response_status = 0, response_headers = '{}', response_body = '',
 		created_at = now(), expires_at = excluded.expires_at
@@ -70,8 +88,8 @@ const takeOverExpired = `ON CONFLICT (org_id, key) DO UPDATE SET request_hash = 
 // claimSQL inserts the record, or takes over an expired one. A live record with the key
 // makes it wait for that record's transaction, then return no row.
 const claimSQL = `INSERT INTO idempotency_keys
-		(org_id, key, request_hash, method, path, user_id, response_status, expires_at)
-	VALUES ($1, $2, $3, $4, $5, nullif($6, ''), 0, now() + make_interval(secs => $7))
+		(org_id, key, request_hash, method, path, user_id, response_status, expires_at, key_binding)
+	VALUES ($1, $2, $3, $4, $5, nullif($6, ''), 0, now() + make_interval(secs => $7), $8)
 	` + takeOverExpired + `
 	RETURNING true`
 
@@ -83,7 +101,7 @@ const claimSQL = `INSERT INTO idempotency_keys
 // mismatch or reports the key in progress (a lock timeout, CodeLockNotAvailable, already
 // says that). With a wait other than the pool's lock_timeout, the statements bound it
 // around the claim as Claim does.
-func ClaimStatements(org, key string, fp []byte, method, path, userID string, ttl, wait time.Duration) []pg.Statement {
+func ClaimStatements(org string, c Claimant, ttl, wait time.Duration) []pg.Statement {
 	var out []pg.Statement
 	bounded := wait != pg.LockTimeout
 	if bounded {
@@ -91,17 +109,20 @@ func ClaimStatements(org, key string, fp []byte, method, path, userID string, tt
 	}
 	out = append(out, pg.Statement{SQL: `WITH c AS (` + claimSQL + `)
 		SELECT strata_expect_rows((SELECT count(*) FROM c), 1, 'claiming idempotency key')`,
-		Args: []any{org, key, fp, method, path, userID, ttl.Seconds()}})
+		Args: []any{org, c.Key, c.Hash, c.Method, c.Path, c.UserID, ttl.Seconds(), Binding(c.APIKeyID, c.Hash)}})
 	if bounded {
 		out = append(out, pg.Statement{SQL: fmt.Sprintf("SET LOCAL lock_timeout = %d", pg.LockTimeout.Milliseconds())})
 	}
 	return out
 }
 
-// Claim records key as in flight for this request inside tx. It returns (nil, nil) when the
-// caller should execute the request; a stored Response to replay; ErrMismatch; or
-// ErrInProgress when a concurrent holder did not finish within wait.
-func Claim(ctx context.Context, tx pgx.Tx, org, key string, fp []byte, method, path, userID string, ttl, wait time.Duration) (*Response, error) {
+// Claim records c's key as in flight for this request inside tx. It returns (nil, nil) when
+// the caller should execute the request; a stored Response to replay (only to the API key
+// that made it); ErrOtherKey when another API key made the record; ErrMismatch when this
+// key made it for another request; or ErrInProgress when a concurrent holder did not
+// finish within wait.
+func Claim(ctx context.Context, tx pgx.Tx, org string, c Claimant, ttl, wait time.Duration) (*Response, error) {
+	key, fp := c.Key, c.Hash
 	// One round trip: the wait bound, the claim, and the connection's own bound back (a
 	// wait equal to the pool's lock_timeout needs neither).
 	b := &pgx.Batch{}
@@ -112,7 +133,7 @@ func Claim(ctx context.Context, tx pgx.Tx, org, key string, fp []byte, method, p
 	// Insert, or take over an expired record. A live record with the key makes this
 	// statement wait for its transaction, then return no row.
 	var claimed bool
-	b.Queue(claimSQL, org, key, fp, method, path, userID, ttl.Seconds()).QueryRow(func(row pgx.Row) error {
+	b.Queue(claimSQL, org, key, fp, c.Method, c.Path, c.UserID, ttl.Seconds(), Binding(c.APIKeyID, fp)).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&claimed)
 	})
 	if bounded {
@@ -129,13 +150,18 @@ func Claim(ctx context.Context, tx pgx.Tx, org, key string, fp []byte, method, p
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, pg.Interpret(err)
 	}
-	var stored []byte
+	var stored, binding []byte
 	var hdr []byte
 	r := &Response{}
-	err = tx.QueryRow(ctx, `SELECT request_hash, response_status, response_headers, response_body, created_at
-		FROM idempotency_keys WHERE org_id = $1 AND key = $2`, org, key).Scan(&stored, &r.Status, &hdr, &r.Body, &r.Created)
+	err = tx.QueryRow(ctx, `SELECT request_hash, key_binding, response_status, response_headers, response_body, created_at
+		FROM idempotency_keys WHERE org_id = $1 AND key = $2`, org, key).Scan(&stored, &binding, &r.Status, &hdr, &r.Body, &r.Created)
 	if err != nil {
 		return nil, pg.Interpret(err)
+	}
+	// NULL: a record of a server that did not bind (before migration 0046), replayed as
+	// it was until it expires. Otherwise it must be this key's, for its stored request.
+	if binding != nil && !bytes.Equal(binding, Binding(c.APIKeyID, stored)) {
+		return nil, ErrOtherKey
 	}
 	if !bytes.Equal(stored, fp) {
 		return nil, ErrMismatch
@@ -185,18 +211,19 @@ func CompleteStatement(org, key string, status int, header map[string][]string, 
 		[]any{org, key, status, hdr, body}, nil
 }
 
-// Claimant is one request of a group commit that claims its key (ClaimMany).
+// Claimant is a request that claims its key (Claim, ClaimStatements, ClaimMany).
 type Claimant struct {
 	Key, Method, Path, UserID string
+	APIKeyID                  string // the API key making the request: the record is bound to it (Binding)
 	Hash                      []byte // Fingerprint of the request
 }
 
 // claimManySQL is Claim's insert for many keys of one org: it returns the keys it claimed
 // (new, or taking over an expired record). A key that has a live record is not returned.
 const claimManySQL = `INSERT INTO idempotency_keys
-		(org_id, key, request_hash, method, path, user_id, response_status, expires_at)
-	SELECT $1, c.key, c.hash, c.method, c.path, nullif(c.usr, ''), 0, now() + make_interval(secs => $2)
-	FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::text[]) AS c(key, hash, method, path, usr)
+		(org_id, key, request_hash, method, path, user_id, response_status, expires_at, key_binding)
+	SELECT $1, c.key, c.hash, c.method, c.path, nullif(c.usr, ''), 0, now() + make_interval(secs => $2), c.binding
+	FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::bytea[]) AS c(key, hash, method, path, usr, binding)
 	ORDER BY c.key
 	` + takeOverExpired + `
 	RETURNING key`
@@ -209,10 +236,12 @@ const claimManySQL = `INSERT INTO idempotency_keys
 func ClaimManyStatement(org string, cs []Claimant, ttl time.Duration) (string, []any) {
 	keys, hashes := make([]string, len(cs)), make([][]byte, len(cs))
 	methods, paths, users := make([]string, len(cs)), make([]string, len(cs)), make([]string, len(cs))
+	bindings := make([][]byte, len(cs))
 	for i, c := range cs {
 		keys[i], hashes[i], methods[i], paths[i], users[i] = c.Key, c.Hash, c.Method, c.Path, c.UserID
+		bindings[i] = Binding(c.APIKeyID, c.Hash)
 	}
-	return claimManySQL, []any{org, ttl.Seconds(), keys, hashes, methods, paths, users}
+	return claimManySQL, []any{org, ttl.Seconds(), keys, hashes, methods, paths, users, bindings}
 }
 
 // Completion is one request's response for CompleteManyStatement.

@@ -24,7 +24,8 @@ func TestSweepDeletesOnlyExpiredRecordsOfEveryOrg(t *testing.T) {
 	for _, org := range []string{"a", "b", "root"} {
 		require.NoError(t, pg.InOrgTx(ctx, pool, org, func(tx pgx.Tx) error {
 			for i, ttl := range []time.Duration{time.Hour, time.Second} {
-				_, err := idempotency.Claim(ctx, tx, org, "k"+string(rune('0'+i)), []byte{1}, "POST", "/x", "", ttl, time.Second)
+				_, err := idempotency.Claim(ctx, tx, org, idempotency.Claimant{Key: "k" + string(rune('0'+i)), Hash: []byte{1},
+					Method: "POST", Path: "/x", APIKeyID: "key_1"}, ttl, time.Second)
 				if err != nil {
 					return err
 				}

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -92,6 +94,52 @@ type Server struct {
 	status int
 	// OnCall, when set, runs on every call before it is answered (tests wait on it).
 	OnCall func(Prompt)
+	// huge, when non-zero, is the size of a streamed answer (HugeAnswer); written counts
+	// what of it the client took before it hung up.
+	huge    int64
+	written atomic.Int64
+}
+
+// HugeFill is what a HugeAnswer's content is made of.
+const HugeFill = "HUGE-ANSWER-"
+
+// HugeAnswer makes every call answer a well-formed completion whose content is n bytes of
+// HugeFill, streamed in 32 KiB writes without a Content-Length, as a runaway model would
+// (0: answer normally again). Written tells how much of it the client read.
+func (s *Server) HugeAnswer(n int64) {
+	s.mu.Lock()
+	s.huge = n
+	s.mu.Unlock()
+	s.written.Store(0)
+}
+
+// Written is how many bytes of HugeAnswer bodies were written to clients (a client that
+// stops reading makes the writes fail soon after, kernel buffers aside).
+func (s *Server) Written() int64 { return s.written.Load() }
+
+func (s *Server) streamHuge(w http.ResponseWriter, model string, n int64) {
+	w.Header().Set("Content-Type", "application/json")
+	fl, _ := w.(http.Flusher)
+	write := func(b []byte) bool {
+		k, err := w.Write(b)
+		s.written.Add(int64(k))
+		if fl != nil {
+			fl.Flush()
+		}
+		return err == nil
+	}
+	head, _ := json.Marshal(model)
+	if !write([]byte(`{"id":"chatcmpl-fake","object":"chat.completion","created":1,"model":` + string(head) +
+		`,"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"`)) {
+		return
+	}
+	chunk := []byte(strings.Repeat(HugeFill, 32<<10/len(HugeFill)))
+	for sent := int64(0); sent < n; sent += int64(len(chunk)) {
+		if !write(chunk) {
+			return
+		}
+	}
+	write([]byte(`"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
 }
 
 // New starts a fake answering answer(prompt) for every call; t's cleanup closes it.
@@ -157,10 +205,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.calls = append(s.calls, p)
-	answer, status, on := s.answer, s.status, s.OnCall
+	answer, status, on, huge := s.answer, s.status, s.OnCall, s.huge
 	s.mu.Unlock()
 	if on != nil {
 		on(p)
+	}
+	if huge > 0 {
+		s.streamHuge(w, body.Model, huge)
+		return
 	}
 	if status != 0 {
 		w.Header().Set("Content-Type", "application/json")

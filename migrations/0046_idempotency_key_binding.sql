@@ -1,0 +1,13 @@
+-- Bind each Idempotency-Key record to the API key that made it (issue 57): a replay is
+-- answered only to that key; another key of the org that reuses the key string gets a 422
+-- that says nothing of the first request.
+--
+-- key_binding is sha256 of the API key's id and the record's request_hash
+-- (idempotency.Binding), so it stops matching when a record is taken over for another
+-- request. Expand/contract: the column is nullable and nothing else changes, so the
+-- previous release's server keeps working against this schema. Its records (and those it
+-- takes over, whose old binding then no longer matches their new request_hash) are read by
+-- this release as follows: NULL is a record made before the binding (replayed to any key
+-- that may call the route, as before, until it expires); a binding that matches no key
+-- refuses every replay (fail safe: a retry gets 422, never another key's response).
+ALTER TABLE idempotency_keys ADD COLUMN key_binding bytea;
