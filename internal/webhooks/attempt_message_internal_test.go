@@ -47,4 +47,11 @@ func TestAttemptErrorsDiscloseNothing(t *testing.T) {
 	_, _, err = w.post(ctx, target{url: closed, secrets: tg.secrets}, "msg_3", []byte(`{}`))
 	require.Error(t, err)
 	require.Equal(t, "connection refused", err.Error())
+
+	// A certificate the client does not trust: said so, without the names it was valid for.
+	tlsrc := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(tlsrc.Close)
+	_, _, err = w.post(ctx, target{url: tlsrc.URL, secrets: tg.secrets}, "msg_4", []byte(`{}`))
+	require.Error(t, err)
+	require.Equal(t, "the receiver's TLS certificate was not accepted", err.Error())
 }

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -165,9 +166,15 @@ func checkURL(ctx context.Context, raw string, allowPrivate bool,
 func attemptMessage(err error) string {
 	var dns *net.DNSError
 	var op *net.OpError
+	var cert *tls.CertificateVerificationError
+	var record tls.RecordHeaderError
 	switch {
 	case errors.Is(err, ErrBlockedAddress):
 		return MsgBlocked
+	case errors.As(err, &cert):
+		return "the receiver's TLS certificate was not accepted"
+	case errors.As(err, &record):
+		return "the receiver does not speak TLS"
 	case errors.As(err, &dns):
 		if dns.IsTimeout {
 			return "the host's name lookup timed out"
