@@ -103,6 +103,7 @@ type Store struct {
 	rootKey []byte // sha256 of STRATA_ADMIN_KEY, or nil
 	rootOrg string
 	cache   *keyCache
+	revoked broadcast // closed at each revocation heard (Revoked)
 }
 
 // NewStore returns a key store. rootKey, when set, is accepted as an admin of every org

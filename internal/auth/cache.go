@@ -80,12 +80,60 @@ func (s *Store) Listen(ctx context.Context, dsn string, log *slog.Logger, ready 
 
 // Listener is what the key cache needs from a connection LISTENing on RevocationChannel.
 func (s *Store) Listener() pg.Listener {
-	return pg.Listener{Up: s.cache.reset, Notify: func(string, string) { s.cache.reset(true) }}
+	return pg.Listener{
+		Up:     func(up bool) { s.cache.reset(up); s.revoked.signal() },
+		Notify: func(string, string) { s.cache.reset(true); s.revoked.signal() },
+	}
 }
 
 // Forget clears this replica's cached lookups (the revoking replica calls it right after
 // its revocation commits, so its own next request never sees the key).
-func (s *Store) Forget() { s.cache.reset(s.cache.isEnabled()) }
+func (s *Store) Forget() { s.cache.reset(s.cache.isEnabled()); s.revoked.signal() }
+
+// Revoked returns a channel closed at the next revocation this replica hears of (or when
+// its listener connects or disconnects). A long-lived request (an event stream) waits on it
+// and then checks its own key with Active: a revoked key's stream ends within the
+// notification's delivery, on every replica. Take the channel before the check it guards.
+func (s *Store) Revoked() <-chan struct{} { return s.revoked.wait() }
+
+// Listening reports whether revocations reach this replica by notification now; while
+// they do not, a long-lived request checks its key by polling.
+func (s *Store) Listening() bool { return s.cache.isEnabled() }
+
+// Active reports whether the key with this id is still usable (not revoked, not deleted),
+// asking Postgres (no cache). The root key is always active.
+func (s *Store) Active(ctx context.Context, keyID string) (bool, error) {
+	if keyID == "root" {
+		return true, nil
+	}
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL)`, keyID).Scan(&ok)
+	return ok, pg.Interpret(err)
+}
+
+// broadcast is a channel closed at each signal and replaced by a fresh one.
+type broadcast struct {
+	mu sync.Mutex
+	c  chan struct{}
+}
+
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.c == nil {
+		b.c = make(chan struct{})
+	}
+	return b.c
+}
+
+func (b *broadcast) signal() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.c != nil {
+		close(b.c)
+		b.c = nil
+	}
+}
 
 func (c *keyCache) isEnabled() bool {
 	c.mu.Lock()

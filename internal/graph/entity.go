@@ -86,7 +86,7 @@ func (in *ResolveInput) validate() error {
 	if err := checkScope(in.Scope); err != nil {
 		return err
 	}
-	if err := checkString("name", in.Name, MaxNameLen, true); err != nil {
+	if err := checkName("name", in.Name, true); err != nil {
 		return err
 	}
 	if err := checkString("type", in.Type, MaxTypeLen, false); err != nil {
@@ -99,7 +99,7 @@ func (in *ResolveInput) validate() error {
 		return strata.TooLarge("aliases", "must hold at most %d aliases, got %d", MaxAliases, len(in.Aliases))
 	}
 	for i, a := range in.Aliases {
-		if err := checkString(fmt.Sprintf("aliases[%d]", i), a, MaxNameLen, true); err != nil {
+		if err := checkName(fmt.Sprintf("aliases[%d]", i), a, true); err != nil {
 			return err
 		}
 	}
@@ -201,11 +201,11 @@ func (s *Store) Resolve(ctx context.Context, db pg.DBTX, in ResolveInput) (Entit
 			RETURNING `+entityCols, sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, display[0], keys[0], in.Type,
 			display[1:], keys, in.Summary, vec, embedder, model, dims, sources, now))
 		if err != nil {
-			return Entity{}, false, fmt.Errorf("creating entity %q: %w", in.Name, pg.Interpret(err))
+			return Entity{}, false, fmt.Errorf("creating an entity: %w", pg.Interpret(err))
 		}
 		return e, true, nil
 	case err != nil:
-		return Entity{}, false, fmt.Errorf("resolving entity %q: %w", in.Name, pg.Interpret(err))
+		return Entity{}, false, fmt.Errorf("resolving an entity: %w", pg.Interpret(err))
 	}
 
 	// Found: add what it did not know.
@@ -522,14 +522,14 @@ type SplitResult struct {
 // conflict; an alias or relation that From does not have is refused.
 func (s *Store) Split(ctx context.Context, db pg.DBTX, org string, in SplitInput) (SplitResult, error) {
 	var res SplitResult
-	if err := checkString("name", in.Name, MaxNameLen, true); err != nil {
+	if err := checkName("name", in.Name, true); err != nil {
 		return res, err
 	}
 	if err := checkString("type", in.Type, MaxTypeLen, false); err != nil {
 		return res, err
 	}
 	for i, a := range in.Aliases {
-		if err := checkString(fmt.Sprintf("aliases[%d]", i), a, MaxNameLen, true); err != nil {
+		if err := checkName(fmt.Sprintf("aliases[%d]", i), a, true); err != nil {
 			return res, err
 		}
 	}

@@ -782,6 +782,8 @@ func TestValidation(t *testing.T) {
 		{"name", ResolveInput{Scope: sc, Name: "  "}},
 		{"name", ResolveInput{Scope: sc, Name: "a\x00b"}},
 		{"aliases[1]", ResolveInput{Scope: sc, Name: "Ana", Aliases: []string{"A", ""}}},
+		{"name", ResolveInput{Scope: sc, Name: strings.Repeat("\U00020000", 376)}}, // 376 characters, 1,504 bytes: over MaxNameBytes
+		{"aliases[0]", ResolveInput{Scope: sc, Name: "Ana", Aliases: []string{strings.Repeat("\U00020000", 376)}}},
 		{"user_id", ResolveInput{Scope: strata.Scope{OrgID: "org1", UserID: "bad id"}, Name: "Ana"}},
 		{"embedding", ResolveInput{Scope: sc, Name: "Ana", Vector: []float32{1, 2}, Space: Space{Embedder: "e", Dims: 3}}},
 		{"subject_id", RelationInput{Scope: sc, Predicate: "p", ObjectValue: &v}},

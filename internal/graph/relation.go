@@ -301,7 +301,7 @@ func (s *Store) AddRelation(ctx context.Context, db pg.DBTX, in RelationInput) (
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, subj.ID, pred, objID, in.ObjectValue, functional, in.Fact,
 		p.MemoryID, p.JobID, p.EventSeq, p.KeyID, p.AgentID, validFrom, validTo, now); err != nil {
-		return res, fmt.Errorf("adding relation %s %s: %w", subj.ID, pred, pg.Interpret(err))
+		return res, fmt.Errorf("adding a relation of %s: %w", subj.ID, pg.Interpret(err))
 	}
 	res.Relation, err = s.relation(ctx, db, sc.OrgID, id)
 	res.Created = err == nil

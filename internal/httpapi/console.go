@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -43,8 +44,22 @@ func (s *Server) inProcess() http.Handler {
 // mountMem0 serves the Mem0-compatible API at /mem0 (internal/mem0, docs/mem0.md): every
 // call becomes requests to the API through inProcess, with the caller's own key, so roles,
 // Art. 18, idempotency and audit are the API's.
+//
+// The key is checked first (Mem0's "Token <key>" read as a bearer key): a request without a
+// valid one is a 401 before its body is read or validated.
 func (s *Server) mountMem0(r chi.Router) {
-	r.Mount("/mem0", mem0.New(s.inProcess(), s.Log))
+	r.With(mem0Token, s.authenticate).Mount("/mem0", mem0.New(s.inProcess(), s.Log))
+}
+
+// mem0Token reads Mem0 clients' "Authorization: Token <key>" as "Bearer <key>".
+func mem0Token(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Token "); ok {
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(k))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // viaDetails is the audit details of a record written by hand for p (the export's).

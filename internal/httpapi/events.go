@@ -173,6 +173,19 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 	ctx := r.Context()
+	// The stream lives as long as its key: a revocation heard on this replica (every
+	// replica hears it, internal/auth) makes it check the key; while revocations are not
+	// heard (the listener reconnecting) it checks on every poll.
+	revoked := s.Keys.Revoked()
+	keyGone := func() bool {
+		ok, err := s.Keys.Active(ctx, p.KeyID)
+		if err != nil || !ok { // fail closed: the client reconnects and authenticates afresh
+			fmt.Fprint(w, ": the key was revoked or could not be checked; the stream ends\n\n")
+			flusher.Flush()
+			return true
+		}
+		return false
+	}
 	for {
 		for {
 			evs, err := s.readEvents(ctx, p.OrgID, outbox.Filter{After: after, Types: types, JobID: job, Limit: 500})
@@ -197,8 +210,16 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-revoked:
+			revoked = s.Keys.Revoked()
+			if keyGone() {
+				return
+			}
 		case <-wake:
 		case <-poll.C:
+			if !s.Keys.Listening() && keyGone() {
+				return
+			}
 		case <-hb.C:
 			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
 				return

@@ -39,6 +39,23 @@ func renameField(err error, from, to string) error {
 	return err
 }
 
+// sourceMemory parses a source_memory_id and checks it names a memory (any version) of the
+// caller's org: provenance links another org's memory, or none, are refused (erasure and
+// export by memory follow them).
+func (s *Server) sourceMemory(ctx context.Context, r *Request, raw string) (*uuid.UUID, error) {
+	id, err := optGraphID("source_memory_id", raw)
+	if err != nil || id == nil {
+		return id, err
+	}
+	if _, err := s.Memories.Get(ctx, r.Tx, r.Org, *id); err != nil {
+		if errors.Is(err, strata.ErrNotFound) {
+			return nil, strata.Invalid("source_memory_id", "names no memory of this org")
+		}
+		return nil, err
+	}
+	return id, nil
+}
+
 func parseGraphID(field, s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)
 	if err != nil {
@@ -175,7 +192,7 @@ func (s *Server) graphHistory(ctx context.Context, r *Request, in *api.GraphHist
 
 func (s *Server) resolveGraphEntity(ctx context.Context, r *Request, in *api.GraphResolveInput) (*api.GraphEntityOutput, error) {
 	b := in.Body
-	src, err := optGraphID("source_memory_id", b.SourceMemoryID)
+	src, err := s.sourceMemory(ctx, r, b.SourceMemoryID)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +231,7 @@ func (s *Server) addGraphRelation(ctx context.Context, r *Request, in *api.Graph
 	if err != nil {
 		return nil, err
 	}
-	src, err := optGraphID("source_memory_id", b.SourceMemoryID)
+	src, err := s.sourceMemory(ctx, r, b.SourceMemoryID)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +261,8 @@ func (s *Server) mergeGraphEntity(ctx context.Context, r *Request, in *api.Graph
 	}
 	res, err := s.Graph.Merge(ctx, r.Tx, r.Org, into, merged)
 	if err != nil {
-		return nil, err
+		// The tier calls the entity merged "merged_id"; the request names it in the path.
+		return nil, renameField(err, "merged_id", "path.id")
 	}
 	return &api.GraphMergeOutput{Body: res}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-mem/strata/internal/answercap"
 	"github.com/strata-mem/strata/internal/httpops"
@@ -197,8 +198,21 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "client closed request")
 	}
-	s.Log.ErrorContext(ctx, "internal error", "err", err, "request_id", httpops.RequestID(ctx))
+	s.Log.ErrorContext(ctx, "internal error", "err", logSafe(err), "request_id", httpops.RequestID(ctx))
 	return huma.NewError(http.StatusInternalServerError, httpops.InternalDetail)
+}
+
+// logSafe is an error's text for the log with Postgres's own message and detail left out:
+// they may quote the statement's values (a name, a memory's text, a key that collided).
+// The SQLSTATE, table and constraint stay, and so does our own wrapping.
+func logSafe(err error) string {
+	msg := err.Error()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		msg = strings.ReplaceAll(msg, pe.Error(), fmt.Sprintf("postgres error SQLSTATE %s (table %q, constraint %q)",
+			pe.Code, pe.TableName, pe.ConstraintName))
+	}
+	return msg
 }
 
 // fieldStatus answers a tier's field error by its kind.

@@ -24,6 +24,7 @@ const (
 	CodeCharNotInRepertoire  = "22021"
 	CodeCheckViolation       = "23514"
 	CodeInsufficientPriv     = "42501"
+	CodeProgramLimit         = "54000" // program_limit_exceeded: e.g. an index row over the b-tree limit
 )
 
 // Interpret translates a pgx error into strata's sentinels at the store boundary:
@@ -42,6 +43,9 @@ func Interpret(err error) error {
 		switch {
 		case pgErr.Code == CodeUniqueViolation:
 			return &strata.ConflictError{Msg: "already exists"}
+		case pgErr.Code == CodeProgramLimit:
+			// A backstop: tiers bound what they index, so only an unforeseen value gets here.
+			return strata.Invalid("body", "a value is too large to be stored")
 		case pgErr.Code == CodeSerializationFailure, pgErr.Code == CodeDeadlock, pgErr.Code == CodeLockNotAvailable:
 			return &strata.ConflictError{Msg: "concurrent update; retry"}
 		case pgErr.Code == CodeQueryCanceled,

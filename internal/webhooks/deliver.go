@@ -268,7 +268,7 @@ func (w *Deliverer) post(ctx context.Context, t target, msgID string, body []byt
 	resp, err := w.Client.Do(req)
 	latencyMS = int(time.Since(began).Milliseconds())
 	if err != nil {
-		return 0, latencyMS, err
+		return 0, latencyMS, &attemptError{msg: attemptMessage(err), err: err}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
@@ -277,6 +277,16 @@ func (w *Deliverer) post(ctx context.Context, t target, msgID string, body []byt
 	}
 	return resp.StatusCode, latencyMS, nil
 }
+
+// attemptError is a failed request told by a fixed text (attemptMessage), still matching
+// the client's error for errors.Is (a shutdown's cancellation).
+type attemptError struct {
+	msg string
+	err error
+}
+
+func (e *attemptError) Error() string { return e.msg }
+func (e *attemptError) Unwrap() error { return e.err }
 
 // Prune deletes org's finished (delivered or dead) deliveries last updated before before,
 // with their attempts.

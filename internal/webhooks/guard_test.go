@@ -47,8 +47,12 @@ func TestCheckURLRefusesEveryLoopbackSpelling(t *testing.T) {
 		requireRefused(t, u, true, numeric) // ambiguous whatever the operator allows
 	}
 
-	const private = "STRATA_WEBHOOK_ALLOW_PRIVATE"
+	const private = webhooks.MsgBlocked // the whole message: no address, no setting, no resolver
 	for _, u := range []string{
+		"http://[::ffff:0:127.0.0.1]/",                   // IPv4-translated (SIIT)
+		"http://[::ffff:0:a00:1]/",                       // the same around 10.0.0.1
+		"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", // Teredo
+		"http://198.18.0.1/", "http://240.0.0.1/", "http://255.255.255.255/", "http://192.0.0.170/",
 		"http://[::ffff:127.0.0.1]/",        // IPv4-mapped IPv6
 		"http://[::ffff:7f00:1]/",           // the same in hex
 		"http://[0:0:0:0:0:ffff:10.0.0.1]/", // mapped, private
@@ -68,6 +72,8 @@ func TestCheckURLRefusesEveryLoopbackSpelling(t *testing.T) {
 		"http://api.localhost./x",
 	} {
 		requireRefused(t, u, false, private)
+		err := webhooks.CheckURL(context.Background(), u, false)
+		require.Equal(t, private, err.(*strata.FieldError).Msg, u)
 	}
 
 	// Credentials in the URL: the host is what follows the @, and the URL is refused anyway.
@@ -98,11 +104,13 @@ func TestBlockedAddresses(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1", "::127.0.0.1", "0.1.2.3", "::",
 		"10.1.2.3", "172.31.255.255", "192.168.1.1", "fd00::1", "fec0::1", "169.254.169.254", "fe80::1", "100.127.0.1",
-		"224.0.0.251", "ff02::1", "ff01::1", "64:ff9b::7f00:1", "64:ff9b::a00:1", "64:ff9b:1::1", "2002:a00:1::1"} {
+		"224.0.0.251", "ff02::1", "ff01::1", "64:ff9b::7f00:1", "64:ff9b::a00:1", "64:ff9b:1::1", "2002:a00:1::1",
+		"::ffff:0:7f00:1", "::ffff:0:a00:1", "::ffff:0:0", "2001::1", "100::1", "2001:db8::1", "192.0.0.8", "198.19.1.1",
+		"240.0.0.1", "255.255.255.255", "192.0.2.1"} {
 		require.True(t, webhooks.Blocked(netip.MustParseAddr(s)), s)
 	}
 	for _, s := range []string{"8.8.8.8", "1.1.1.1", "100.63.255.255", "100.128.0.0", "2606:4700::1111", "64:ff9b::808:808",
-		"2002:808:808::1", "::ffff:1.1.1.1"} {
+		"2002:808:808::1", "::ffff:1.1.1.1", "::ffff:0:808:808"} {
 		require.False(t, webhooks.Blocked(netip.MustParseAddr(s)), s)
 	}
 	require.True(t, webhooks.Blocked(netip.Addr{}), "the zero address")
