@@ -38,17 +38,18 @@ const Trust = "extracted"
 // ErrNotConfigured: the server has no LLM (STRATA_LLM_MODEL unset).
 var ErrNotConfigured = errors.New("extraction needs an LLM: set STRATA_LLM_MODEL (and OPENAI_BASE_URL for a server other than OpenAI's)")
 
-// ErrDisabled: the org's policy has extraction off (extraction.enabled false); the
-// on-demand extraction refuses before any model call.
+// ErrDisabled: the org's policy turns extraction off ("extraction": {"enabled": false}, said
+// by the org, not left unset); the on-demand extraction refuses before any model call.
 var ErrDisabled = errors.New("extraction is off in this org's policy (extraction.enabled is false)")
 
-// checkEnabled refuses an on-demand extraction when the org's policy has extraction off.
-func (x *Extractor) checkEnabled(ctx context.Context, db pg.DBTX, org string) error {
+// CheckEnabled refuses an on-demand extraction when the org's policy turns extraction off
+// (policy.Extraction.Off; unset, only the background extraction is off): ErrDisabled.
+func (x *Extractor) CheckEnabled(ctx context.Context, db pg.DBTX, org string) error {
 	eff, err := policy.LoadEffective(ctx, db, org, x.Defaults)
 	if err != nil {
 		return err
 	}
-	if !eff.Extraction.Enabled {
+	if eff.Extraction.Off {
 		return ErrDisabled
 	}
 	return nil

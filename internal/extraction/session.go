@@ -28,7 +28,7 @@ func (x *Extractor) ExtractSession(ctx context.Context, tx pgx.Tx, ac AfterCommi
 	if err != nil {
 		return SessionResult{}, err
 	}
-	if err := x.checkEnabled(ctx, tx, org); err != nil {
+	if err := x.CheckEnabled(ctx, tx, org); err != nil {
 		return SessionResult{}, err
 	}
 	res := SessionResult{UserID: si.UserID, Decisions: Decisions{Decisions: []Decision{}, PromptVersion: PromptVersion}}
@@ -82,7 +82,7 @@ func (x *Extractor) ExtractMessages(ctx context.Context, tx pgx.Tx, ac AfterComm
 			return Decisions{}, strata.Invalid("messages["+strconv.Itoa(i)+"].content", "must be text without NUL characters")
 		}
 	}
-	if err := x.checkEnabled(ctx, tx, r.Org); err != nil {
+	if err := x.CheckEnabled(ctx, tx, r.Org); err != nil {
 		return Decisions{}, err
 	}
 	d, err := x.Extract(ctx, tx, r)

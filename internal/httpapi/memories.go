@@ -53,15 +53,18 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 	if b.Graph && s.Extraction == nil {
 		return nil, s.extractionProblem(ctx, extraction.ErrNotConfigured)
 	}
-	var err error
-	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
-		return nil, err
+	if b.Graph { // an org whose policy turns extraction off: no model call, no embedding
+		if err := s.Extraction.CheckEnabled(ctx, r.Tx, r.Org); err != nil {
+			return nil, s.extractionProblem(ctx, err)
+		}
 	}
 	// A restricted subject's new memory is stored (Art. 18(2)), but nothing acts on what they
 	// had stored: a duplicate would update the stored memory and answer with it, and a
-	// graph extraction would resolve against their entities. Both are refused, the write
-	// in the request's transaction (not committed in its own trip) so that it rolls back.
+	// graph extraction would resolve against their entities. Both are refused (the graph
+	// one before the text goes to the embedder), the write in the request's transaction (not
+	// committed in its own trip) so that it rolls back.
 	restricted := false
+	var err error
 	if b.UserID != "" {
 		if restricted, err = s.Restrictions.Restricted(ctx, r.sess, r.Org, b.UserID); err != nil {
 			return nil, err
@@ -69,6 +72,9 @@ func (s *Server) createMemory(ctx context.Context, r *Request, in *api.CreateMem
 		if restricted && b.Graph {
 			return nil, strata.ErrRestricted
 		}
+	}
+	if n.Vector, err = s.embedOne(ctx, b.Text); err != nil {
+		return nil, err
 	}
 	var m semantic.Memory
 	var dedup *semantic.Dedup

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/strata-mem/strata/internal/api"
 	"github.com/strata-mem/strata/internal/audit"
 	"github.com/strata-mem/strata/internal/auth"
+	"github.com/strata-mem/strata/internal/gdpr"
 	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
@@ -163,7 +165,9 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		}
 		// Authorization comes before any claim or replay (issue 57): a key whose role may not
 		// call the operation claims nothing and replays nothing; its handler answers the 403.
-		idem := key != "" && r.Method != http.MethodDelete && s.mayCall(p, op)
+		// A read sent as POST (search, context, batch-get) is idempotent by itself: its answer is
+		// not recorded, so no copy of what it served outlives a restriction or an erasure.
+		idem := key != "" && r.Method != http.MethodDelete && s.mayCall(p, op) && !postReads[op]
 		if !idem {
 			key = "" // nothing claimed: nothing to complete
 		}
@@ -219,6 +223,13 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				s.writeErr(w, r, err)
 				return
 			case replay != nil:
+				// A recorded answer is the subject's data served again: not while they are
+				// restricted (GDPR Art. 18), whoever asks. The write it answered stays done.
+				if err := s.refuseRestrictedReplay(ctx, r, sess, p, op, claim.UserID); err != nil {
+					sess.Rollback(ctx)
+					s.writeErr(w, r, err)
+					return
+				}
 				sess.Rollback(ctx)
 				for k, v := range replay.Header {
 					w.Header()[k] = v
@@ -250,6 +261,37 @@ func (s *Server) renewUnit(ctx context.Context, r *http.Request, p auth.Principa
 	r = r.WithContext(ctx)
 	r.Body = io.NopCloser(bytes.NewReader(body)) // the first run read it
 	return sess, state, ctx, r
+}
+
+// postReads are the POST operations that only read (noFlushReads, and the key-value
+// batch get): an Idempotency-Key on them is accepted and not recorded. A recorded answer
+// would be a copy of what was served, keyed by neither the subject nor the record it came
+// from, so that an erasure could not find it and a restriction would not cover it.
+var postReads = map[string]bool{
+	api.OpSearchMemories.OperationID: true, api.OpSimilarJobs.OperationID: true, api.OpGetContext.OperationID: true,
+	api.OpBatchGetKv.OperationID: true,
+}
+
+// refuseRestrictedReplay answers strata.ErrRestricted (403) when a recorded answer about to
+// be replayed names a restricted subject: the user its request named, or the owner of the
+// job, session, asset, memory or graph entity its path names. Compliance operations replay
+// as they are (they work on restricted subjects by design). An org that restricts nobody
+// pays no round trip (the cached set answers).
+func (s *Server) refuseRestrictedReplay(ctx context.Context, r *http.Request, sess *pg.Session, p auth.Principal, op, user string) error {
+	if slices.Contains(s.roles[op], strata.RoleCompliance) {
+		return nil
+	}
+	t := gdpr.Targets{Users: []string{user}, Jobs: []string{chi.URLParam(r, "job")},
+		Sessions: []string{chi.URLParam(r, "session")}, Assets: []string{chi.URLParam(r, "asset")}}
+	if id := chi.URLParam(r, "id"); id != "" {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v1/memories/"):
+			t.Memories = []string{id}
+		case strings.HasPrefix(r.URL.Path, "/v1/graph/entities/"):
+			t.Entities = []string{id}
+		}
+	}
+	return s.Restrictions.RefuseTargets(ctx, sess, p.OrgID, t)
 }
 
 // claimInWrite are the operations whose Idempotency-Key claim rides in front of their first

@@ -9,7 +9,7 @@ import (
 // ExtractionRules govern conversation-memory extraction (internal/extraction,
 // docs/extraction.md): facts and preferences the org's LLM extracts from session turns.
 type ExtractionRules struct {
-	Enabled          *bool   `json:"enabled,omitempty" doc:"Extract memories from session turns in the background (needs STRATA_LLM_MODEL on the server). Default off."`
+	Enabled          *bool   `json:"enabled,omitempty" doc:"Extract memories from session turns in the background (needs STRATA_LLM_MODEL on the server). Default (unset) off; set to false, the org also refuses on-demand extraction (extract, /mem0 infer, graph: true) before any model call."`
 	Debounce         *string `json:"debounce,omitempty" maxLength:"32" doc:"Extract once a session has been quiet this long (Go duration or days)."`
 	EveryTurns       *int    `json:"every_turns,omitempty" minimum:"0" maximum:"10000" doc:"Also extract as soon as this many turns are waiting, quiet or not. 0: only after the debounce."`
 	Model            *string `json:"model,omitempty" maxLength:"200" doc:"The chat model to ask (default: the server's STRATA_LLM_MODEL)."`
@@ -19,7 +19,14 @@ type ExtractionRules struct {
 
 // Extraction is the compiled ExtractionRules.
 type Extraction struct {
-	Enabled          bool
+	// Enabled: extraction runs in the background (default off).
+	Enabled bool
+	// Off: the org's policy says "enabled": false itself, as opposed to leaving it unset.
+	// Then nothing is extracted for the org at all: the on-demand routes (extract, /mem0's
+	// infer, a memory's "graph": true) refuse before any model call. Left unset, background
+	// extraction is off and on-demand extraction answers whoever asks (the Mem0 API's infer
+	// works out of the box).
+	Off              bool
 	Debounce         time.Duration
 	EveryTurns       int
 	Model            string

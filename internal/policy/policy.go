@@ -366,6 +366,7 @@ func Compile(p, def LifecyclePolicy) (Effective, error) {
 		}
 	}
 	e.Extraction = compileExtraction(doc.Extraction, &errs)
+	e.Extraction.Off = p.Extraction.Enabled != nil && !*p.Extraction.Enabled
 	if len(errs) > 0 {
 		return e, errs[0]
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/strata-mem/strata/internal/testenv"
 )
 
-// TestExtractionQuarantinedWriterCannotLaunder (issue 57, item 2): turns a quarantined key
+// TestExtractionQuarantinedWriterCannotLaunder : turns a quarantined key
 // wrote tell the model to cite only a trusted key's turn. Provenance comes from every writer
 // of the batch, never from the model's citation: the fact is held by the quarantine (not
 // served by search or context), no graph relation is written, the preference is not written,
@@ -82,7 +82,7 @@ func TestExtractionQuarantinedWriterCannotLaunder(t *testing.T) {
 	require.False(t, strings.Contains(s.Logs(), "ROGUE"))
 }
 
-// TestExtractionRejectedAnswerSaysWhatNeverTheContent (issue 57, item 6): a model answer
+// TestExtractionRejectedAnswerSaysWhatNeverTheContent : a model answer
 // with an unknown field named after personal data is refused; neither the log, nor the
 // session's last_error, nor the problem quotes it. The 502 names which decision and which
 // rule refused the answer (it is not scrubbed to "internal error"), and the log line of the
@@ -144,7 +144,7 @@ func TestExtractionRejectedAnswerSaysWhatNeverTheContent(t *testing.T) {
 	require.NotContains(t, s.Logs(), "Rua Secreta")
 }
 
-// TestExtractRefusedWhenPolicyDisablesExtraction (issue 57, item 7): with the org's policy
+// TestExtractRefusedWhenPolicyDisablesExtraction : with the org's policy
 // turning extraction off, POST /v1/memories/extract (messages or session, dry run or not)
 // is a 409 naming the policy, and the model is not called.
 func TestExtractRefusedWhenPolicyDisablesExtraction(t *testing.T) {
@@ -152,10 +152,15 @@ func TestExtractRefusedWhenPolicyDisablesExtraction(t *testing.T) {
 	llm := llmtest.New(t, mediaAnswer)
 	s := apptest.Start(t, apptest.Env("STRATA_LLM_MODEL", "fake-model"), apptest.Env("OPENAI_BASE_URL", llm.BaseURL()))
 	admin, key := s.NewKey("acme", "admin"), s.NewKey("acme", "agent")
+	msgs := []map[string]any{{"role": "user", "content": "I edit wedding films. Export in 4K please."}}
+	// Left unset (the default), only the background extraction is off: on demand works.
+	need(t, s.Do("POST", "/v1/memories/extract", key, map[string]any{"messages": msgs, "user_id": "kim", "dry_run": true}), 200)
+	require.Len(t, llm.Calls(), 1)
+	calls := len(llm.Calls())
+
 	need(t, s.Do("PUT", "/v1/admin/policies", admin, map[string]any{"extraction": map[string]any{"enabled": false}}), 200, 201)
 	need(t, s.Do("POST", "/v1/sessions/off-1/messages", key, map[string]any{"role": "user",
 		"content": "I cut wedding films for Lumen Studio.", "user_id": "kim"}), 201)
-	msgs := []map[string]any{{"role": "user", "content": "I edit wedding films. Export in 4K please."}}
 	for _, body := range []map[string]any{
 		{"messages": msgs, "user_id": "kim"},
 		{"messages": msgs, "user_id": "kim", "dry_run": true},
@@ -164,7 +169,10 @@ func TestExtractRefusedWhenPolicyDisablesExtraction(t *testing.T) {
 		r := s.Do("POST", "/v1/memories/extract", key, body)
 		requireProblem(t, r, 409, "policy.extraction.enabled")
 	}
-	require.Empty(t, llm.Calls(), "no model call while the org's policy has extraction off")
+	// A memory write with "graph": true asks the model too: refused whole, nothing stored.
+	r := s.Do("POST", "/v1/memories", key, map[string]any{"text": "Kim edits for Lumen Studio.", "user_id": "kim", "graph": true})
+	requireProblem(t, r, 409, "policy.extraction.enabled")
+	require.Len(t, llm.Calls(), calls, "no model call while the org's policy has extraction off")
 	var n int
 	require.NoError(t, testenv.OwnerConn(t, s.DBURL).QueryRow(context.Background(),
 		`SELECT count(*) FROM memories WHERE org_id = 'acme'`).Scan(&n))
@@ -173,10 +181,10 @@ func TestExtractRefusedWhenPolicyDisablesExtraction(t *testing.T) {
 	// Turned on, the same request extracts.
 	need(t, s.Do("PUT", "/v1/admin/policies", admin, map[string]any{"extraction": map[string]any{"enabled": true}}), 200, 201)
 	need(t, s.Do("POST", "/v1/memories/extract", key, map[string]any{"messages": msgs, "user_id": "kim", "dry_run": true}), 200)
-	require.Len(t, llm.Calls(), 1)
+	require.Len(t, llm.Calls(), calls+1)
 }
 
-// TestJobSummaryDeferredWhileRestricted (issue 57, item 3): a job completed before its
+// TestJobSummaryDeferredWhileRestricted : a job completed before its
 // subject was restricted waits in the outbox; consolidation while the restriction stands
 // sends nothing to the model and writes no job memory; once the restriction is lifted the
 // deferred summary is written (deferred, not lost).
