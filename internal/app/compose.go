@@ -127,7 +127,7 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	p.assembler = turncontext.NewAssembler(turncontext.Deps{Jobs: p.jobs, Events: p.events, Working: p.working,
 		KV: p.kv, Memories: p.memories, Embedder: emb, Access: p.access, QueuePolicy: policy.QueueLoadEffective,
 		PolicyDefaults: p.policy, QueueRestrictionCheck: gdpr.QueueContextCheck, Pool: pool,
-		Graph: p.graph, GraphHide: p.restrictions.Subjects})
+		Graph: p.graph, Hide: p.restrictions.Subjects})
 	if cfg.LLMModel != "" {
 		llm, err := consolidation.NewLLM(consolidation.LLMOptions{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Model: cfg.LLMModel, HTTPClient: hc})
 		if err != nil {

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/strata-mem/strata/internal/apptest"
@@ -254,4 +256,119 @@ func TestGDPRRestrictionWritesStoreNewOnly(t *testing.T) {
 	r = s.Do("GET", "/v1/memories?user_id="+u+"&limit=100", agent, nil)
 	require.Equal(t, 200, r.Status)
 	require.NotContains(t, string(r.Body), "another new fact", "the refused batch stored nothing")
+}
+
+// TestGDPRRestrictionUnnamedSearches (issue 57, red team finding 1): a search that does not
+// name the restricted subject — a filter on the agent, the session or metadata, or on nothing
+// at all, through REST or /mem0 — leaves their memories out in the SQL (a top_k=1 page still
+// answers another user's memory) and records no access on them.
+func TestGDPRRestrictionUnnamedSearches(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.NoAutoConsolidation())
+	agent := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	for _, text := range []string{"hank has HIV", "hank HIV clinic visit on tuesday", "hank HIV viral load report"} {
+		r := s.Do("POST", "/v1/memories", agent, map[string]any{"text": text, "user_id": "hank", "agent_id": "bot",
+			"session_id": "s-hank", "metadata": map[string]any{"topic": "health"}, "kind": "job"})
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+	}
+	r := s.Do("POST", "/v1/memories", agent, map[string]any{"text": "ivy asked about HIV testing", "user_id": "ivy",
+		"agent_id": "bot", "session_id": "s-ivy", "metadata": map[string]any{"topic": "health"}, "kind": "job"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	ivy := r.Map(t)["id"].(string)
+	r = s.Do("POST", "/v1/gdpr/restrictions/hank", comp, map[string]any{"reason": "x"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v1/memories/search", map[string]any{"query": "HIV", "scope_match": "filter", "agent_id": "bot"}},
+		{"/v1/memories/search", map[string]any{"query": "HIV", "scope_match": "filter"}},
+		{"/v1/memories/search", map[string]any{"query": "HIV", "scope_match": "filter", "session_id": "s-hank"}},
+		{"/v1/memories/search", map[string]any{"query": "HIV", "scope_match": "filter", "metadata": map[string]any{"topic": "health"}}},
+		{"/v1/memories/search", map[string]any{"query": "HIV", "scope_match": "filter", "agent_id": "bot", "user_id": "bob"}},
+		{"/v1/memories/search", map[string]any{"query": "HIV", "agent_id": "bot", "session_id": "s-hank"}},
+		{"/v1/memories/search", map[string]any{"query": "HIV", "agent_id": "bot", "user_id": "hank"}},
+		{"/v1/jobs/similar", map[string]any{"query": "HIV", "agent_id": "bot"}},
+		{"/v1/jobs/similar", map[string]any{"query": "HIV", "agent_id": "bot", "user_id": "hank"}},
+	} {
+		r := s.Do("POST", c.path, agent, c.body)
+		require.Equal(t, 200, r.Status, "%v: %s", c.body, r.Body)
+		require.NotContains(t, string(r.Body), "hank", "%s %v", c.path, c.body)
+	}
+	// A full page: restricted rows never take a slot (the filter is in the SQL).
+	for _, body := range []map[string]any{{"query": "hank HIV", "scope_match": "filter", "agent_id": "bot", "top_k": 1},
+		{"query": "hank HIV", "scope_match": "filter", "top_k": 1}} {
+		r = s.Do("POST", "/v1/memories/search", agent, body)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		var page struct {
+			Items []struct {
+				Memory struct {
+					ID string `json:"id"`
+				} `json:"memory"`
+			} `json:"items"`
+		}
+		r.JSON(t, &page)
+		require.Len(t, page.Items, 1, "%v: %s", body, r.Body)
+		require.Equal(t, ivy, page.Items[0].Memory.ID)
+	}
+	// No access recorded on the restricted memories (ivy's, served above, is).
+	require.Eventually(t, func() bool {
+		return ownerCount(t, s, `SELECT access_count FROM memories WHERE id = $1`, uuid.MustParse(ivy)) > 0
+	}, 15*time.Second, 20*time.Millisecond)
+	require.Zero(t, ownerCount(t, s, `SELECT coalesce(sum(access_count), 0) FROM memories WHERE user_id = 'hank'`))
+	require.Zero(t, ownerCount(t, s, `SELECT count(*) FROM memories WHERE user_id = 'hank' AND last_accessed_at IS NOT NULL`))
+	require.Zero(t, ownerCount(t, s, `SELECT count(*) FROM memory_retrievals WHERE user_id = 'hank'`))
+
+	// /mem0 searches are filters.
+	for _, f := range []map[string]any{{"agent_id": "bot"}, {"run_id": "s-hank"},
+		{"AND": []map[string]any{{"agent_id": "bot"}, {"run_id": "s-hank"}}}} {
+		r := s.Do("POST", "/mem0/v2/memories/search/", "", map[string]any{"query": "HIV", "filters": f}, "Authorization", "Token "+agent)
+		require.Equal(t, 200, r.Status, "%v: %s", f, r.Body)
+		require.NotContains(t, string(r.Body), "hank", "%v", f)
+	}
+	r = s.Do("POST", "/mem0/v2/memories/search/", "", map[string]any{"query": "HIV", "filters": map[string]any{"agent_id": "bot"}},
+		"Authorization", "Token "+agent)
+	require.Contains(t, string(r.Body), "ivy asked")
+}
+
+// TestGDPRRestrictionContextLevels (issue 57, red team finding 4): the per-turn context of
+// a request that does not name the restricted subject leaves out their preferences stored
+// at agent and session level.
+func TestGDPRRestrictionContextLevels(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.NoAutoConsolidation())
+	agent := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	for _, c := range []struct {
+		key  string
+		body map[string]any
+	}{
+		{"tone", map[string]any{"value": "KIM-SECRET", "user_id": "kim", "agent_id": "ag9"}},
+		{"tone2", map[string]any{"value": "KIM2-SECRET", "user_id": "kim", "session_id": "s-kim9"}},
+		{"tone", map[string]any{"value": "ORG-TONE"}},
+	} {
+		r := s.Do("PUT", "/v1/kv/prefs/"+c.key, agent, c.body)
+		require.Contains(t, []int{200, 201}, r.Status, "%s", r.Body)
+	}
+	r := s.Do("POST", "/v1/gdpr/restrictions/kim", comp, map[string]any{"reason": "x"})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	for _, body := range []map[string]any{
+		{"query": "x", "agent_id": "ag9", "kv_namespaces": []string{"prefs"}},
+		{"query": "x", "agent_id": "ag9", "user_id": "bob", "kv_namespaces": []string{"prefs"}},
+		{"query": "x", "session_id": "s-kim9", "kv_namespaces": []string{"prefs"}},
+		{"query": "x", "session_id": "s-kim9", "agent_id": "ag9", "user_id": "bob", "kv_namespaces": []string{"prefs"}},
+	} {
+		r := s.Do("POST", "/v1/context", agent, body)
+		require.Equal(t, 200, r.Status, "%v: %s", body, r.Body)
+		require.NotContains(t, string(r.Body), "KIM", "%v", body)
+		// The level below answers instead (the restricted entry does not hide it).
+		require.Contains(t, string(r.Body), "ORG-TONE", "%v", body)
+	}
+	require.Equal(t, 200, s.Do("DELETE", "/v1/gdpr/restrictions/kim", comp, nil).Status)
+	r = s.Do("POST", "/v1/context", agent, map[string]any{"query": "x", "agent_id": "ag9", "session_id": "s-kim9", "kv_namespaces": []string{"prefs"}})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), "KIM-SECRET", "lifted: the data was kept")
+	require.Contains(t, string(r.Body), "KIM2-SECRET")
 }

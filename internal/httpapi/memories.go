@@ -134,6 +134,14 @@ func (s *Server) searchMemories(ctx context.Context, r *Request, in *api.SearchI
 		return nil, err
 	}
 	s.orgVerifyAge(&q)
+	if q.ReadsAnyUser() {
+		// A filter on the agent, session, metadata or nothing matches every user's
+		// memories: restricted subjects' are left out in the statement (Art. 18). From the
+		// replica's cache, no round trip; nil for an org that restricts nobody.
+		if q.Hide, err = s.Restrictions.Subjects(ctx, r.Tx, r.Org); err != nil {
+			return nil, err
+		}
+	}
 	res, info, err := s.Memories.Search(ctx, r.Tx, q)
 	if err != nil {
 		return nil, err

@@ -491,7 +491,7 @@ func (s *Store) ListOn(ctx context.Context, db pg.DBTX, ns string, sc strata.Sco
 		return nil, err
 	}
 	var out []KVEntry
-	sql, args := s.listQuery(ns, sc, resolve, after, limit)
+	sql, args := s.listQuery(ns, sc, resolve, after, limit, nil)
 	err := s.readOn(ctx, db, sc.OrgID, sql, args, appendEntries(&out))
 	return out, err
 }
@@ -516,13 +516,15 @@ type ListResult struct {
 
 // QueueList queues ListOn's query into b, a batch for a transaction already bound to sc's
 // org, so a caller that already sends one (context assembly) lists a namespace without a
-// round trip of its own. res is filled in as b's results are read.
-func (s *Store) QueueList(b *pgx.Batch, ns string, sc strata.Scope, resolve bool, after string, limit int, res *ListResult) {
+// round trip of its own. res is filled in as b's results are read. Entries owned by a user
+// in hide (restricted subjects, GDPR Art. 18) are left out before the levels are resolved:
+// the next level's entry of the key answers instead.
+func (s *Store) QueueList(b *pgx.Batch, ns string, sc strata.Scope, resolve bool, after string, limit int, hide []string, res *ListResult) {
 	if err := strata.CheckID("namespace", ns, false); err != nil {
 		res.Err = err
 		return
 	}
-	sql, args := s.listQuery(ns, sc, resolve, after, limit)
+	sql, args := s.listQuery(ns, sc, resolve, after, limit, hide)
 	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		res.Err = eachRow(rows, nil, appendEntries(&res.Entries))
 		return nil
@@ -530,17 +532,24 @@ func (s *Store) QueueList(b *pgx.Batch, ns string, sc strata.Scope, resolve bool
 }
 
 // listQuery is List's statement: per key, the entry of the most specific level the scope
-// reads (one level without resolve).
-func (s *Store) listQuery(ns string, sc strata.Scope, resolve bool, after string, limit int) (string, []any) {
+// reads (one level without resolve), leaving out entries owned by the users in hide (none:
+// no condition).
+func (s *Store) listQuery(ns string, sc strata.Scope, resolve bool, after string, limit int, hide []string) (string, []any) {
 	slots := readSlots(sc, !resolve)
 	ls, ids := make([]string, len(slots)), make([]string, len(slots))
 	for i, sl := range slots {
 		ls[i], ids[i] = string(sl.Level), sl.ScopeID
 	}
+	args := []any{sc.OrgID, ns, ls, ids, s.opt.Now().UTC(), after, limit}
+	hidden := ""
+	if len(hide) > 0 {
+		hidden = " AND (user_id IS NULL OR NOT (user_id = ANY($8)))"
+		args = append(args, hide)
+	}
 	return `SELECT DISTINCT ON (key) ` + entryCols + ` FROM kv_entries
 		WHERE org_id = $1 AND namespace = $2
 		  AND (level, scope_id) IN (SELECT * FROM unnest($3::text[], $4::text[]))
-		  AND NOT deleted AND (expires_at IS NULL OR expires_at > $5) AND key > $6
+		  AND NOT deleted AND (expires_at IS NULL OR expires_at > $5) AND key > $6` + hidden + `
 		ORDER BY key, CASE level WHEN 'session' THEN 0 WHEN 'agent' THEN 1 WHEN 'user' THEN 2 ELSE 3 END
-		LIMIT $7`, []any{sc.OrgID, ns, ls, ids, s.opt.Now().UTC(), after, limit}
+		LIMIT $7`, args
 }

@@ -86,3 +86,41 @@ func callOKText(t *testing.T, sess *sdk.ClientSession, name string, args map[str
 	require.False(t, res.IsError, "%s: %s", name, text)
 	return text
 }
+
+// TestMCPRestrictedSubjectUnnamed (issue 57, red team findings 1 and 4): recall with a
+// filter that does not name the restricted subject, and get_context for their agent or
+// session, leave the subject's memories and preferences out.
+func TestMCPRestrictedSubjectUnnamed(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.NoAutoConsolidation())
+	key := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	ok := func(r *apptest.Response, want ...int) {
+		t.Helper()
+		require.Contains(t, want, r.Status, "%s", r.Body)
+	}
+	ok(s.Do("POST", "/v1/memories", key, map[string]any{"text": "hank has HIV", "user_id": "hank", "agent_id": "bot", "session_id": "s-hank"}), 201)
+	ok(s.Do("POST", "/v1/memories", key, map[string]any{"text": "ivy asked about HIV testing", "user_id": "ivy", "agent_id": "bot"}), 201)
+	ok(s.Do("PUT", "/v1/kv/prefs/tone", key, map[string]any{"value": "KIM-SECRET", "user_id": "kim", "agent_id": "ag9"}), 201)
+	ok(s.Do("PUT", "/v1/kv/prefs/tone2", key, map[string]any{"value": "KIM2-SECRET", "user_id": "kim", "session_id": "s-kim9"}), 201)
+	ok(s.Do("POST", "/v1/gdpr/restrictions/hank", comp, map[string]any{"reason": "x"}), 201)
+	ok(s.Do("POST", "/v1/gdpr/restrictions/kim", comp, map[string]any{"reason": "x"}), 201)
+
+	sess := connect(t, s, key)
+	for _, args := range []map[string]any{
+		{"query": "x", "agent_id": "ag9", "kv_namespaces": []string{"prefs"}},
+		{"query": "x", "agent_id": "ag9", "user_id": "bob", "kv_namespaces": []string{"prefs"}},
+		{"query": "x", "session_id": "s-kim9", "kv_namespaces": []string{"prefs"}},
+	} {
+		require.NotContains(t, callOKText(t, sess, "get_context", args), "KIM", "%v", args)
+	}
+	for _, args := range []map[string]any{
+		{"query": "HIV", "scope_match": "filter", "agent_id": "bot"},
+		{"query": "HIV", "scope_match": "filter"},
+		{"query": "HIV", "scope_match": "filter", "session_id": "s-hank"},
+	} {
+		text := callOKText(t, sess, "recall", args)
+		require.NotContains(t, text, "hank", "%v", args)
+	}
+	require.Contains(t, callOKText(t, sess, "recall", map[string]any{"query": "HIV", "scope_match": "filter", "agent_id": "bot"}), "ivy asked")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -220,6 +221,24 @@ type Query struct {
 	// IncludeQuarantined (admin review). See quarantine.go.
 	Provenance         ProvenanceFilter
 	IncludeQuarantined bool
+	// Hide are data subjects whose processing is restricted (GDPR Art. 18): their memories
+	// are left out by the statement itself, so a page is never short or empty because of
+	// them and no access is recorded on them. Only a query that can read every user's
+	// memories (ReadsAnyUser) needs it: a scope names one user or none, and reads only that
+	// user's and user-less memories. nil (an org that restricts nobody): no condition.
+	Hide []string
+}
+
+// ReadsAnyUser reports whether q can match memories of any user — a filter (ScopeFilter)
+// that names no user — so that it needs Hide filled in to leave restricted subjects out.
+func (q Query) ReadsAnyUser() bool { return q.ScopeFilter && q.Scope.UserID == "" }
+
+// hideUsers adds Hide's condition to f when q can read one of those users' memories.
+func hideUsers(f *filter, q Query) {
+	if len(q.Hide) == 0 || !q.ReadsAnyUser() && !slices.Contains(q.Hide, q.Scope.UserID) {
+		return
+	}
+	f.add("NOT (user_id = ANY(?))", q.Hide)
 }
 
 // Breakdown is how a result's score came about.
@@ -527,6 +546,7 @@ func (s *Store) Search(ctx context.Context, tx pgx.Tx, q Query) ([]Result, Searc
 		f.add("trust = ANY(?)", q.Trust)
 	}
 	applyPoisoningFilters(f, q)
+	hideUsers(f, q)
 	if len(q.Metadata) > 0 {
 		b, err := json.Marshal(q.Metadata)
 		if err != nil {

@@ -66,7 +66,7 @@ type (
 	}
 	// KVStore queues the read of a namespace's entries resolved for a scope (keyvalue.Store).
 	KVStore interface {
-		QueueList(b *pgx.Batch, ns string, sc strata.Scope, resolve bool, after string, limit int, res *keyvalue.ListResult)
+		QueueList(b *pgx.Batch, ns string, sc strata.Scope, resolve bool, after string, limit int, hide []string, res *keyvalue.ListResult)
 	}
 	// MemoryStore searches memories and records what was served (semantic.Store).
 	MemoryStore interface {
@@ -121,10 +121,12 @@ type Deps struct {
 	// QueueRestrictionCheck is required: nothing is assembled for a restricted subject.
 	QueueRestrictionCheck RestrictionCheck
 	// Graph reads the entities the turn's query mentions (the graph section); nil: no
-	// graph section. GraphHide returns the org's restricted subjects, whose entities and
-	// relations the section leaves out (gdpr.Restrictions.Subjects); nil: none.
-	Graph     GraphStore
-	GraphHide func(ctx context.Context, db pg.DBTX, org string) ([]string, error)
+	// graph section.
+	Graph GraphStore
+	// Hide returns the org's restricted subjects (gdpr.Restrictions.Subjects: from the
+	// replica's cache, no round trip), whose preferences at any level, memories, entities
+	// and relations every section leaves out, whoever the request names; nil: none.
+	Hide func(ctx context.Context, db pg.DBTX, org string) ([]string, error)
 	// Pool gives the similar-jobs search a connection beside the request's transaction
 	// when one is free at once; nil: it always runs on the request's transaction.
 	Pool *pgxpool.Pool
@@ -321,6 +323,15 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	if err != nil {
 		return nil, err
 	}
+	// The org's restricted subjects (Art. 18), whose items every section leaves out even when
+	// the request names someone else (an agent- or session-level preference they own): from
+	// the replica's cache (no round trip; none for an org that restricts nobody).
+	var hide []string
+	if a.d.Hide != nil {
+		if hide, err = a.d.Hide(ctx, tx, org); err != nil {
+			return nil, err
+		}
+	}
 	// One round trip (with the transaction's BEGIN) for everything read by key: the GDPR
 	// restriction check (Art. 18: the user named, or the subject of the job or session), the
 	// job's resume (job, checkpoint, steps, handoffs), its newest events and log head, each
@@ -347,7 +358,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 			}
 		}
 		for i, ns := range nss {
-			a.d.KV.QueueList(bt, ns, scope, true, "", maxKVKeysPerNS+1, &prefs[i])
+			a.d.KV.QueueList(bt, ns, scope, true, "", maxKVKeysPerNS+1, hide, &prefs[i])
 		}
 		if req.JobID != "" {
 			a.d.Events.QueueLast(bt, org, req.JobID, max(events, 1), &last)
@@ -431,7 +442,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 			return nil, pol.Err
 		}
 		filters.StaleAfter = pol.Effective.ForKind(semantic.KindFact).VerifyAge
-		memSec, jobsSec, memRes, jobRes, err = a.search(ctx, tx, scope, req.Query, qvec, req.JobID, topK, similar, filters)
+		memSec, jobsSec, memRes, jobRes, err = a.search(ctx, tx, scope, req.Query, qvec, req.JobID, topK, similar, filters, hide)
 		if err != nil {
 			return nil, err
 		}
@@ -449,7 +460,7 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 	case !anyEntity:
 		graphSec.Note = "this org has no entities"
 	default:
-		if graphSec, err = a.graphSection(ctx, tx, scope, req.Query); err != nil {
+		if graphSec, err = a.graphSection(ctx, tx, scope, req.Query, hide); err != nil {
 			return nil, err
 		}
 	}
@@ -496,12 +507,12 @@ func (a *Assembler) Assemble(ctx context.Context, sess Session, req Request) (*A
 
 // search runs the memory search on the request's transaction and the similar-jobs search
 // beside it, and renders both sections.
-func (a *Assembler) search(ctx context.Context, tx pgx.Tx, scope strata.Scope, query string, vec []float32, jobID string, topK, similar int, filters semantic.Query) (
+func (a *Assembler) search(ctx context.Context, tx pgx.Tx, scope strata.Scope, query string, vec []float32, jobID string, topK, similar int, filters semantic.Query, hide []string) (
 	Section, Section, []semantic.Result, []semantic.Result, error) {
 	memSec := Section{Name: SectionMemories, Header: "## Relevant memories for: " + Truncate(query, 200)}
 	jobsSec := Section{Name: SectionSimilarJobs, Header: "## Similar past jobs (settled parameters: reuse them)"}
 	q := semantic.Query{Scope: scope, Text: query, Vector: vec, Space: a.space, TopK: topK,
-		Trust: filters.Trust, Provenance: filters.Provenance, StaleAfter: filters.StaleAfter}
+		Trust: filters.Trust, Provenance: filters.Provenance, StaleAfter: filters.StaleAfter, Hide: hide}
 	// The similar-jobs search runs at the same time on a connection of its own (a read-only
 	// transaction bound to the same org), the memory search on the request's — when the
 	// pool has a connection free right now (sideSession). Otherwise it follows the memory

@@ -22,15 +22,8 @@ const (
 // another user about an org-level entity stays out), one item per entity, longest mention
 // first; each item says which words of the query chose it. Two statements whatever the
 // number of entities: the mentions, then their relations.
-func (a *Assembler) graphSection(ctx context.Context, tx pgx.Tx, scope strata.Scope, query string) (Section, error) {
+func (a *Assembler) graphSection(ctx context.Context, tx pgx.Tx, scope strata.Scope, query string, hide []string) (Section, error) {
 	sec := Section{Name: SectionGraph, Header: "## People and things mentioned (relations in force)"}
-	var hide []string
-	if a.d.GraphHide != nil {
-		var err error
-		if hide, err = a.d.GraphHide(ctx, tx, scope.OrgID); err != nil {
-			return sec, err
-		}
-	}
 	ms, err := a.d.Graph.Mentions(ctx, tx, scope.OrgID, graph.MentionQuery{Text: query, Scope: scope,
 		Limit: maxGraphEntities, Hide: hide})
 	if err != nil {
