@@ -94,7 +94,7 @@ var OpGetQuarantine = huma.Operation{
 
 var OpListQuarantinedMemories = huma.Operation{
 	OperationID: "list-quarantined-memories", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}/memories", Tags: []string{"admin", "semantic"},
-	Summary:     "List the memory versions a quarantine holds",
+	Summary: "List the memory versions a quarantine holds",
 	Description: "Every held version with its provenance (key, agent, job, event) and trust: what the key or agent wrote. " +
 		"Versions of restricted data subjects (GDPR Art. 18) are left out; the quarantine's `restricted` counts them.",
 }
