@@ -119,3 +119,46 @@ func TestEvictionSkipsRestrictedSubject(t *testing.T) {
 		require.False(t, strings.Contains(string(a.Body), id))
 	}
 }
+
+// TestCompactionSkipsRestrictedSubject (issue 57): episodic compaction appends no summary
+// event to a restricted subject's finished job (its log is not changed), and compacts it
+// once the restriction is lifted; another subject's job is compacted at once.
+func TestCompactionSkipsRestrictedSubject(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t, apptest.NoAutoConsolidation())
+	admin, agent, comp := s.NewKey("acme", "admin"), s.NewKey("acme", "agent"), s.NewKey("acme", "compliance")
+	for _, u := range []string{"ivy", "bob"} {
+		job := "job-" + u
+		need(t, s.Do("PUT", "/v1/jobs/"+job, agent, map[string]any{"goal": "grade the teaser", "user_id": u}), 201)
+		var evs []map[string]any
+		for i := range 4 {
+			evs = append(evs, map[string]any{"op": "grade", "params": map[string]any{"lut": i}})
+		}
+		evs = append(evs, map[string]any{"op": "crop", "params": map[string]any{"w": 1080}})
+		need(t, s.Do("POST", "/v1/jobs/"+job+"/events", agent, evs), 201)
+		need(t, s.Do("POST", "/v1/jobs/"+job+"/complete", agent, map[string]any{"outcome": "delivered"}), 200)
+	}
+	need(t, s.Do("POST", "/v1/gdpr/restrictions/ivy", comp, map[string]any{"reason": "disputed"}), 200, 201)
+	need(t, s.Do("PUT", "/v1/admin/policies", admin, map[string]any{
+		"consolidation": map[string]any{"compact_after": "1h", "compact_min_run": 2}}, "If-Match", `"0"`), 201)
+	_, err := testenv.OwnerConn(t, s.DBURL).Exec(context.Background(), `UPDATE jobs SET finished_at = now() - interval '2 days'`)
+	require.NoError(t, err)
+
+	compactions := func(job string) int {
+		return rowsOf(t, s, `SELECT count(*) FROM episodic_events WHERE job_id = $1 AND op = 'strata.compaction'`, job)
+	}
+	var rep struct {
+		Compaction struct {
+			Jobs int `json:"jobs"`
+		} `json:"compaction"`
+	}
+	need(t, s.Do("POST", "/v1/admin/consolidation/run", admin, map[string]any{"tasks": []string{"compaction"}}), 200).JSON(t, &rep)
+	require.Equal(t, 1, rep.Compaction.Jobs, "bob's job only")
+	require.Equal(t, 1, compactions("job-bob"))
+	require.Equal(t, 0, compactions("job-ivy"), "a restricted subject's log is not changed")
+
+	need(t, s.Do("DELETE", "/v1/gdpr/restrictions/ivy", comp, nil), 200, 204)
+	need(t, s.Do("POST", "/v1/admin/consolidation/run", admin, map[string]any{"tasks": []string{"compaction"}}), 200).JSON(t, &rep)
+	require.Equal(t, 1, rep.Compaction.Jobs, "ivy's job once lifted")
+	require.Equal(t, 1, compactions("job-ivy"))
+}
