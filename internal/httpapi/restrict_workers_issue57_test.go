@@ -76,13 +76,18 @@ func TestEvictionSkipsRestrictedSubject(t *testing.T) {
 			}
 		}
 		need(t, s.Do("POST", "/v1/sessions/s-"+u+"/messages", agent, map[string]any{"role": "user", "content": "hi", "user_id": u}), 201)
+		need(t, s.Do("PUT", "/v1/kv/prefs/colour", agent, map[string]any{"value": "blue", "user_id": u}), 201)
+		need(t, s.Do("PUT", "/v1/kv/prefs/colour", agent, map[string]any{"value": "red", "user_id": u}), 200)
 	}
 	need(t, s.Do("POST", "/v1/gdpr/restrictions/ivy", comp, map[string]any{"reason": "disputed"}), 200, 201)
 	need(t, s.Do("PUT", "/v1/admin/policies", admin, map[string]any{
-		"memories": map[string]any{"default": map[string]any{"max_items_per_scope": 1}},
-		"working":  map[string]any{"session_ttl": "1h"}}, "If-Match", `"0"`), 201)
+		"memories":  map[string]any{"default": map[string]any{"max_items_per_scope": 1}},
+		"working":   map[string]any{"session_ttl": "1h"},
+		"key_value": map[string]any{"history_retention": "1h"}}, "If-Match", `"0"`), 201)
 	_, err := testenv.OwnerConn(t, s.DBURL).Exec(context.Background(),
 		`UPDATE working_sessions SET updated_at = now() - interval '2 days', expires_at = now() - interval '2 days'`)
+	require.NoError(t, err)
+	_, err = testenv.OwnerConn(t, s.DBURL).Exec(context.Background(), `UPDATE kv_versions SET written_at = now() - interval '2 days'`)
 	require.NoError(t, err)
 
 	check := func(path string) evictionResp {
@@ -98,10 +103,12 @@ func TestEvictionSkipsRestrictedSubject(t *testing.T) {
 		return rep
 	}
 	prev := check("/v1/admin/eviction/preview")
-	require.Equal(t, 3, prev.Total, "bob's two surplus memories and his session")
+	require.Equal(t, 4, prev.Total, "bob's two surplus memories, his session and his old key-value version")
 	run := check("/v1/admin/eviction/run")
 	require.True(t, run.Applied)
-	require.Equal(t, 3, run.Total)
+	require.Equal(t, 4, run.Total)
+	require.Equal(t, 2, rowsOf(t, s, `SELECT count(*) FROM kv_versions WHERE user_id = 'ivy'`))
+	require.Equal(t, 1, rowsOf(t, s, `SELECT count(*) FROM kv_versions WHERE user_id = 'bob'`))
 	require.Equal(t, 3, rowsOf(t, s, `SELECT count(*) FROM memories WHERE user_id = 'ivy'`))
 	require.Equal(t, 1, rowsOf(t, s, `SELECT count(*) FROM memories WHERE user_id = 'bob'`))
 	require.Equal(t, 1, rowsOf(t, s, `SELECT count(*) FROM working_sessions WHERE session_id = 's-ivy' AND deleted_at IS NULL`))
