@@ -94,15 +94,17 @@ var OpGetQuarantine = huma.Operation{
 
 var OpListQuarantinedMemories = huma.Operation{
 	OperationID: "list-quarantined-memories", Method: http.MethodGet, Path: "/v1/admin/quarantines/{id}/memories", Tags: []string{"admin", "semantic"},
-	Summary:     "List the memory versions a quarantine holds",
-	Description: "Every held version with its provenance (key, agent, job, event) and trust: what the key or agent wrote.",
+	Summary: "List the memory versions a quarantine holds",
+	Description: "Every held version with its provenance (key, agent, job, event) and trust: what the key or agent wrote. " +
+		"Versions of restricted data subjects (GDPR Art. 18) are left out; the quarantine's `restricted` counts them.",
 }
 
 var OpReleaseQuarantine = huma.Operation{
 	OperationID: "release-quarantine", Method: http.MethodPost, Path: "/v1/admin/quarantines/{id}/release", Tags: []string{"admin", "semantic"},
 	Summary: "Release a quarantine",
 	Description: "Ends the quarantine: the versions it still holds are visible to retrieval again (unless another " +
-		"active quarantine holds them), and new writes no longer join it. 409 if it was already released.",
+		"active quarantine holds them), and new writes no longer join it. Versions of restricted data subjects (GDPR " +
+		"Art. 18) stay held, as they are: `restricted` counts them. 409 if it was already released.",
 }
 
 var OpPurgeQuarantine = huma.Operation{
@@ -111,5 +113,6 @@ var OpPurgeQuarantine = huma.Operation{
 	Description: "Deletes the held versions (text, vectors) and stored idempotent responses quoting them, in one " +
 		"transaction. Where a purged version had superseded an earlier one and nothing else superseded it since, the " +
 		"earlier version becomes current again (a compromised agent's rewrite of a good memory is undone). The " +
-		"quarantine stays active until released. 409 on a released quarantine.",
+		"quarantine stays active until released. Versions of restricted data subjects (GDPR Art. 18) are kept, held " +
+		"(`kept_restricted`). 409 on a released quarantine.",
 }

@@ -104,7 +104,8 @@ func describeRun(r Run) string {
 // compact examines finished jobs older than the policy's compact_after that were not
 // examined yet: each run of superseded edits long enough gets a summary event (op
 // strata.compaction), and the default read view of the job shows that event instead of
-// the run. Raw events stay until retention removes the log.
+// the run. Raw events stay until retention removes the log. Jobs of restricted data
+// subjects (GDPR Art. 18) are left unexamined until the restriction is lifted.
 func (c *Consolidator) compact(ctx context.Context, tx pgx.Tx, org string, pol policy.Effective, rep *ConsolidationReport) error {
 	if pol.CompactAfter <= 0 {
 		return nil
@@ -113,6 +114,7 @@ func (c *Consolidator) compact(ctx context.Context, tx pgx.Tx, org string, pol p
 	rows, err := tx.Query(ctx, `SELECT j.job_id FROM jobs j
 		LEFT JOIN job_consolidation c ON c.org_id = j.org_id AND c.job_id = j.job_id
 		WHERE j.org_id = $1 AND j.status <> 'running' AND j.finished_at < $2 AND c.compacted_at IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = j.org_id AND r.user_id = j.user_id)
 		ORDER BY j.finished_at, j.job_id LIMIT $3`, org, now.Add(-pol.CompactAfter), c.limit())
 	if err != nil {
 		return pg.Interpret(err)

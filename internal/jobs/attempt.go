@@ -171,7 +171,8 @@ func (r AttemptRef) String() string {
 }
 
 // SurplusAttempts lists ended attempts beyond the newest keep of each step, oldest first
-// (the current claim is always among the newest, so it is never listed).
+// (the current claim is always among the newest, so it is never listed), leaving out jobs
+// of restricted data subjects (GDPR Art. 18).
 func (s *Store) SurplusAttempts(ctx context.Context, q pg.DBTX, org string, keep, limit int) ([]AttemptRef, error) {
 	if keep <= 0 {
 		return nil, errors.New("jobs: keep must be positive")
@@ -181,6 +182,7 @@ func (s *Store) SurplusAttempts(ctx context.Context, q pg.DBTX, org string, keep
 				row_number() OVER (PARTITION BY job_id, step_id ORDER BY fencing_token DESC) AS rn
 			FROM job_step_attempts WHERE org_id = $1) a
 		WHERE a.rn > $2 AND a.outcome IS NOT NULL
+		  AND NOT EXISTS (SELECT 1 FROM jobs rj JOIN gdpr_restrictions r ON r.org_id = rj.org_id AND r.user_id = rj.user_id WHERE rj.org_id = $1 AND rj.job_id = a.job_id)
 		ORDER BY a.job_id, a.step_id, a.fencing_token LIMIT $3`, org, keep, limit)
 	if err != nil {
 		return nil, pg.Interpret(err)

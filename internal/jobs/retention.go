@@ -114,7 +114,8 @@ type CheckpointRef struct {
 }
 
 // SurplusCheckpoints lists checkpoint versions beyond the newest keep stored versions of
-// each job, oldest first, sparing any version a fork branched from (the fork reads it).
+// each job, oldest first, sparing any version a fork branched from (the fork reads it)
+// and the jobs of restricted data subjects (GDPR Art. 18).
 func (s *Store) SurplusCheckpoints(ctx context.Context, q pg.DBTX, org string, keep, limit int) ([]CheckpointRef, error) {
 	if keep <= 0 {
 		return nil, errors.New("jobs: keep must be positive")
@@ -123,6 +124,7 @@ func (s *Store) SurplusCheckpoints(ctx context.Context, q pg.DBTX, org string, k
 			SELECT job_id, version, row_number() OVER (PARTITION BY job_id ORDER BY version DESC) AS rn
 			FROM job_checkpoints WHERE org_id = $1) c
 		WHERE c.rn > $2
+		  AND NOT EXISTS (SELECT 1 FROM jobs rj JOIN gdpr_restrictions r ON r.org_id = rj.org_id AND r.user_id = rj.user_id WHERE rj.org_id = $1 AND rj.job_id = c.job_id)
 		  AND NOT EXISTS (SELECT 1 FROM jobs f WHERE f.org_id = $1 AND f.parent_job_id = c.job_id AND f.parent_version = c.version)
 		ORDER BY c.job_id, c.version LIMIT $3`, org, keep, limit)
 	if err != nil {
@@ -156,11 +158,13 @@ func (s *Store) DeleteCheckpoints(ctx context.Context, tx pg.DBTX, org string, r
 
 // RetainableLogs lists org's jobs finished before cutoff whose episodic log still holds
 // events, whose consolidation has run (no unprocessed outbox row) and whose log no fork
-// reads: what episodic retention may delete, oldest first. (The jobs tier shares the key
+// reads, and whose data subject is not restricted (GDPR Art. 18): what episodic retention
+// may delete, oldest first. (The jobs tier shares the key
 // (org_id, job_id) with the episodic log, so it joins it here.)
 func (s *Store) RetainableLogs(ctx context.Context, q pg.DBTX, org string, cutoff time.Time, limit int) ([]FinishedJob, error) {
 	rows, err := q.Query(ctx, `SELECT j.job_id, j.status, j.finished_at FROM jobs j
 		WHERE j.org_id = $1 AND j.status <> 'running' AND j.finished_at < $2
+		  AND NOT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = j.org_id AND r.user_id = j.user_id)
 		  AND EXISTS (SELECT 1 FROM episodic_events e WHERE e.org_id = j.org_id AND e.job_id = j.job_id)
 		  AND NOT EXISTS (SELECT 1 FROM job_outbox o WHERE o.org_id = j.org_id AND o.job_id = j.job_id AND o.processed_at IS NULL)
 		  AND NOT EXISTS (SELECT 1 FROM episodic_jobs c WHERE c.org_id = j.org_id AND c.parent_job_id = j.job_id)

@@ -28,12 +28,14 @@ func (h HistoryRef) String() string {
 }
 
 // OldHistory lists history versions written before cutoff that are not their entry's
-// current version, oldest first.
+// current version, oldest first, leaving out entries of restricted data subjects (GDPR
+// Art. 18).
 func (s *Store) OldHistory(ctx context.Context, q pg.DBTX, org string, cutoff time.Time, limit int) ([]HistoryRef, error) {
 	rows, err := q.Query(ctx, `SELECT v.namespace, v.key, v.level, v.scope_id, v.version FROM kv_versions v
 		JOIN kv_entries e ON e.org_id = v.org_id AND e.namespace = v.namespace AND e.key = v.key
 		     AND e.level = v.level AND e.scope_id = v.scope_id
 		WHERE v.org_id = $1 AND v.written_at < $2 AND v.version < e.version
+		  AND NOT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = e.org_id AND r.user_id = e.user_id)
 		ORDER BY v.written_at, v.namespace, v.key, v.level, v.scope_id, v.version LIMIT $3`, org, cutoff, limit)
 	if err != nil {
 		return nil, pg.Interpret(err)

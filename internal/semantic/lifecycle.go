@@ -27,6 +27,11 @@ type Ref struct {
 	Kind   string
 }
 
+// unrestricted is the SQL condition "memory m's data subject is not restricted" (GDPR
+// Art. 18, issue 57): no eviction rule lists (and so deletes) such a memory; it is kept
+// until the restriction is lifted or compliance erases it.
+const unrestricted = `NOT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = m.org_id AND r.user_id = m.user_id)`
+
 // KindCutoffs gives a cutoff time per memory kind: Kinds[i] uses Cutoffs[i], every other
 // kind Default. The zero time means "rule off" (nothing is older than year 1).
 type KindCutoffs struct {
@@ -55,6 +60,7 @@ func (s *Store) SupersededBefore(ctx context.Context, q pg.DBTX, org string, c K
 	return collectRefs(q.Query(ctx, kindCutoffsCTE+`
 		SELECT m.id, m.root_id, m.kind FROM memories m LEFT JOIN k ON k.kind = m.kind
 		WHERE m.org_id = $1 AND m.valid_to IS NOT NULL AND m.valid_to < coalesce(k.cutoff, $4) AND NOT m.pinned
+		  AND `+unrestricted+`
 		  AND NOT EXISTS (SELECT 1 FROM memories c WHERE c.org_id = m.org_id AND c.root_id = m.root_id
 		                  AND c.valid_to IS NULL AND c.pinned)
 		ORDER BY m.valid_to, m.id LIMIT $5`, org, c.Kinds, c.Cutoffs, c.Default, limit))
@@ -66,6 +72,7 @@ func (s *Store) CurrentWrittenBefore(ctx context.Context, q pg.DBTX, org string,
 	return collectRefs(q.Query(ctx, kindCutoffsCTE+`
 		SELECT m.id, m.root_id, m.kind FROM memories m LEFT JOIN k ON k.kind = m.kind
 		WHERE m.org_id = $1 AND m.valid_to IS NULL AND NOT m.pinned AND m.valid_from < coalesce(k.cutoff, $4)
+		  AND `+unrestricted+`
 		  AND NOT (m.id = ANY(coalesce($5::uuid[], '{}')))
 		ORDER BY m.valid_from, m.id LIMIT $6`, org, c.Kinds, c.Cutoffs, c.Default, exclude, limit))
 }
@@ -79,6 +86,7 @@ func (s *Store) CurrentInactiveBefore(ctx context.Context, q pg.DBTX, org string
 	return collectRefs(q.Query(ctx, kindCutoffsCTE+`
 		SELECT m.id, m.root_id, m.kind FROM memories m LEFT JOIN k ON k.kind = m.kind
 		WHERE m.org_id = $1 AND m.valid_to IS NULL AND NOT m.pinned AND `+lastActive+` < coalesce(k.cutoff, $4)
+		  AND `+unrestricted+`
 		  AND NOT (m.id = ANY(coalesce($5::uuid[], '{}')))
 		ORDER BY `+lastActive+`, m.id LIMIT $6`, org, c.Kinds, c.Cutoffs, c.Default, exclude, limit))
 }
@@ -102,7 +110,8 @@ func (s *Store) OverCap(ctx context.Context, q pg.DBTX, org string, kinds []stri
 				row_number() OVER (PARTITION BY m.user_id, m.agent_id, m.session_id, m.kind
 					ORDER BY `+retentionScoreSQL("$5::timestamptz")+` DESC, m.id DESC) AS rn
 			FROM memories m LEFT JOIN k ON k.kind = m.kind
-			WHERE m.org_id = $1 AND m.valid_to IS NULL AND NOT m.pinned AND NOT (m.id = ANY(coalesce($6::uuid[], '{}'))))
+			WHERE m.org_id = $1 AND m.valid_to IS NULL AND NOT m.pinned AND NOT (m.id = ANY(coalesce($6::uuid[], '{}')))
+			  AND `+unrestricted+`)
 		SELECT id, root_id, kind FROM ranked WHERE cap > 0 AND rn > cap ORDER BY score, id LIMIT $7`,
 		org, kinds, caps, defCap, now, exclude, limit))
 }

@@ -75,6 +75,7 @@ type Quarantine struct {
 	Held       int        `json:"held" doc:"Memory versions the quarantine holds now (that still exist)."`
 	Purged     int        `json:"purged" doc:"Memory versions removed by purges."`
 	Restored   int        `json:"restored" doc:"Earlier versions made current again by purges (a purged version had superseded them)."`
+	Restricted int        `json:"restricted" doc:"Held versions whose data subject is restricted (GDPR Art. 18): counted in held, but not listed, purged or released; they stay held, as they are, until the restriction is lifted."`
 }
 
 // NewQuarantine is a quarantine request: exactly one of KeyID and AgentID.
@@ -88,12 +89,18 @@ type NewQuarantine struct {
 const quarantineCols = `q.id, q.key_id, q.agent_id, q.since, q.reason, q.status, q.created_by, q.created_at,
 	coalesce(q.released_by, ''), q.released_at, coalesce(q.purged_by, ''), q.purged_at, q.purged, q.restored,
 	(SELECT count(*) FROM memory_quarantine_items i JOIN memories m ON m.org_id = i.org_id AND m.id = i.memory_id
-	  WHERE i.org_id = q.org_id AND i.quarantine_id = q.id)`
+	  WHERE i.org_id = q.org_id AND i.quarantine_id = q.id),
+	(SELECT count(*) FROM memory_quarantine_items i JOIN memories m ON m.org_id = i.org_id AND m.id = i.memory_id
+	  WHERE i.org_id = q.org_id AND i.quarantine_id = q.id AND NOT ` + unrestrictedM + `)`
+
+// unrestrictedM is the SQL condition "memory m's data subject is not restricted" (GDPR
+// Art. 18, issue 57): a quarantine neither serves, purges nor releases such a version.
+const unrestrictedM = `NOT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = m.org_id AND r.user_id = m.user_id)`
 
 func scanQuarantine(r pgx.Row) (Quarantine, error) {
 	var q Quarantine
 	err := r.Scan(&q.ID, &q.KeyID, &q.AgentID, &q.Since, &q.Reason, &q.Status, &q.CreatedBy, &q.CreatedAt,
-		&q.ReleasedBy, &q.ReleasedAt, &q.PurgedBy, &q.PurgedAt, &q.Purged, &q.Restored, &q.Held)
+		&q.ReleasedBy, &q.ReleasedAt, &q.PurgedBy, &q.PurgedAt, &q.Purged, &q.Restored, &q.Held, &q.Restricted)
 	utc(&q.Since, &q.CreatedAt)
 	utcp(q.ReleasedAt, q.PurgedAt)
 	return q, err
@@ -171,7 +178,8 @@ func (s *Store) ListQuarantines(ctx context.Context, q pg.DBTX, org, status, cur
 }
 
 // QuarantinedMemories lists the memory versions quarantine id holds, by id after cursor
-// (as ListQuarantines). The quarantine must exist (ErrNotFound otherwise).
+// (as ListQuarantines), leaving out those of restricted data subjects (Quarantine.Restricted
+// counts them). The quarantine must exist (ErrNotFound otherwise).
 func (s *Store) QuarantinedMemories(ctx context.Context, q pg.DBTX, org string, id uuid.UUID, cursor string, limit int) ([]Memory, error) {
 	after, err := parseIDCursor(cursor)
 	if err != nil {
@@ -180,8 +188,9 @@ func (s *Store) QuarantinedMemories(ctx context.Context, q pg.DBTX, org string, 
 	if _, err := s.GetQuarantine(ctx, q, org, id); err != nil {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, `SELECT `+memCols+` FROM memories WHERE org_id = $1 AND id IN
+	rows, err := q.Query(ctx, `SELECT `+memCols+` FROM memories m WHERE org_id = $1 AND id IN
 		(SELECT memory_id FROM memory_quarantine_items WHERE org_id = $1 AND quarantine_id = $2) AND id > $3
+		AND `+unrestrictedM+`
 		ORDER BY id LIMIT $4`, org, id, after, limit)
 	if err != nil {
 		return nil, pg.Interpret(err)
@@ -208,6 +217,8 @@ func (s *Store) activeForUpdate(ctx context.Context, tx pgx.Tx, org string, id u
 
 // ReleaseQuarantine ends quarantine id: the versions it still holds are visible again
 // (unless another active quarantine holds them too), and new writes no longer join it.
+// Versions of restricted data subjects are left as they are (still held; Art. 18: not
+// changed): Quarantine.Restricted counts them.
 func (s *Store) ReleaseQuarantine(ctx context.Context, tx pgx.Tx, org string, id uuid.UUID, by string) (Quarantine, error) {
 	if err := s.activeForUpdate(ctx, tx, org, id); err != nil {
 		return Quarantine{}, err
@@ -221,7 +232,7 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, tx pgx.Tx, org string, id
 			SELECT 1 FROM memory_quarantine_items o JOIN memory_quarantines oq ON oq.org_id = o.org_id AND oq.id = o.quarantine_id
 			WHERE o.org_id = m.org_id AND o.memory_id = m.id AND oq.status = 'active')
 		FROM memory_quarantine_items i
-		WHERE i.org_id = $1 AND i.quarantine_id = $2 AND m.org_id = $1 AND m.id = i.memory_id`, org, id); err != nil {
+		WHERE i.org_id = $1 AND i.quarantine_id = $2 AND m.org_id = $1 AND m.id = i.memory_id AND `+unrestrictedM, org, id); err != nil {
 		return Quarantine{}, pg.Interpret(err)
 	}
 	return s.GetQuarantine(ctx, tx, org, id)
@@ -229,8 +240,9 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, tx pgx.Tx, org string, id
 
 // PurgeResult says what a purge removed.
 type PurgeResult struct {
-	Deleted  []uuid.UUID `json:"deleted_versions" doc:"Memory versions removed (text, vector)."`
-	Restored []uuid.UUID `json:"restored_versions" doc:"Earlier versions made current again: each had been superseded by a purged version, and nothing unquarantined superseded it since."`
+	Deleted        []uuid.UUID `json:"deleted_versions" doc:"Memory versions removed (text, vector)."`
+	Restored       []uuid.UUID `json:"restored_versions" doc:"Earlier versions made current again: each had been superseded by a purged version, and nothing unquarantined superseded it since."`
+	KeptRestricted int         `json:"kept_restricted" doc:"Held versions kept because their data subject is restricted (GDPR Art. 18: stored, not otherwise processed); they stay held."`
 }
 
 // PurgeQuarantine deletes every memory version quarantine id holds, in one transaction,
@@ -238,13 +250,15 @@ type PurgeResult struct {
 // superseded an earlier one (a compromised agent rewrote a good memory) and the lineage has
 // no other current version, the earlier version becomes current again. The quarantine
 // stays active (new writes of the key/agent keep joining it) until it is released.
+// Versions of restricted data subjects are kept, held (res.KeptRestricted counts them).
 func (s *Store) PurgeQuarantine(ctx context.Context, tx pgx.Tx, org string, id uuid.UUID, by string) (Quarantine, PurgeResult, error) {
 	res := PurgeResult{Deleted: []uuid.UUID{}, Restored: []uuid.UUID{}}
 	if err := s.activeForUpdate(ctx, tx, org, id); err != nil {
 		return Quarantine{}, res, err
 	}
 	rows, err := tx.Query(ctx, `SELECT m.id FROM memories m JOIN memory_quarantine_items i
-		ON i.org_id = m.org_id AND i.memory_id = m.id WHERE i.org_id = $1 AND i.quarantine_id = $2 FOR UPDATE OF m`, org, id)
+		ON i.org_id = m.org_id AND i.memory_id = m.id WHERE i.org_id = $1 AND i.quarantine_id = $2 AND `+unrestrictedM+`
+		FOR UPDATE OF m`, org, id)
 	if err != nil {
 		return Quarantine{}, res, pg.Interpret(err)
 	}
@@ -252,11 +266,17 @@ func (s *Store) PurgeQuarantine(ctx context.Context, tx pgx.Tx, org string, id u
 	if err != nil {
 		return Quarantine{}, res, pg.Interpret(err)
 	}
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM memories m JOIN memory_quarantine_items i
+		ON i.org_id = m.org_id AND i.memory_id = m.id WHERE i.org_id = $1 AND i.quarantine_id = $2 AND NOT `+unrestrictedM,
+		org, id).Scan(&res.KeptRestricted); err != nil {
+		return Quarantine{}, res, pg.Interpret(err)
+	}
 	if len(held) > 0 {
 		// Versions to bring back: superseded by a purged version, not purged themselves,
 		// and their lineage keeps no current version outside the purge.
 		rows, err = tx.Query(ctx, `SELECT p.id FROM memories p WHERE p.org_id = $1 AND p.superseded_by = ANY($2)
 			AND NOT (p.id = ANY($2))
+			AND NOT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = p.org_id AND r.user_id = p.user_id)
 			AND NOT EXISTS (SELECT 1 FROM memories c WHERE c.org_id = $1 AND c.root_id = p.root_id
 				AND c.valid_to IS NULL AND NOT (c.id = ANY($2)))`, org, held)
 		if err != nil {

@@ -18,10 +18,12 @@ import (
 const lastActiveSQL = `greatest(updated_at, expires_at - ttl_ms * interval '1 millisecond')`
 
 // IdleSessions lists org's live sessions (not deleted) whose last read or write is before
-// cutoff, least recently active first.
+// cutoff, least recently active first, leaving out sessions of restricted data subjects
+// (GDPR Art. 18: kept until the restriction is lifted).
 func (s *Store) IdleSessions(ctx context.Context, q pg.DBTX, org string, cutoff time.Time, limit int) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT session_id FROM working_sessions
+	rows, err := q.Query(ctx, `SELECT session_id FROM working_sessions w
 		WHERE org_id = $1 AND deleted_at IS NULL AND `+lastActiveSQL+` < $2
+		  AND NOT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE r.org_id = w.org_id AND r.user_id = w.user_id)
 		ORDER BY `+lastActiveSQL+`, session_id LIMIT $3`, org, cutoff, limit)
 	if err != nil {
 		return nil, pg.Interpret(err)
