@@ -785,7 +785,8 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 		rel := &d.Relations[i]
 		in := graph.RelationInput{Scope: sc, SubjectID: *d.Entities[rel.subj].EntityID, Predicate: rel.Predicate,
 			Functional: rel.Functional, Fact: rel.Fact, ValidFrom: rel.ValidFrom,
-			Provenance: graph.Provenance{MemoryID: x.relationMemory(r, d, i), KeyID: bw.writer, AgentID: r.AgentID}}
+			Provenance: graph.Provenance{MemoryID: x.relationMemory(r, d, i), KeyID: bw.writer, AgentID: r.AgentID,
+				Writers: bw.all}}
 		if rel.obj >= 0 {
 			in.ObjectID = d.Entities[rel.obj].EntityID
 			if *in.ObjectID == in.SubjectID { // two names of the answer resolved to one entity

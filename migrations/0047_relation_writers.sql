@@ -1,0 +1,7 @@
+-- Every writer of the extraction batch a relation was written from (issue 57 item 2
+-- follow-up): created_by_key is one key (the batch's attributed writer), so a quarantine
+-- of another writer of the batch made later never matched it. The graph reads leave out a
+-- relation any of whose writers is under an active quarantine (graph.notQuarantinedSQL).
+-- Expand/contract: nullable, nothing else changes; the previous release's server neither
+-- reads nor writes it (its relations have NULL: only created_by_key is matched, as before).
+ALTER TABLE graph_relations ADD COLUMN writers text[];
