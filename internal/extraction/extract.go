@@ -687,10 +687,10 @@ func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit A
 			ns, key = &n, &k
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO extraction_provenance (org_id, op, memory_id, kv_namespace, kv_key, kv_version,
-				user_id, agent_id, session_id, turn_seqs, model, prompt_version, written_by, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10, $11, $12, $13, $14)`,
+				user_id, agent_id, session_id, turn_seqs, model, prompt_version, written_by, created_at, writers)
+			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10, $11, $12, $13, $14, $15)`,
 			r.Org, dd.Op, memID, ns, key, kvVersion, r.UserID, r.AgentID, r.SessionID, dd.Turns, d.Model, d.PromptVersion,
-			bw.writer, now); err != nil {
+			bw.writer, now, bw.all); err != nil {
 			return pg.Interpret(err)
 		}
 	}
