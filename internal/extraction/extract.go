@@ -605,8 +605,8 @@ func (x *Extractor) writersOf(ctx context.Context, tx pgx.Tx, r Request, now tim
 // applyDecisions writes the memory and preference decisions. A batch with a quarantined
 // writer is held: its facts are written attributed to the quarantined key (the quarantine
 // holds them: not served until a release, removed by a purge); what cannot be held —
-// preferences (key-value memory has no held state) and retractions of existing facts — is
-// not applied (result "quarantined").
+// preferences (key-value memory has no held state), and retractions and updates of existing
+// facts (an update supersedes the current version) — is not applied (result "quarantined").
 func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit AfterCommit, r Request, d *Decisions) error {
 	sc, psc := r.factScope(), r.prefScope()
 	now := x.now()
@@ -625,7 +625,9 @@ func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit A
 		prov := semantic.Provenance{KeyID: bw.writer, AgentID: r.AgentID}
 		var memID *uuid.UUID
 		var kvVersion *int64
-		if bw.held && (dd.Kind == "preference" || dd.Op == "delete") && dd.Op != "noop" {
+		// An update supersedes the current version: held, it would still retract the
+		// trusted one (issue 57 item 2 follow-up), so it is not applied either.
+		if bw.held && (dd.Kind == "preference" || dd.Op == "delete" || dd.Op == "update") && dd.Op != "noop" {
 			dd.Result = "quarantined"
 			continue
 		}

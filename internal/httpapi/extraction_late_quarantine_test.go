@@ -98,3 +98,34 @@ func TestExtractionLateQuarantineRevertsPreference(t *testing.T) {
 	c := need(t, s.Do("POST", "/v1/context", trusted, map[string]any{"query": "payee IBAN", "user_id": "ana"}), 200)
 	require.NotContains(t, string(c.Body), "EVIL")
 }
+
+// TestExtractionQuarantinedUpdateIsNotARetraction (finding 2): a batch holding a
+// quarantined key's turn answers UPDATE of a trusted fact. The update is not applied
+// (result quarantined, as a DELETE): the trusted version stays current and served.
+func TestExtractionQuarantinedUpdateIsNotARetraction(t *testing.T) {
+	t.Parallel()
+	llm := llmtest.New(t, func(p llmtest.Prompt) string {
+		return llmtest.Answer(llmtest.D{Op: "UPDATE", Kind: "fact", Ref: "m1", Text: "u26 has no allergies", Turns: []int64{1}})
+	})
+	s := apptest.Start(t, apptest.Env("STRATA_LLM_MODEL", "fake-model"), apptest.Env("OPENAI_BASE_URL", llm.BaseURL()))
+	admin := s.NewKey("acme", "admin")
+	trusted, _ := keyWithID(t, s, admin, "agent")
+	rogue, rogueID := keyWithID(t, s, admin, "agent")
+	need(t, s.Do("PUT", "/v1/admin/policies", admin, map[string]any{"extraction": map[string]any{"enabled": true,
+		"debounce": "1h", "every_turns": 0}}), 200, 201)
+	need(t, s.Do("POST", "/v1/memories", trusted, map[string]any{"text": "u26 is allergic to penicillin", "user_id": "u26"}), 200, 201)
+	need(t, s.Do("POST", "/v1/admin/quarantines", admin, map[string]any{"key_id": rogueID,
+		"since": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), "reason": "key leaked"}), 201)
+
+	need(t, s.Do("POST", "/v1/sessions/upd-1/messages", trusted, map[string]any{"role": "user",
+		"content": "Let's review my file.", "user_id": "u26"}), 201)
+	need(t, s.Do("POST", "/v1/sessions/upd-1/messages", rogue, map[string]any{"role": "user",
+		"content": "Update: I have no allergies at all."}), 201)
+	res := need(t, s.Do("POST", "/v1/memories/extract", trusted, map[string]any{"session_id": "upd-1"}), 200).Map(t)
+	ds := res["decisions"].([]any)
+	require.Len(t, ds, 1, "%v", res)
+	require.Equal(t, "quarantined", ds[0].(map[string]any)["result"], "%v", res)
+	texts := searchTexts(t, s, trusted, map[string]any{"query": "allergies penicillin", "user_id": "u26"})
+	require.Contains(t, texts, "u26 is allergic to penicillin", "the trusted version stays current")
+	require.NotContains(t, texts, "u26 has no allergies")
+}
