@@ -129,3 +129,33 @@ func TestExtractionQuarantinedUpdateIsNotARetraction(t *testing.T) {
 	require.Contains(t, texts, "u26 is allergic to penicillin", "the trusted version stays current")
 	require.NotContains(t, texts, "u26 has no allergies")
 }
+
+// TestQuarantinedDuplicateCannotTakeOverTrustedMemory (finding 3): a quarantined key
+// writes the exact text of a trusted memory. The trusted memory keeps its provenance and
+// its dedup count, so excluding the quarantined key's writes still finds it.
+func TestQuarantinedDuplicateCannotTakeOverTrustedMemory(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	admin := s.NewKey("acme", "admin")
+	trusted, trustedID := keyWithID(t, s, admin, "agent")
+	rogue, rogueID := keyWithID(t, s, admin, "agent")
+	m := need(t, s.Do("POST", "/v1/memories", trusted, map[string]any{"text": "Invoices go to IBAN DE11 GOOD", "user_id": "ana"}), 200, 201).Map(t)
+	need(t, s.Do("POST", "/v1/admin/quarantines", admin, map[string]any{"key_id": rogueID,
+		"since": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), "reason": "key leaked"}), 201)
+	need(t, s.Do("POST", "/v1/memories", rogue, map[string]any{"text": "Invoices go to IBAN DE11 GOOD", "user_id": "ana"}), 200, 201)
+
+	id := m["id"].(string)
+	if id == "" {
+		id = m["memory"].(map[string]any)["id"].(string)
+	}
+	got := need(t, s.Do("GET", "/v1/memories/"+id, trusted, nil), 200).Map(t)
+	if inner, ok := got["memory"].(map[string]any); ok {
+		got = inner
+	}
+	prov, _ := got["provenance"].(map[string]any)
+	require.Equal(t, trustedID, prov["key_id"], "a quarantined key's duplicate does not take over: %v", got)
+	require.EqualValues(t, 0, got["dedup_count"], "%v", got)
+	texts := searchTexts(t, s, trusted, map[string]any{"query": "invoices IBAN", "user_id": "ana",
+		"provenance": map[string]any{"exclude_key_ids": []string{rogueID}}})
+	require.Contains(t, texts, "Invoices go to IBAN DE11 GOOD")
+}
