@@ -605,8 +605,8 @@ func (x *Extractor) writersOf(ctx context.Context, tx pgx.Tx, r Request, now tim
 // applyDecisions writes the memory and preference decisions. A batch with a quarantined
 // writer is held: its facts are written attributed to the quarantined key (the quarantine
 // holds them: not served until a release, removed by a purge); what cannot be held —
-// preferences (key-value memory has no held state) and retractions of existing facts — is
-// not applied (result "quarantined").
+// preferences (key-value memory has no held state), and retractions and updates of existing
+// facts (an update supersedes the current version) — is not applied (result "quarantined").
 func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit AfterCommit, r Request, d *Decisions) error {
 	sc, psc := r.factScope(), r.prefScope()
 	now := x.now()
@@ -625,7 +625,9 @@ func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit A
 		prov := semantic.Provenance{KeyID: bw.writer, AgentID: r.AgentID}
 		var memID *uuid.UUID
 		var kvVersion *int64
-		if bw.held && (dd.Kind == "preference" || dd.Op == "delete") && dd.Op != "noop" {
+		// An update supersedes the current version: held, it would still retract the
+		// trusted one (issue 57 item 2 follow-up), so it is not applied either.
+		if bw.held && (dd.Kind == "preference" || dd.Op == "delete" || dd.Op == "update") && dd.Op != "noop" {
 			dd.Result = "quarantined"
 			continue
 		}
@@ -687,10 +689,10 @@ func (x *Extractor) applyDecisions(ctx context.Context, tx pgx.Tx, afterCommit A
 			ns, key = &n, &k
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO extraction_provenance (org_id, op, memory_id, kv_namespace, kv_key, kv_version,
-				user_id, agent_id, session_id, turn_seqs, model, prompt_version, written_by, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10, $11, $12, $13, $14)`,
+				user_id, agent_id, session_id, turn_seqs, model, prompt_version, written_by, created_at, writers)
+			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10, $11, $12, $13, $14, $15)`,
 			r.Org, dd.Op, memID, ns, key, kvVersion, r.UserID, r.AgentID, r.SessionID, dd.Turns, d.Model, d.PromptVersion,
-			bw.writer, now); err != nil {
+			bw.writer, now, bw.all); err != nil {
 			return pg.Interpret(err)
 		}
 	}
@@ -785,7 +787,8 @@ func (x *Extractor) applyGraph(ctx context.Context, tx pgx.Tx, r Request, d *Dec
 		rel := &d.Relations[i]
 		in := graph.RelationInput{Scope: sc, SubjectID: *d.Entities[rel.subj].EntityID, Predicate: rel.Predicate,
 			Functional: rel.Functional, Fact: rel.Fact, ValidFrom: rel.ValidFrom,
-			Provenance: graph.Provenance{MemoryID: x.relationMemory(r, d, i), KeyID: bw.writer, AgentID: r.AgentID}}
+			Provenance: graph.Provenance{MemoryID: x.relationMemory(r, d, i), KeyID: bw.writer, AgentID: r.AgentID,
+				Writers: bw.all}}
 		if rel.obj >= 0 {
 			in.ObjectID = d.Entities[rel.obj].EntityID
 			if *in.ObjectID == in.SubjectID { // two names of the answer resolved to one entity

@@ -65,6 +65,10 @@ type Provenance struct {
 	EventSeq *int64     `json:"event_seq,omitempty"`
 	KeyID    string     `json:"key_id,omitempty"`   // the API key that wrote it
 	AgentID  string     `json:"agent_id,omitempty"` // the agent that wrote it
+	// Writers is every key that wrote the turns it was extracted from (an extraction
+	// batch, issue 57): a quarantine of any of them holds it (notQuarantinedSQL). Not read
+	// back; nil for relations written by one key.
+	Writers []string `json:"-"`
 }
 
 // Relation is one version of a fact about a subject: subject -predicate-> object.

@@ -297,10 +297,10 @@ func (s *Store) AddRelation(ctx context.Context, db pg.DBTX, in RelationInput) (
 	p := in.Provenance
 	if _, err := db.Exec(ctx, `INSERT INTO graph_relations (org_id, id, user_id, agent_id, session_id, subject_id, predicate,
 			object_id, object_value, functional, fact, source_memory_id, source_job_id, source_event_seq, created_by_key,
-			source_agent_id, valid_from, valid_to, recorded_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+			source_agent_id, valid_from, valid_to, recorded_at, writers)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
 		sc.OrgID, id, sc.UserID, sc.AgentID, sc.SessionID, subj.ID, pred, objID, in.ObjectValue, functional, in.Fact,
-		p.MemoryID, p.JobID, p.EventSeq, p.KeyID, p.AgentID, validFrom, validTo, now); err != nil {
+		p.MemoryID, p.JobID, p.EventSeq, p.KeyID, p.AgentID, validFrom, validTo, now, p.Writers); err != nil {
 		return res, fmt.Errorf("adding a relation of %s: %w", subj.ID, pg.Interpret(err))
 	}
 	res.Relation, err = s.relation(ctx, db, sc.OrgID, id)
@@ -434,12 +434,14 @@ func shownRelationSQL(param string) string {
 // same writer rule as its trigger: the key that wrote the row, or its provenance agent (its
 // scope agent when it named none), at or after the quarantine's since, which for a relation
 // is when Strata recorded it (recorded_at; valid_from is world time and may be backdated).
+// An extracted relation also matches a quarantine of any writer of its batch (writers,
+// migration 0047), however late the quarantine is made.
 // A released quarantine no longer hides anything; there is no admin review of quarantined
 // relations (they are always left out).
 func notQuarantinedSQL(r string) string {
 	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM memory_quarantines qq
 		WHERE qq.org_id = %[1]s.org_id AND qq.status = 'active' AND %[1]s.recorded_at >= qq.since
-		  AND ((qq.key_id <> '' AND qq.key_id = %[1]s.created_by_key)
+		  AND ((qq.key_id <> '' AND (qq.key_id = %[1]s.created_by_key OR qq.key_id = ANY(%[1]s.writers)))
 		    OR (qq.agent_id <> '' AND qq.agent_id = coalesce(nullif(%[1]s.source_agent_id, ''), %[1]s.agent_id))))`, r)
 }
 

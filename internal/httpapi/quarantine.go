@@ -41,6 +41,11 @@ func (s *Server) createQuarantine(ctx context.Context, r *Request, in *api.Creat
 	if err != nil {
 		return nil, err
 	}
+	if s.Extraction != nil { // key-value memory has no held state: revert what extraction wrote (issue 57)
+		if _, err := s.Extraction.RevertQuarantined(ctx, r.Tx, r.AfterCommit, p.OrgID, n.KeyID, n.AgentID, n.Since, p.KeyID); err != nil {
+			return nil, err
+		}
+	}
 	s.emit(r, outbox.New{Type: outbox.QuarantineCreated, DedupeKey: "quarantine.created:" + q.ID.String(),
 		Data: map[string]any{"quarantine_id": q.ID.String(), "key_id": q.KeyID, "agent_id": q.AgentID}})
 	return &api.QuarantineOutput{Status: http.StatusCreated, Body: q}, nil

@@ -268,13 +268,7 @@ func (s *Store) createSQL(f *filter, p vectorPlan, n NewMemory, meta []byte, id 
 		UNION ALL
 		SELECT id, 'near', 1 - d FROM near WHERE 1 - d >= ` + thr + ` AND NOT EXISTS (SELECT 1 FROM exact)
 		LIMIT 1),
-	hit AS (UPDATE memories SET dedup_count = dedup_count + 1,
-		last_accessed_at = ` + now_ + `, updated_at = ` + now_ + `,
-		importance = greatest(importance, ` + imp + `), pinned = pinned OR ` + pin + `,
-		created_by_key = CASE WHEN ` + key + ` <> '' THEN ` + key + ` ELSE created_by_key END,
-		source_agent_id = CASE WHEN ` + agent + ` <> '' THEN ` + agent + ` ELSE source_agent_id END,
-		source_job_id = CASE WHEN ` + job + ` <> '' THEN ` + job + ` ELSE source_job_id END,
-		source_event_seq = coalesce(` + seq + `, source_event_seq)
+	hit AS (UPDATE memories SET ` + dedupHitSet(now_, imp, pin, key, agent, job, seq) + `
 		FROM dup WHERE org_id = $1 AND id = dup.dup_id
 		RETURNING ` + memCols + `, dup.reason, dup.sim),
 	ins AS (INSERT INTO memories (org_id, id, root_id, version, user_id, agent_id,
@@ -300,14 +294,29 @@ func lockCall(i int) string {
 
 // dedupHitSQL records a write that found its duplicate (Create's and CreateBatch's): the
 // count and access time, the newer provenance, the higher importance, pinned if either was.
-const dedupHitSQL = `UPDATE memories SET dedup_count = dedup_count + 1,
-	last_accessed_at = $3, updated_at = $3,
-	importance = greatest(importance, $4), pinned = pinned OR $5,
-	created_by_key = CASE WHEN $6 <> '' THEN $6 ELSE created_by_key END,
-	source_agent_id = CASE WHEN $7 <> '' THEN $7 ELSE source_agent_id END,
-	source_job_id = CASE WHEN $8 <> '' THEN $8 ELSE source_job_id END,
-	source_event_seq = coalesce($9, source_event_seq)
+//
+// A writer under an active quarantine (its key, or its agent: the provenance agent, else
+// the memory's scope agent) changes nothing on a memory that is not held (issue 57 item 2
+// follow-up): no provenance, count, importance or pin of a trusted memory comes from it,
+// so it cannot take the memory over (provenance.exclude_key_ids of it would hide it).
+var dedupHitSQL = `UPDATE memories SET ` + dedupHitSet("$3", "$4", "$5", "$6", "$7", "$8", "$9") + `
 	WHERE org_id = $1 AND id = $2 RETURNING ` + memCols
+
+// dedupHitSet is the SET list of a dedup hit on memories, from the write's parameters.
+func dedupHitSet(now, imp, pin, key, agent, job, seq string) string {
+	frozen := `(NOT memories.quarantined AND EXISTS (SELECT 1 FROM memory_quarantines qq
+		WHERE qq.org_id = memories.org_id AND qq.status = 'active' AND qq.since <= ` + now + `
+		  AND ((qq.key_id <> '' AND qq.key_id = ` + key + `)
+		    OR (qq.agent_id <> '' AND qq.agent_id = coalesce(nullif(` + agent + `, ''), memories.agent_id)))))`
+	return `dedup_count = dedup_count + CASE WHEN ` + frozen + ` THEN 0 ELSE 1 END,
+	last_accessed_at = ` + now + `, updated_at = ` + now + `,
+	importance = CASE WHEN ` + frozen + ` THEN importance ELSE greatest(importance, ` + imp + `) END,
+	pinned = pinned OR (` + pin + ` AND NOT ` + frozen + `),
+	created_by_key = CASE WHEN ` + frozen + ` THEN created_by_key WHEN ` + key + ` <> '' THEN ` + key + ` ELSE created_by_key END,
+	source_agent_id = CASE WHEN ` + frozen + ` THEN source_agent_id WHEN ` + agent + ` <> '' THEN ` + agent + ` ELSE source_agent_id END,
+	source_job_id = CASE WHEN ` + frozen + ` THEN source_job_id WHEN ` + job + ` <> '' THEN ` + job + ` ELSE source_job_id END,
+	source_event_seq = CASE WHEN ` + frozen + ` THEN source_event_seq ELSE coalesce(` + seq + `, source_event_seq) END`
+}
 
 func dedupHitArgs(n NewMemory, dupID uuid.UUID, now time.Time) []any {
 	return []any{n.Scope.OrgID, dupID, now, n.Importance, n.Pinned, n.Provenance.KeyID, n.Provenance.AgentID,
