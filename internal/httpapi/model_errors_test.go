@@ -45,7 +45,7 @@ func TestModelErrorBodiesNotLoggedOrStored(t *testing.T) {
 	status.Store(400)
 	var html atomic.Bool
 	m := hostileModel(t, &status, &html)
-	s := apptest.Start(t, apptest.Env("STRATA_LLM_MODEL", "fake-model"), 
+	s := apptest.Start(t, apptest.Env("STRATA_LLM_MODEL", "fake-model"),
 		apptest.Env("OPENAI_BASE_URL", m.URL+"/v1"), apptest.Env("STRATA_TURN_BUFFER", "5"),
 		apptest.Env("STRATA_SUMMARY_EVERY", "3"), apptest.Env("STRATA_SUMMARY_POLL", "100ms"))
 	key := s.NewKey("acme", "agent")
