@@ -103,7 +103,7 @@ func (l *LLM) Summarize(ctx context.Context, f Facts) (string, error) {
 		Temperature: 0,
 	})
 	if err != nil {
-		return "", fmt.Errorf("LLM summary (%s): %w", l.o.Model, err)
+		return "", fmt.Errorf("LLM summary (%s): %w", l.o.Model, answercap.Describe("model", err))
 	}
 	if len(resp.Choices) == 0 {
 		return "", fmt.Errorf("LLM summary (%s): no choices in the answer", l.o.Model)

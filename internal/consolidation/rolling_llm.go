@@ -96,7 +96,7 @@ func (l *RollingLLM) Summarize(ctx context.Context, kind, prev string, items []m
 		cancel()
 		use.Calls++
 		if err != nil {
-			return "", use, fmt.Errorf("LLM rolling summary (%s): %w", l.model, err)
+			return "", use, fmt.Errorf("LLM rolling summary (%s): %w", l.model, answercap.Describe("model", err))
 		}
 		use.PromptTokens += resp.Usage.PromptTokens
 		use.CompletionTokens += resp.Usage.CompletionTokens

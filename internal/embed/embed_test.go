@@ -169,13 +169,14 @@ func TestEmbedOpenAIDimensionCheckAndAuthError(t *testing.T) {
 	e, err := NewOpenAI(OpenAIOptions{BaseURL: srv.URL + "/v1", APIKey: "test-key", Model: "m", Dims: 384})
 	require.NoError(t, err)
 	_, err = e.Embed(context.Background(), []string{"x"})
-	require.ErrorContains(t, err, "returned 12 dimensions but STRATA_EMBEDDING_DIMS is 384")
+	require.ErrorContains(t, err, "returned 12 dimensions (model m) but STRATA_EMBEDDING_DIMS is 384")
 
 	before := f.calls.Load()
 	bad, err := NewOpenAI(OpenAIOptions{BaseURL: srv.URL + "/v1", APIKey: "wrong", Model: "m", Dims: 12})
 	require.NoError(t, err)
 	_, err = bad.Embed(context.Background(), []string{"x"})
-	require.ErrorContains(t, err, "bad key")
+	require.ErrorContains(t, err, "the embedder answered HTTP 401")
+	require.NotContains(t, err.Error(), "bad key", "the provider's message is not repeated (issue 57)")
 	require.Equal(t, before+1, f.calls.Load(), "a 401 is not retried")
 
 	_, err = NewOpenAI(OpenAIOptions{Dims: 3})

@@ -82,8 +82,10 @@ func (e *OpenAI) Dims() int { return e.o.Dims }
 
 // Embed implements Embedder: batches of o.Batch texts, each retried on 429/5xx/transport
 // errors with exponential backoff and jitter. Every failure (a server that stays down, a
-// refused request, a vector of the wrong length — its message names both lengths) is an
-// UnavailableError for store "embedder": the client gets 503 + Retry-After, the log the cause.
+// refused request, a vector of the wrong length — its message names both lengths) says
+// what happened, never the answer's body: a server that stays down, rate limits, timeouts
+// and transport failures are an UnavailableError for store "embedder" (503 + Retry-After);
+// a refused request (4xx) or a malformed answer is an *answercap.ProviderError (502).
 func (e *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, 0, len(texts))
 	for start := 0; start < len(texts); start += e.o.Batch {
@@ -119,8 +121,8 @@ func (e *OpenAI) batch(ctx context.Context, texts []string) ([][]float32, error)
 		cancel()
 		if err == nil {
 			vs, err := e.check(resp, len(texts))
-			if err != nil {
-				return nil, &strata.UnavailableError{Store: "embedder", Err: err}
+			if err != nil { // a malformed answer: a 502 naming the rule, not a retry
+				return nil, err
 			}
 			return vs, nil
 		}
@@ -132,22 +134,29 @@ func (e *OpenAI) batch(ctx context.Context, texts []string) ([][]float32, error)
 			break
 		}
 	}
-	return nil, &strata.UnavailableError{Store: "embedder", Err: fmt.Errorf("embedding with %s: %w", e.o.Model, lastErr)}
+	// What happened (status, provider error type/code), never the answer's body or message:
+	// it may quote the texts (issue 57).
+	described := answercap.Describe("embedder", lastErr)
+	var pe *answercap.ProviderError
+	if errors.As(described, &pe) && !pe.Transient() {
+		return nil, fmt.Errorf("embedding with %s: %w", e.o.Model, pe) // refused or malformed: 502
+	}
+	return nil, &strata.UnavailableError{Store: "embedder", Err: fmt.Errorf("embedding with %s: %w", e.o.Model, described)}
 }
 
 func (e *OpenAI) check(resp openai.EmbeddingResponse, n int) ([][]float32, error) {
 	if len(resp.Data) != n {
-		return nil, fmt.Errorf("embedding server returned %d vectors for %d inputs", len(resp.Data), n)
+		return nil, answercap.Malformed("embedder", "has %d vectors for %d inputs", len(resp.Data), n)
 	}
 	sort.SliceStable(resp.Data, func(i, j int) bool { return resp.Data[i].Index < resp.Data[j].Index })
 	out := make([][]float32, n)
 	for i, d := range resp.Data {
 		if d.Index != i {
-			return nil, fmt.Errorf("embedding server returned index %d at position %d", d.Index, i)
+			return nil, answercap.Malformed("embedder", "has index %d at position %d", d.Index, i)
 		}
 		if len(d.Embedding) != e.o.Dims {
-			return nil, fmt.Errorf("model %s returned %d dimensions but STRATA_EMBEDDING_DIMS is %d: set it to %d (a new dimension means re-embedding, see docs/semantic.md)",
-				e.o.Model, len(d.Embedding), e.o.Dims, len(d.Embedding))
+			return nil, answercap.Malformed("embedder", "returned %d dimensions (model %s) but STRATA_EMBEDDING_DIMS is %d: set it to %d (a new dimension means re-embedding, see docs/semantic.md)",
+				len(d.Embedding), e.o.Model, e.o.Dims, len(d.Embedding))
 		}
 		out[i] = d.Embedding
 	}

@@ -580,13 +580,9 @@ func (x *Extractor) ask(ctx context.Context, model string, doc promptDoc, refs, 
 			if errors.As(err, &tooLarge) { // refused unread: never retried, never sent back
 				return answer{}, total, fmt.Errorf("extraction: model %s: %w", model, tooLarge)
 			}
-			var apiErr *openai.APIError
-			if errors.As(err, &apiErr) {
-				return answer{}, total, fmt.Errorf("extraction: model %s answered HTTP %d", model, apiErr.HTTPStatusCode)
-			}
-			var reqErr *openai.RequestError
-			if errors.As(err, &reqErr) {
-				return answer{}, total, fmt.Errorf("extraction: model %s answered HTTP %d", model, reqErr.HTTPStatusCode)
+			// Status, provider error type/code, never its message or body (issue 57).
+			if pe := (*answercap.ProviderError)(nil); errors.As(answercap.Describe("model", err), &pe) {
+				return answer{}, total, fmt.Errorf("extraction: model %s: %w", model, pe)
 			}
 			return answer{}, total, fmt.Errorf("extraction: calling model %s: %w", model, err)
 		}

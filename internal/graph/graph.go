@@ -158,7 +158,7 @@ func checkString(field, s string, max int, required bool) error {
 		return strata.Invalid(field, "must not be blank")
 	}
 	if n := utf8.RuneCountInString(s); n > max {
-		return strata.TooLarge(field, "must be at most %d characters, got %d", max, n)
+		return strata.Invalid(field, "must be at most %d characters, got %d", max, n) // 422 naming it, not 413
 	}
 	return nil
 }

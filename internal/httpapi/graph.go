@@ -39,19 +39,27 @@ func renameField(err error, from, to string) error {
 	return err
 }
 
-// sourceMemory parses a source_memory_id and checks it names a memory (any version) of the
-// caller's org: provenance links another org's memory, or none, are refused (erasure and
-// export by memory follow them).
-func (s *Server) sourceMemory(ctx context.Context, r *Request, raw string) (*uuid.UUID, error) {
+// sourceMemory parses a source_memory_id and checks it names a memory (any version) in the
+// write's scope: of the same user as the write's user_id, or an org-level memory for an
+// org-level write. Provenance links to another org's memory, another user's (a restricted
+// subject's included) or none are refused (erasure and export by memory follow them).
+func (s *Server) sourceMemory(ctx context.Context, r *Request, raw string, sc strata.Scope) (*uuid.UUID, error) {
 	id, err := optGraphID("source_memory_id", raw)
 	if err != nil || id == nil {
 		return id, err
 	}
-	if _, err := s.Memories.Get(ctx, r.Tx, r.Org, *id); err != nil {
+	m, err := s.Memories.Get(ctx, r.Tx, r.Org, *id)
+	if err != nil {
 		if errors.Is(err, strata.ErrNotFound) {
 			return nil, strata.Invalid("source_memory_id", "names no memory of this org")
 		}
 		return nil, err
+	}
+	if m.UserID != sc.UserID {
+		if sc.UserID == "" {
+			return nil, strata.Invalid("source_memory_id", "names a user's memory: an org-level write takes an org-level memory")
+		}
+		return nil, strata.Invalid("source_memory_id", "names no memory of this write's user_id")
 	}
 	return id, nil
 }
@@ -192,7 +200,7 @@ func (s *Server) graphHistory(ctx context.Context, r *Request, in *api.GraphHist
 
 func (s *Server) resolveGraphEntity(ctx context.Context, r *Request, in *api.GraphResolveInput) (*api.GraphEntityOutput, error) {
 	b := in.Body
-	src, err := s.sourceMemory(ctx, r, b.SourceMemoryID)
+	src, err := s.sourceMemory(ctx, r, b.SourceMemoryID, b.Scope(r.Org))
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +239,7 @@ func (s *Server) addGraphRelation(ctx context.Context, r *Request, in *api.Graph
 	if err != nil {
 		return nil, err
 	}
-	src, err := s.sourceMemory(ctx, r, b.SourceMemoryID)
+	src, err := s.sourceMemory(ctx, r, b.SourceMemoryID, b.Scope(r.Org))
 	if err != nil {
 		return nil, err
 	}

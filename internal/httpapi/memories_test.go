@@ -537,7 +537,9 @@ func TestMemoriesOpenAIEmbedder(t *testing.T) {
 	require.GreaterOrEqual(t, calls, 3) // one 429, then the write and the search
 }
 
-func TestMemoriesOpenAIDimensionMismatchIs503(t *testing.T) {
+// A malformed embedder answer (vectors of the wrong length) is a 502 naming the rule, not a
+// 503 that invites retries (issue 57 finding 5).
+func TestMemoriesOpenAIDimensionMismatchIs502(t *testing.T) {
 	t.Parallel()
 	calls := 1 // skip the 429
 	fake := fakeOpenAI(t, 64, &calls)
@@ -545,8 +547,9 @@ func TestMemoriesOpenAIDimensionMismatchIs503(t *testing.T) {
 		apptest.Env("OPENAI_API_KEY", "sk-test"), apptest.Env("STRATA_EMBEDDING_MODEL", "m"))
 	key := s.NewKey("acme", "agent")
 	r := s.Do("POST", "/v1/memories", key, map[string]any{"text": "x"})
-	require.Equal(t, 503, r.Status, string(r.Body))
-	require.NotEmpty(t, r.Header.Get("Retry-After"))
+	require.Equal(t, 502, r.Status, string(r.Body))
+	require.Empty(t, r.Header.Get("Retry-After"))
+	require.Contains(t, string(r.Body), "returned 64 dimensions")
 	require.Zero(t, ownerCount(t, s, `SELECT count(*) FROM memories`))
 }
 

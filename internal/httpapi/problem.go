@@ -156,6 +156,7 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	var ce *strata.ConflictError
 	var ue *strata.UnavailableError
 	var tooLarge *answercap.TooLargeError
+	var pe *answercap.ProviderError
 	switch {
 	case errors.As(err, &fe):
 		status := fe.Status
@@ -189,6 +190,15 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 		s.metrics.StoreErrors.WithLabelValues(ue.Store).Inc()
 		return huma.ErrorWithHeaders(huma.NewError(http.StatusServiceUnavailable, ue.Store+" is unavailable; retry later"),
 			http.Header{"Retry-After": {"2"}})
+	case errors.As(err, &pe): // after ue: the embedder's transient failures are a 503 there
+		// The model or the embedder refused the call or answered malformed: what happened
+		// (status, provider error type/code, the rule), never its message or body (issue 57).
+		s.Log.WarnContext(ctx, "model or embedder call failed", "err", pe.Error(), "request_id", httpops.RequestID(ctx))
+		if pe.Status == http.StatusTooManyRequests {
+			return huma.ErrorWithHeaders(huma.NewError(http.StatusServiceUnavailable, pe.Error()+"; nothing was applied; retry later"),
+				http.Header{"Retry-After": {"2"}})
+		}
+		return huma.NewError(http.StatusBadGateway, pe.Error()+"; nothing was applied")
 	case errors.Is(err, strata.ErrUnavailable): // the sentinel without a store named
 		s.Log.WarnContext(ctx, "unavailable", "err", err, "request_id", httpops.RequestID(ctx))
 		return huma.ErrorWithHeaders(huma.NewError(http.StatusServiceUnavailable, "a store is unavailable; retry later"),

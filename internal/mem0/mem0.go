@@ -503,8 +503,9 @@ func (h *Handler) addInferred(w http.ResponseWriter, r *http.Request, b addBody,
 	events := []Event{}
 	for _, d := range out.Decisions {
 		if d.Kind == "preference" {
-			ev := map[string]string{"add": "ADD", "update": "UPDATE", "delete": "DELETE"}[d.Op]
-			if ev != "" && d.Result != "skipped" {
+			// Only what was applied: a skipped or quarantined preference was not written.
+			ev := map[string]string{"added": "ADD", "updated": "UPDATE", "retracted": "DELETE"}[d.Result]
+			if ev != "" {
 				events = append(events, event("preferences/"+d.Key, ev, d.Key+": "+d.Text))
 			}
 			continue
