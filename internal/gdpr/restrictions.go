@@ -43,38 +43,44 @@ func (r *Restrictions) Among(ctx context.Context, sess *pg.Session, org string, 
 	if len(ids) == 0 {
 		return map[string]bool{}, nil
 	}
+	return r.cache.Among(org, ids, r.fill(ctx, sess, org))
+}
+
+// query runs one statement in sess's transaction when it has begun, else as one batch on a
+// pooled connection with the org set for its implicit transaction (row-level security).
+// done releases what the rows hold; call it once the rows are read.
+func (r *Restrictions) query(ctx context.Context, sess *pg.Session, org, sql string, args ...any) (rows pgx.Rows, done func(), err error) {
 	if sess != nil && sess.Started() {
 		tx, err := sess.Tx(ctx)
 		if err != nil {
-			return nil, err
+			return nil, func() {}, err
 		}
-		return r.cache.Among(org, ids, func(sql string, args ...any) ([]string, error) {
-			rows, err := tx.Query(ctx, sql, args...)
-			if err != nil {
-				return nil, pg.Interpret(err)
-			}
-			found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			return found, pg.Interpret(err)
-		})
+		rows, err := tx.Query(ctx, sql, args...)
+		return rows, func() {}, pg.Interpret(err)
 	}
-	// No transaction yet: one batch on a pooled connection, the org set for its implicit
-	// transaction (row-level security).
-	return r.cache.Among(org, ids, func(sql string, args ...any) ([]string, error) {
-		b := &pgx.Batch{}
-		pg.QueueSetOrg(b, org)
-		b.Queue(sql, args...)
-		br := r.pool.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return nil, pg.Interpret(err)
-		}
-		rows, err := br.Query()
+	b := &pgx.Batch{}
+	pg.QueueSetOrg(b, org)
+	b.Queue(sql, args...)
+	br := r.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, func() {}, pg.Interpret(err)
+	}
+	rows, err = br.Query()
+	return rows, func() { br.Close() }, pg.Interpret(err)
+}
+
+// fill is the cache's loader of an org's restricted set, through query.
+func (r *Restrictions) fill(ctx context.Context, sess *pg.Session, org string) func(sql string, args ...any) ([]string, error) {
+	return func(sql string, args ...any) ([]string, error) {
+		rows, done, err := r.query(ctx, sess, org, sql, args...)
+		defer done()
 		if err != nil {
-			return nil, pg.Interpret(err)
+			return nil, err
 		}
 		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		return found, pg.Interpret(err)
-	})
+	}
 }
 
 // Refuse returns strata.ErrRestricted when any of users is restricted in org.

@@ -40,35 +40,7 @@ const refuseTargetsSQL = `SELECT EXISTS (SELECT 1 FROM gdpr_restrictions r WHERE
 // restrict nobody: the cached set answers without a round trip. sess is the request's unit
 // of work: its transaction when it has begun, else one pooled round trip.
 func (r *Restrictions) RefuseTargets(ctx context.Context, sess *pg.Session, org string, t Targets) error {
-	query := func(sql string, args ...any) (pgx.Rows, func(), error) {
-		if sess != nil && sess.Started() {
-			tx, err := sess.Tx(ctx)
-			if err != nil {
-				return nil, func() {}, err
-			}
-			rows, err := tx.Query(ctx, sql, args...)
-			return rows, func() {}, err
-		}
-		b := &pgx.Batch{}
-		pg.QueueSetOrg(b, org)
-		b.Queue(sql, args...)
-		br := r.pool.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return nil, func() {}, err
-		}
-		rows, err := br.Query()
-		return rows, func() { br.Close() }, err
-	}
-	none, err := r.cache.NoneIn(org, func(sql string, args ...any) ([]string, error) {
-		rows, done, err := query(sql, args...)
-		defer done()
-		if err != nil {
-			return nil, pg.Interpret(err)
-		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		return found, pg.Interpret(err)
-	})
+	none, err := r.cache.NoneIn(org, r.fill(ctx, sess, org))
 	if err != nil || none {
 		return err
 	}
@@ -76,11 +48,11 @@ func (r *Restrictions) RefuseTargets(ctx context.Context, sess *pg.Session, org 
 	for _, e := range t.KV {
 		ns, keys, levels, scopes = append(ns, e.Namespace), append(keys, e.Key), append(levels, e.Level), append(scopes, e.ScopeID)
 	}
-	rows, done, err := query(refuseTargetsSQL, org, nonEmpty(t.Users), nonEmpty(t.Jobs), nonEmpty(t.Sessions), uuids(t.Memories),
+	rows, done, err := r.query(ctx, sess, org, refuseTargetsSQL, org, nonEmpty(t.Users), nonEmpty(t.Jobs), nonEmpty(t.Sessions), uuids(t.Memories),
 		nonEmpty(t.Assets), uuids(t.Entities), ns, keys, levels, scopes)
 	defer done()
 	if err != nil {
-		return pg.Interpret(err)
+		return err
 	}
 	restricted, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
 	if err != nil {
