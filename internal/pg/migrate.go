@@ -363,7 +363,7 @@ func (s SchemaStatus) logAhead(log *slog.Logger) {
 	if log == nil || len(s.Ahead) == 0 {
 		return
 	}
-	log.Info("schema is ahead of this build by compatible migrations only; starting",
+	log.Info("schema is ahead of this build by compatible migrations only",
 		"compatible", len(s.Ahead), "build", s.Build, "schema", s.Schema)
 }
 
