@@ -50,6 +50,7 @@ func TestServerRefusesSchemaContractedPastItsCode(t *testing.T) {
 	require.ErrorContains(t, err, want)
 	env["STRATA_NO_MIGRATE"] = "true"
 	_, _, err = run()
+	require.ErrorContains(t, err, "checking the schema of") // the check alone, no migration run
 	require.ErrorContains(t, err, want)
 	out, _, err = run("migrate", "--status")
 	require.ErrorContains(t, err, want)
