@@ -109,10 +109,20 @@ func TestMigrateSchemaCompatibilityGate(t *testing.T) {
 	dsn2 := testenv.DatabaseURL(t)
 	lenient := release(t, map[string]string{"9001_compat_probe.sql": expandProbe,
 		"9002_compat_probe_contract.sql": strings.Replace(contractProbe, "contract", "contract requires 9001", 1)})
+	// Deployed straight onto release N's schema (N+1 skipped), it would contract under N's
+	// running servers: refused, nothing applied.
 	_, err = pg.Migrate(ctx, dsn2, lenient, nil)
+	require.ErrorContains(t, err, "deploy the release with migration 9001 first")
+	st, err := pg.ReadSchemaStatus(ctx, dsn2, lenient)
 	require.NoError(t, err)
+	require.Len(t, st.Pending, 2)
+	_, err = pg.Migrate(ctx, dsn2, next, nil)
+	require.NoError(t, err)
+	n, err = pg.Migrate(ctx, dsn2, lenient, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 	logs.Reset()
-	st, err := pg.CheckSchema(ctx, dsn2, next, log)
+	st, err = pg.CheckSchema(ctx, dsn2, next, log)
 	require.NoError(t, err)
 	require.Len(t, st.Ahead, 1)
 	require.Contains(t, logs.String(), "compatible=1")

@@ -190,6 +190,9 @@ func MigrateWith(ctx context.Context, dsn string, fsys fs.FS, log *slog.Logger, 
 		return 0, err
 	}
 	st.logAhead(log)
+	if err := st.checkSkip(); err != nil {
+		return 0, err
+	}
 	names := make([]string, 0, len(opts.Settings))
 	for k := range opts.Settings {
 		names = append(names, k)
@@ -357,6 +360,21 @@ func (s SchemaStatus) Check() error {
 		return nil
 	}
 	return &ContractedError{Version: worst.Version, Requires: worst.Requires, Build: s.Build}
+}
+
+// checkSkip refuses a run that would apply a contract naming an older build (requires
+// NNNN below its own number) to a database that build never migrated: the servers still
+// running are then older than NNNN and use what the contract removes (a release was
+// skipped). A fresh database (nothing applied) has no such servers.
+func (s SchemaStatus) checkSkip() error {
+	for _, m := range s.Pending {
+		if m.Phase == PhaseContract && m.Requires < m.Version && s.Schema > 0 && s.Schema < m.Requires {
+			return fmt.Errorf("migration %04d_%s contracts what builds before %04d still use, and this database is at %04d: "+
+				"deploy the release with migration %04d first and replace every older server with it, then this one (nothing was applied)",
+				m.Version, m.Name, m.Requires, s.Schema, m.Requires)
+		}
+	}
+	return nil
 }
 
 func (s SchemaStatus) logAhead(log *slog.Logger) {
