@@ -36,7 +36,8 @@ import (
 const usage = `usage: server [serve|migrate|healthcheck|help]
 
   serve        (default) apply migrations, then serve the API on STRATA_HTTP_ADDR
-  migrate      apply migrations and exit
+  migrate      apply migrations and exit ("migrate --status": compare this build's
+               migrations with the database's, change nothing; docs/operations.md)
   healthcheck  exit 0 when the server on STRATA_HTTP_ADDR answers /readyz with 200
   reembed      move semantic memory to the embedder the environment names (resumable;
                servers keep serving the old model until the atomic switch);
@@ -91,13 +92,16 @@ func RunWith(ctx context.Context, args []string, getenv func(string) string, std
 		return reembed(ctx, cfg, log, args, stdout)
 	}
 	if cmd == "partition" {
-		if err := migrate(ctx, cfg, log); err != nil {
+		if err := migrate(ctx, cfg, log, false); err != nil {
 			return err
 		}
 		return partitionTables(ctx, cfg, log, args[2:], stdout)
 	}
 
-	if err := migrate(ctx, cfg, log); err != nil && (cmd == "migrate" || !cfg.DisableMigrateOnStart) {
+	if cmd == "migrate" && len(args) > 2 {
+		return migrateStatus(ctx, cfg, args[2:], stdout, stderr)
+	}
+	if err := migrate(ctx, cfg, log, cmd == "migrate"); err != nil {
 		return err
 	}
 	if cmd == "migrate" {
@@ -107,11 +111,23 @@ func RunWith(ctx context.Context, args []string, getenv func(string) string, std
 	return serve(ctx, cfg, getenv, log, stdout, hooks)
 }
 
-func migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	if cfg.DisableMigrateOnStart {
+// migrate applies the migrations (explicit: `server migrate`, which has no time limit:
+// a concurrent index build may take long). With STRATA_NO_MIGRATE a server only checks
+// that its code may run on the schema. Either way a build older than an applied contract
+// migration stops here (docs/operations.md).
+func migrate(ctx context.Context, cfg config.Config, log *slog.Logger, explicit bool) error {
+	if cfg.DisableMigrateOnStart && !explicit {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if _, err := pg.CheckSchema(cctx, cfg.DatabaseURL, migrations.FS, log); err != nil {
+			return fmt.Errorf("checking the schema of %s: %w", pg.RedactURL(cfg.DatabaseURL), err)
+		}
 		return nil
 	}
-	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	mctx, cancel := ctx, context.CancelFunc(func() {})
+	if !explicit {
+		mctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	}
 	defer cancel()
 	if err := pg.EnsureDatabase(mctx, cfg.DatabaseURL); err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 var rlsExempt = map[string]string{
 	"api_keys": "the key lookup: a request's org is what finding its key's hash tells (migrations/0001); " +
 		"hashes, orgs, roles and names, no memory, and every query in internal/auth filters by org itself",
-	"schema_migrations": "migration bookkeeping (internal/pg): versions and checksums, no org",
+	"schema_migrations": "migration bookkeeping (internal/pg): versions, checksums and phases, no org",
 	"strata_settings": "per-database settings (the audit HMAC key, migrations/0007), no org; " +
 		"strata_app may read and insert, never change or delete",
 	"strata_partition_moves": "the online partition mover's progress (migrations/0033): table names and counters, " +
