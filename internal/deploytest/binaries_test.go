@@ -80,9 +80,6 @@ func migrationSet(root, commit string) (map[string]string, error) {
 // a database migrated by old can be migrated on by cur. When a file was edited in place it
 // names it (the migrator refuses a changed checksum).
 func olderSet(old, cur map[string]string) (bool, string) {
-	if len(old) >= len(cur) {
-		return false, "the same migration set"
-	}
 	for name, h := range old {
 		switch ch, ok := cur[name]; {
 		case !ok:
@@ -90,6 +87,9 @@ func olderSet(old, cur map[string]string) (bool, string) {
 		case ch != h:
 			return false, name + " was edited after this commit (the migrator would refuse its changed checksum)"
 		}
+	}
+	if len(old) == len(cur) {
+		return false, "the same migration set"
 	}
 	return true, ""
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ type replica struct {
 	url, logPath  string
 	cmd           *exec.Cmd
 	exited        chan error
+	gone          atomic.Bool
 
 	ready time.Duration // start → /readyz 200
 	drain time.Duration // SIGTERM → exit
@@ -53,7 +55,11 @@ func startReplica(t *testing.T, name, release, bin string, env []string, logDir 
 		t.Fatal(err)
 	}
 	r.cmd = cmd
-	go func() { r.exited <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		r.gone.Store(true)
+		r.exited <- err
+	}()
 	t.Cleanup(func() { r.stop(5 * time.Second) })
 	hc := &http.Client{Timeout: time.Second}
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) { // kept: polls a real child process until it serves
@@ -74,6 +80,8 @@ func startReplica(t *testing.T, name, release, bin string, env []string, logDir 
 	t.Fatalf("%s (%s release) was not ready within 90s\n%s", name, release, tail(r.logPath))
 	return nil
 }
+
+func (r *replica) alive() bool { return !r.gone.Load() }
 
 // term sends SIGTERM and waits for the exit (at most bound), recording the drain time.
 func (r *replica) term(bound time.Duration) error {
