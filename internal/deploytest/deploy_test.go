@@ -303,9 +303,9 @@ func TestDeploy(t *testing.T) {
 	for _, k := range kinds {
 		attempted += out.Attempted[k]
 		acked += out.Acknowledged[k]
-		say("  writes %-12s attempted %5d  acknowledged %5d", k, out.Attempted[k], out.Acknowledged[k])
+		say("  writes %-16s attempted %5d  acknowledged %5d", k, out.Attempted[k], out.Acknowledged[k])
 	}
-	say("  writes total        attempted %5d  acknowledged %5d  missing %d  duplicated %d  never answered %d  read back through the API %d",
+	say("  writes total            attempted %5d  acknowledged %5d  missing %d  duplicated %d  never answered %d  read back through the API %d",
 		attempted, acked, len(out.Missing), len(out.Duplicated), out.Unknown, out.APIChecked)
 	for _, m := range out.Missing {
 		say("  MISSING %s", m)

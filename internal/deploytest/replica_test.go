@@ -134,8 +134,8 @@ func exitText(err error) string {
 
 func tail(path string) string {
 	b, _ := os.ReadFile(path)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
+	if len(b) > 1500 {
+		b = b[len(b)-1500:]
 	}
 	return string(b)
 }
