@@ -5,7 +5,7 @@ export STRATA_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/strata?sslmode=
 export STRATA_REDIS_URL ?= redis://127.0.0.1:6379/0
 GOTESTFLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: console-screenshots help run stores test test-compose test-redis-cluster test-short lint fmt vet build migrate bench clean docker-up docker-down compose-test soak soak-load
+.PHONY: console-screenshots deploy-test help run stores test test-compose test-redis-cluster test-short lint fmt vet build migrate bench clean docker-up docker-down compose-test soak soak-load
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ test-redis-cluster: ## the Redis-touching suites again, against a real 3-master 
 soak: stores ## the slow reliability soak: crash/replica/fault tests with many more kills and ops, then every fuzz target for 60s
 	STRATA_SOAK=1 $(GO) test -race -count=1 -timeout 60m -v -run 'TestCrashUnderLoad|TestTwoReplicas|TestFaults' ./internal/reliability/
 	@GO=$(GO) bash scripts/fuzz.sh 60s
+
+deploy-test: stores ## the rolling deploy, full length: three replicas of the previous release replaced by this tree's under load, then SIGTERM restarts, a SIGKILL, a Redis flush and a 10 s Postgres cut; prints a report, fails on any acknowledged write missing or duplicated (docs/reliability.md)
+	STRATA_DEPLOY_TEST=full $(GO) test -count=1 -timeout 30m -v -run '^TestDeploy$$' ./internal/deploytest/
 
 soak-load: stores ## the load test's 10-minute soak at 70 % of the measured maximum (p99 < 50 ms, 0 errors): docs/bench/soak.*
 	@GO=$(GO) bash scripts/soak-load.sh

@@ -53,7 +53,7 @@ var outside = []string{"client", "examples/supervisor", "internal/cli", "interna
 var sharedWithOutside = []string{"internal/audit", "internal/strata", "internal/progress"}
 
 // support packages exist for tests and tools and may import anything.
-var support = []string{"internal/testenv", "internal/apptest", "internal/archtest", "internal/crashtest",
+var support = []string{"internal/testenv", "internal/apptest", "internal/archtest", "internal/crashtest", "internal/deploytest",
 	"internal/reliability", "internal/readme", "internal/langgraphtest", "internal/openaiagentstest", "internal/pythontest",
 	"internal/typescripttest", "internal/steptest", "internal/consoletest", "internal/llmtest", "internal/embed/internal/genmodel",
 	"internal/embed/internal/genmodel/gen"}
