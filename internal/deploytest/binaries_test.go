@@ -115,7 +115,9 @@ func previousRelease(t *testing.T, root string) (commit string, notes []string) 
 		if head, err := git(root, "rev-parse", "HEAD"); err == nil {
 			candidates = append(candidates, head)
 		}
-		log, err := git(root, "log", "--format=%H", "-n", "40", "--", "migrations/")
+		// --first-parent: on main a branch arrives by a merge, whose first parent is the release
+		// before it (a commit inside the merged branch was never deployed).
+		log, err := git(root, "log", "--first-parent", "--format=%H", "-n", "40", "--", "migrations/")
 		if err != nil {
 			t.Fatal(err)
 		}
