@@ -510,3 +510,30 @@ func TestWorkingArbiterTurnsRolledBackRedis(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkingArbiterRolledBackDelete: a DELETE with If-Match at a version the rolled-back
+// Redis copy still shows, but Postgres has moved past, must not delete the newer state.
+func TestWorkingArbiterRolledBackDelete(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	key := s.NewKey("acme", "agent")
+	owner := testenv.OwnerConn(t, s.DBURL)
+	rc := testenv.RedisClient(t)
+	const sess = "rb-delete"
+	path := "/v1/sessions/" + sess + "/state"
+	require.Equal(t, 201, s.Do("PUT", path, key, map[string]any{"state": map[string]any{"w": "v1"}}).Status)
+	rollback := snapshotSession(t, rc, s.Prefix, "acme", sess)
+	require.Equal(t, 200, s.Do("PUT", path, key, map[string]any{"state": map[string]any{"w": "v2"}}, "If-Match", `"1"`).Status)
+	rollback()
+
+	r := s.Do("DELETE", path, key, nil, "If-Match", `"1"`)
+	require.Equal(t, 409, r.Status, "a delete matched a version Postgres no longer holds: %d %s", r.Status, r.Body)
+	doc, v := durableState(t, owner, sess)
+	require.Equal(t, int64(2), v)
+	require.Equal(t, "v2", doc["w"])
+	got := decodeState(t, s.Do("GET", path, key, nil))
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, "v2", got.State["w"])
+	require.Equal(t, 204, s.Do("DELETE", path, key, nil, "If-Match", `"2"`).Status)
+	require.Equal(t, 404, s.Do("GET", path, key, nil).Status)
+}

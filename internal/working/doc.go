@@ -39,7 +39,8 @@
 // durable one. So two writers are never both acknowledged at one version, and an
 // acknowledged version is never overwritten by one that was not. The same conflict can
 // meet a write without If-Match whose Redis predecessor had not committed when its own
-// upsert ran; its outcome is the same (409, nothing stored).
+// upsert ran; its outcome is the same (409, nothing stored). A delete with If-Match is
+// checked against the durable version as well.
 //
 // Put and Patch send the upsert on the request's transaction; the HTTP layer sends it with
 // the write's audit record and COMMIT in one round trip (PreparePut, PreparePatch) and

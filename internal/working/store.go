@@ -772,8 +772,8 @@ func sendPrepared(ctx context.Context, tx pg.DBTX) func(State, bool, *Persist, e
 
 // Delete removes the session — state document, turn buffer, and their durable copies
 // (the turn log included) — keeping only a tombstone with its version and turn counter.
-// ifMatch, when set, must be the current version. A session that does not exist is
-// strata.ErrNotFound.
+// ifMatch, when set, must be the current version, in Redis and in Postgres (otherwise a
+// conflict, nothing deleted). A session that does not exist is strata.ErrNotFound.
 func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifMatch *int64) error {
 	if err := checkIDs(org, session); err != nil {
 		return err
@@ -802,9 +802,17 @@ func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifM
 			return fmt.Errorf("working: unexpected delete reply %v", res)
 		}
 		uid, existed, seq := replyStr(res[1]), replyInt(res[2]) == 1, replyInt(res[3])
+		// With If-Match, Postgres decides too: the durable row must be at the matched
+		// version (the Redis copy may be one that missed writes).
 		tag, err := tx.Exec(ctx, `UPDATE working_sessions SET state = NULL, user_id = NULL, agent_id = NULL,
 				deleted_at = $3, updated_at = $3, turn_seq = greatest(turn_seq, $4)
-			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL`, org, session, now, seq)
+			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL AND ($5::bigint < 0 OR version = $5)`,
+			org, session, now, seq, expected)
+		if err == nil && expected >= 0 && existed && tag.RowsAffected() == 0 {
+			// Drop the Redis tombstone: the next access restores the durable session.
+			_ = s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()
+			return durableConflict()
+		}
 		if err == nil {
 			_, err = tx.Exec(ctx, `DELETE FROM working_turns WHERE org_id = $1 AND session_id = $2`, org, session)
 		}
