@@ -86,7 +86,8 @@ func (s *Server) sendStepWrite(ctx context.Context, r *Request, w *jobs.StepWrit
 // sendState sends a state write's Postgres half (working.Persist; its Redis half is done),
 // with its audit record and COMMIT when it can (commitInTrip): a state write is then one
 // round trip, where it was two (the upsert, then the record and COMMIT). When the upsert does
-// not commit, the Redis copy is dropped.
+// not commit, the Redis copy is dropped, and a version Postgres refused (the Redis copy was
+// not at the durable version) is answered as a conflict, with nothing committed.
 func (s *Server) sendState(ctx context.Context, r *Request, created bool, p *working.Persist) error {
 	st := p.Statement()
 	inTrip, err := s.commitInTrip(ctx, r, stateStatus(created), func(b *pgx.Batch) { b.Queue(st.SQL, st.Args...) })
@@ -94,8 +95,7 @@ func (s *Server) sendState(ctx context.Context, r *Request, created bool, p *wor
 	case !inTrip:
 		return p.Send(ctx, r.Tx)
 	case err != nil:
-		p.Abandon(ctx)
-		return err
+		return p.Failed(ctx, err)
 	}
 	return nil
 }

@@ -333,3 +333,17 @@ func (s *Store) cacheAbort(ctx context.Context, org, ns, key string, sl slot, to
 	defer cancel()
 	_ = s.rdb.SRem(cctx, s.pendingKey(org, ns, key, sl), token).Err()
 }
+
+// cacheForget drops the cached entry of (ns, key, sl), so that the next read loads it from
+// Postgres. A write refused because its If-Match named an older version calls it: the
+// caller may have read that version from a cache that is behind Postgres (a failover to a
+// replica that missed writes), which would otherwise keep serving it for up to CacheTTL.
+// Dropping an entry is always safe (a pending write's token is untouched).
+func (s *Store) cacheForget(ctx context.Context, org, ns, key string, sl slot) {
+	if s.rdb == nil {
+		return
+	}
+	cctx, cancel := s.cacheCtx(ctx)
+	defer cancel()
+	_ = s.rdb.Del(cctx, s.entryKey(org, ns, key, sl)).Err()
+}

@@ -43,8 +43,12 @@
 // Redis fails before commit but works after it, the after-commit step still stores the new
 // version over the old. Only when the writer cannot reach Redis at either point while a
 // reader can is a stale read possible, for at most CacheTTL (60s by default); a Redis
-// restart loses the cache and with it any staleness. Redis down: reads fall back to
-// Postgres, writes succeed, /readyz reports "degraded".
+// restart loses the cache and with it any staleness. A Redis that comes back older (a
+// failover to a replica that missed writes) can serve an older entry until CacheTTL; a
+// write whose If-Match names an older version than Postgres holds is refused (409: versions
+// and preconditions are decided in Postgres, under the row lock, never in Redis) and drops
+// the cached entry, so the client's re-read gets the durable one. Redis down: reads fall
+// back to Postgres, writes succeed, /readyz reports "degraded".
 //
 // # Erasure
 //

@@ -271,6 +271,14 @@ func checkPreconditions(cur current, ifMatch *int64, ifNoneMatch bool) error {
 	return nil
 }
 
+// forgetIfStale drops the cached entry when a write's If-Match named a version older than
+// Postgres holds (cacheForget).
+func (s *Store) forgetIfStale(ctx context.Context, org, ns, key string, sl slot, cur current, ifMatch *int64) {
+	if ifMatch != nil && cur.exists && *ifMatch < cur.version {
+		s.cacheForget(ctx, org, ns, key, sl)
+	}
+}
+
 func (s *Store) write(ctx context.Context, tx pg.DBTX, afterCommit AfterCommit, in WriteInput, op string) (_ KVEntry, _ bool, err error) {
 	org, ns, key := in.Scope.OrgID, in.Namespace, in.Key
 	sl := writeSlot(in.Scope)
@@ -292,6 +300,7 @@ func (s *Store) write(ctx context.Context, tx pg.DBTX, afterCommit AfterCommit, 
 			return KVEntry{}, false, err
 		}
 		if err := checkPreconditions(cur, in.IfMatch, in.IfNoneMatch); err != nil {
+			s.forgetIfStale(ctx, org, ns, key, sl, cur, in.IfMatch)
 			return KVEntry{}, false, err
 		}
 		value := in.Value
@@ -377,6 +386,7 @@ func (s *Store) Delete(ctx context.Context, tx pg.DBTX, afterCommit AfterCommit,
 		return KVEntry{}, strata.ErrNotFound
 	}
 	if err := checkPreconditions(cur, ifMatch, false); err != nil {
+		s.forgetIfStale(ctx, org, ns, key, sl, cur, ifMatch)
 		return KVEntry{}, err
 	}
 	token := newToken()

@@ -25,9 +25,26 @@
 // or a Redis restart, the first access restores the session (document, version, scope, TTL,
 // newest turns, counters) from Postgres, and reads say restored: true until the next write.
 //
-// A state write's Postgres half is one upsert (Persist). Put and Patch send it on the
-// request's transaction; the HTTP layer sends it with the write's audit record and COMMIT in
-// one round trip (PreparePut, PreparePatch).
+// Postgres is the arbiter; Redis is a cache that may be ahead of it only by writes that
+// have not committed yet. A state write's Postgres half is one upsert (Persist) that
+// applies exactly the version the Redis compare-and-set gave it: the durable row must be at
+// the version before, or absent, or a tombstone or expired row whose version the new
+// incarnation continues. Anything else means the Redis copy was not the durable one — a
+// concurrent write landed in Redis but has not committed (Redis lost the session while it
+// was in flight and another writer restored the older durable copy), or Redis came back
+// from a failover or restore without writes Postgres holds — and the upsert fails (it sets
+// the NOT NULL version to NULL, so the transaction, audit record included, aborts even
+// when it is committed in the same round trip). The write is answered 409 (re-read and
+// retry), is not stored, and its Redis copy is dropped so the next access restores the
+// durable one. So two writers are never both acknowledged at one version, and an
+// acknowledged version is never overwritten by one that was not. The same conflict can
+// meet a write without If-Match whose Redis predecessor had not committed when its own
+// upsert ran; its outcome is the same (409, nothing stored). A delete with If-Match is
+// checked against the durable version as well.
+//
+// Put and Patch send the upsert on the request's transaction; the HTTP layer sends it with
+// the write's audit record and COMMIT in one round trip (PreparePut, PreparePatch) and
+// passes a failure to Persist.Failed.
 //
 // The one window this does not close: Redis applies a write before Postgres commits it, so
 // for that instant other callers can see a version that is not yet durable. If the
@@ -46,7 +63,14 @@
 // in Redis (the buffer is briefly longer than N; reads return the newest N), and the next
 // append re-spills it: at-least-once delivery made exactly-once by the (org, session, seq)
 // primary key. A turn applied to Redis whose request died before commit is picked up by
-// the next append (seq > dseq), so it is not lost either.
+// the next append (seq > dseq), so it is not lost either. The appended turn itself must be
+// inserted, not skipped: the insert answers whether its seq was new, and when Postgres
+// already holds that seq (Redis handed it out again after losing the session while another
+// append was committing, or after coming back from a replica that missed appends) the
+// Redis copy is dropped, restored on the request's transaction — which holds the session
+// row's lock, so no other append commits meanwhile — and the turn is appended again under
+// the next free seq. An acknowledged turn is therefore in the durable log exactly once,
+// under the seq its answer gave.
 //
 // TTL: each session has a sliding TTL (default from config, settable per session with
 // ttl_seconds); every read and write slides the Redis keys and reports expires_at. The

@@ -33,9 +33,16 @@ func (s *Store) AppendMany(ctx context.Context, tx pg.DBTX, org, session string,
 		a, err := s.Append(ctx, tx, org, session, t)
 		if err != nil {
 			k := s.sessionKeys(org, session)
+			redone := false
 			for _, done := range out {
+				redone = redone || done.redone
 				entry, _ := encodeEntry(done.Turn)
 				_ = dropTurnScript.Run(context.WithoutCancel(ctx), s.rdb, []string{k.meta, k.turns}, entry).Err()
+			}
+			if redone {
+				// The Redis copy was restored on tx, with this batch's first turns, which the
+				// rollback takes back: drop it, the next access restores the durable one.
+				_ = s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()
 			}
 			var fe *strata.FieldError
 			if errors.As(err, &fe) {

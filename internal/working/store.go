@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -184,7 +185,8 @@ func (s *Store) load(ctx context.Context, db pg.DBTX, org, session string, nTurn
 		s.bumpDurableExpiry(ctx, org, session, m)
 		return m, turns, nil
 	}
-	return meta{}, nil, fmt.Errorf("working: session %s kept vanishing from Redis while loading", session)
+	// Redis keeps losing the session (flushed again and again): Postgres has it.
+	return s.loadDurable(ctx, db, org, session, nTurns)
 }
 
 // loadSHA is loadScript's EVALSHA argument, boxed once.
@@ -591,7 +593,17 @@ func (s *Store) current(ctx context.Context, db pg.DBTX, org, session string) (m
 		m, _, err := decodeLoad(res)
 		return m, err
 	}
-	return meta{}, fmt.Errorf("working: session %s kept vanishing from Redis", session)
+	// Redis keeps losing the session: read the durable copy. The compare-and-set that
+	// follows restores the session again, and the durable upsert checks the version anyway.
+	r, err := s.durable(ctx, db, org, session)
+	if err != nil {
+		return meta{}, err
+	}
+	if !r.liveAtTime {
+		return meta{version: r.version, seq: r.seq, ttl: s.opt.TTL, isNew: true}, nil
+	}
+	return meta{version: r.version, doc: r.state, uid: r.uid, aid: r.aid, ttl: r.ttl, ca: r.created.UnixMilli(),
+		ua: r.updated.UnixMilli(), seq: r.seq, restored: true}, nil
 }
 
 func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Write,
@@ -660,13 +672,19 @@ func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 	return State{}, false, nil, strata.Conflict("too many concurrent writers on this session; retry", nil)
 }
 
-// Persist is the Postgres half of a state write whose Redis half is done: an upsert that never
-// moves the durable version backwards (a concurrent writer's newer version wins). Send runs
-// it on the request's transaction; a caller that commits it in a batch of its own (with the
-// write's audit record and COMMIT: pg.Session.CommitInTrip) queues Statement there and calls
-// Abandon when that fails. Either way, a failed durable write drops the Redis copy, so that
-// the next read restores the session from Postgres and no one reads a version Postgres does
-// not hold.
+// Persist is the Postgres half of a state write whose Redis half is done: an upsert that
+// applies exactly the version the write claims. Postgres is the arbiter of versions: the
+// durable row must be at the version before (or absent, or a tombstone or expired row
+// whose version the new incarnation continues from, which restore put in Redis); otherwise
+// the Redis copy was ahead of or behind what Postgres committed (a concurrent write not yet
+// committed, or a Redis flush or failover that lost acknowledged writes), and the statement
+// fails, aborting its transaction and with it the write's audit record, so the write is
+// answered with a conflict (re-read and retry) and never acknowledged. Send runs it on the
+// request's transaction; a caller that commits it in a batch of its own (with the write's
+// audit record and COMMIT: pg.Session.CommitInTrip) queues Statement there and passes the
+// batch's error to Failed. Either way, a failed durable write drops the Redis copy, so
+// that the next access restores the session from Postgres and no one reads a version
+// Postgres does not hold.
 type Persist struct {
 	s            *Store
 	org, session string
@@ -674,19 +692,34 @@ type Persist struct {
 	stmt         pg.Statement
 }
 
+// persistSQL is the upsert. A stale write sets version to NULL, which the column's NOT NULL
+// constraint refuses (23502 on working_sessions.version: isStaleVersion); a statement
+// that merely changed no row would still let the transaction, and its audit record, commit.
+// Plain SQL, no function, so it runs as it is on a distributed (Citus) table too.
+const persistSQL = `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, state, version,
+		ttl_ms, created_at, updated_at, expires_at)
+	VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5::jsonb, $6, $7, $8, $9, $10)
+	ON CONFLICT (org_id, session_id) DO UPDATE SET user_id = excluded.user_id, agent_id = excluded.agent_id,
+		state = excluded.state, version = CASE WHEN w.version = excluded.version - 1 THEN excluded.version END,
+		ttl_ms = excluded.ttl_ms, created_at = excluded.created_at, updated_at = excluded.updated_at,
+		expires_at = excluded.expires_at, deleted_at = NULL`
+
 func (s *Store) persist(org, session string, m meta, now time.Time) *Persist {
 	return &Persist{s: s, org: org, session: session, version: m.version, stmt: pg.Statement{
-		SQL: `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, state, version,
-			ttl_ms, created_at, updated_at, expires_at)
-		VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5::jsonb, $6, $7, $8, $9, $10)
-		ON CONFLICT (org_id, session_id) DO UPDATE SET user_id = excluded.user_id, agent_id = excluded.agent_id,
-			state = excluded.state, version = excluded.version, ttl_ms = excluded.ttl_ms,
-			created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-			deleted_at = NULL
-		WHERE w.version < excluded.version`,
+		SQL:  persistSQL,
 		Args: []any{org, session, m.uid, m.aid, string(m.doc), m.version, m.ttl.Milliseconds(), msTime(m.ca), now, now.Add(m.ttl)},
 	}}
 }
+
+// isStaleVersion reports whether err is persistSQL refusing a write whose version does not
+// follow the durable one.
+func isStaleVersion(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == pgNotNullViolation && pe.TableName == "working_sessions" && pe.ColumnName == "version"
+}
+
+// pgNotNullViolation is SQLSTATE not_null_violation.
+const pgNotNullViolation = "23502"
 
 // Statement is the upsert.
 func (p *Persist) Statement() pg.Statement { return p.stmt }
@@ -694,10 +727,27 @@ func (p *Persist) Statement() pg.Statement { return p.stmt }
 // Send runs the upsert on tx (dropping the Redis copy when it fails).
 func (p *Persist) Send(ctx context.Context, tx pg.DBTX) error {
 	if _, err := tx.Exec(ctx, p.stmt.SQL, p.stmt.Args...); err != nil {
-		p.Abandon(ctx)
-		return pg.Interpret(fmt.Errorf("writing durable state of session %s: %w", p.session, err))
+		return p.Failed(ctx, fmt.Errorf("writing durable state of session %s: %w", p.session, err))
 	}
 	return nil
+}
+
+// Failed handles the failure of the upsert's transaction (err: its error): it drops the
+// Redis copy (Abandon) and returns the error to answer — a version conflict when Postgres
+// refused the version (the write is not acknowledged; the client re-reads and retries).
+func (p *Persist) Failed(ctx context.Context, err error) error {
+	p.Abandon(ctx)
+	if isStaleVersion(err) {
+		return durableConflict()
+	}
+	return pg.Interpret(err)
+}
+
+// durableConflict is the answer to a write whose Redis half was applied on a copy that
+// Postgres does not confirm. The current version is not named: the copy that offered one
+// was wrong, and the next read restores the durable one.
+func durableConflict() error {
+	return strata.Conflict("version mismatch: the state was changed concurrently (or the cache lost writes) and this write was not stored; re-read and retry", nil)
 }
 
 // Abandon drops the Redis copy of the write, if it is still the current version: its durable
@@ -722,8 +772,8 @@ func sendPrepared(ctx context.Context, tx pg.DBTX) func(State, bool, *Persist, e
 
 // Delete removes the session — state document, turn buffer, and their durable copies
 // (the turn log included) — keeping only a tombstone with its version and turn counter.
-// ifMatch, when set, must be the current version. A session that does not exist is
-// strata.ErrNotFound.
+// ifMatch, when set, must be the current version, in Redis and in Postgres (otherwise a
+// conflict, nothing deleted). A session that does not exist is strata.ErrNotFound.
 func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifMatch *int64) error {
 	if err := checkIDs(org, session); err != nil {
 		return err
@@ -752,9 +802,17 @@ func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifM
 			return fmt.Errorf("working: unexpected delete reply %v", res)
 		}
 		uid, existed, seq := replyStr(res[1]), replyInt(res[2]) == 1, replyInt(res[3])
+		// With If-Match, Postgres decides too: the durable row must be at the matched
+		// version (the Redis copy may be one that missed writes).
 		tag, err := tx.Exec(ctx, `UPDATE working_sessions SET state = NULL, user_id = NULL, agent_id = NULL,
 				deleted_at = $3, updated_at = $3, turn_seq = greatest(turn_seq, $4)
-			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL`, org, session, now, seq)
+			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL AND ($5::bigint < 0 OR version = $5)`,
+			org, session, now, seq, expected)
+		if err == nil && expected >= 0 && existed && tag.RowsAffected() == 0 {
+			// Drop the Redis tombstone: the next access restores the durable session.
+			_ = s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()
+			return durableConflict()
+		}
 		if err == nil {
 			_, err = tx.Exec(ctx, `DELETE FROM working_turns WHERE org_id = $1 AND session_id = $2`, org, session)
 		}

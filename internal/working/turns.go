@@ -79,6 +79,7 @@ type Appended struct {
 	org, sess string
 	durable   int64 // every turn <= durable is in Postgres once the transaction commits
 	trimTo    int64 // overflow through this seq may leave Redis once committed
+	redone    bool  // the Redis copy was dropped and restored (on the transaction) to append it
 }
 
 // Confirm records the commit in Redis and trims the spilled overflow. If it never runs
@@ -129,7 +130,8 @@ func (s *Store) Append(ctx context.Context, tx pg.DBTX, org, session string, in 
 	if m := bytes.TrimSpace(in.Metadata); len(m) > 0 && string(m) != "null" {
 		md, _ = s.checkDoc("metadata", m)
 	}
-	for range 3 {
+	redone := false
+	for range maxAppendAttempts {
 		now := s.opt.Now()
 		t := Turn{Role: in.Role, Content: in.Content, Metadata: md, CreatedAt: now.UTC().Truncate(time.Millisecond)}
 		body, err := encodeBody(t)
@@ -177,24 +179,53 @@ func (s *Store) Append(ctx context.Context, tx pg.DBTX, org, session string, in 
 		spill[t.Seq] = t
 		a := &Appended{Turn: t, ExpiresAt: now.Add(ttl).UTC().Truncate(time.Millisecond), UserID: uid, AgentID: aid,
 			store: s, org: org, sess: session, durable: t.Seq, trimTo: trimTo}
-		if err := s.persistTurns(ctx, tx, org, session, uid, aid, ttl, ca, now, spill, t.Seq, in.KeyID); err != nil {
-			k := s.sessionKeys(org, session)
-			entry, _ := encodeEntry(t)
-			_ = dropTurnScript.Run(context.WithoutCancel(ctx), s.rdb, []string{k.meta, k.turns}, entry).Err()
+		stored, err := s.persistTurns(ctx, tx, org, session, uid, aid, ttl, ca, now, spill, t.Seq, in.KeyID)
+		k := s.sessionKeys(org, session)
+		if err != nil {
+			if redone { // the copy was restored on tx, whose rollback takes back what it read
+				_ = s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()
+			} else {
+				entry, _ := encodeEntry(t)
+				_ = dropTurnScript.Run(context.WithoutCancel(ctx), s.rdb, []string{k.meta, k.turns}, entry).Err()
+			}
 			return nil, err
 		}
+		if !stored {
+			// Postgres already holds a turn under the seq Redis gave this one: the Redis copy
+			// was behind the durable log (it lost turns, or was restored while another
+			// append was committing). Drop it and append again: the restore reads the
+			// durable counter on tx, which holds the session row's lock, so the next seq is
+			// free.
+			if err := redisErr("dropping a stale session", s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()); err != nil {
+				return nil, err
+			}
+			redone = true
+			continue
+		}
+		a.redone = redone
 		return a, nil
+	}
+	if redone {
+		k := s.sessionKeys(org, session)
+		_ = s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()
+		return nil, strata.Conflict("the session's turns kept changing under this append; retry", nil)
 	}
 	return nil, fmt.Errorf("working: session %s kept vanishing from Redis while appending", session)
 }
 
+// maxAppendAttempts bounds Append's retries (the session vanishing from Redis, or a seq
+// Postgres already holds).
+const maxAppendAttempts = 7
+
 // persistTurns is the Postgres half of an append: the session row (scope, expiry, turn
 // counter) first — it serialises appends to one session — then the turns, idempotently.
+// stored reports whether the appended turn (newSeq) itself was inserted: false when
+// Postgres already held that seq (another turn's), and then it must not be acknowledged.
 func (s *Store) persistTurns(ctx context.Context, tx pg.DBTX, org, session, uid, aid string, ttl time.Duration,
-	ca int64, now time.Time, spill map[int64]Turn, newSeq int64, keyID string) error {
+	ca int64, now time.Time, spill map[int64]Turn, newSeq int64, keyID string) (stored bool, err error) {
 	if s.afterRedisWrite != nil {
 		if err := s.afterRedisWrite(); err != nil {
-			return err
+			return false, err
 		}
 	}
 	seqs := make([]int64, 0, len(spill))
@@ -214,7 +245,7 @@ func (s *Store) persistTurns(ctx context.Context, tx pg.DBTX, org, session, uid,
 			mds[i] = &m
 		}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, version, turn_seq,
+	_, err = tx.Exec(ctx, `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, version, turn_seq,
 			ttl_ms, created_at, updated_at, expires_at)
 		VALUES ($1, $2, nullif($3, ''), nullif($4, ''), 0, $5, $6, $7, $8, $9)
 		ON CONFLICT (org_id, session_id) DO UPDATE SET user_id = excluded.user_id, agent_id = excluded.agent_id,
@@ -223,18 +254,22 @@ func (s *Store) persistTurns(ctx context.Context, tx pg.DBTX, org, session, uid,
 			updated_at = excluded.updated_at, expires_at = greatest(w.expires_at, excluded.expires_at), deleted_at = NULL`,
 		org, session, uid, aid, seqs[len(seqs)-1], ttl.Milliseconds(), msTime(ca), now, now.Add(ttl))
 	if err != nil {
-		return pg.Interpret(fmt.Errorf("writing durable session %s: %w", session, err))
+		return false, pg.Interpret(fmt.Errorf("writing durable session %s: %w", session, err))
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO working_turns (org_id, session_id, seq, user_id, role, content, metadata, created_at, written_by)
+	// The turns go in one statement; it answers whether the appended one was inserted (the
+	// others are re-spills that may well be there already).
+	err = tx.QueryRow(ctx, `WITH ins AS (INSERT INTO working_turns (org_id, session_id, seq, user_id, role, content, metadata, created_at, written_by)
 		SELECT $1, $2, u.seq, nullif($3, ''), u.role, u.content, u.metadata::jsonb, u.created_at,
 			CASE WHEN u.seq = $9 THEN nullif($10, '') END
 		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::timestamptz[]) AS u(seq, role, content, metadata, created_at)
-		ON CONFLICT (org_id, session_id, seq) DO NOTHING`,
-		org, session, uid, seqs, roles, contents, mds, created, newSeq, keyID)
+		ON CONFLICT (org_id, session_id, seq) DO NOTHING
+		RETURNING seq)
+		SELECT EXISTS (SELECT 1 FROM ins WHERE seq = $9)`,
+		org, session, uid, seqs, roles, contents, mds, created, newSeq, keyID).Scan(&stored)
 	if err != nil {
-		return pg.Interpret(fmt.Errorf("spilling turns of session %s: %w", session, err))
+		return false, pg.Interpret(fmt.Errorf("spilling turns of session %s: %w", session, err))
 	}
-	return nil
+	return stored, nil
 }
 
 // Buffer is the newest turns of a session.
