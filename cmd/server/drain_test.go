@@ -291,4 +291,3 @@ func buildServer(t *testing.T) string {
 	}
 	return bin
 }
-
