@@ -174,8 +174,9 @@ func TestSIGTERMDrains(t *testing.T) {
 	tx, err := owner.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck
-	_, err = tx.Exec(ctx, `SELECT 1 FROM jobs WHERE org_id = 'drain' AND job_id = 'slow' FOR UPDATE`)
-	require.NoError(t, err)
+	var locked string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT set_config('app.org_id', 'drain', true)`).Scan(&locked))
+	require.NoError(t, tx.QueryRow(ctx, `SELECT job_id FROM jobs WHERE org_id = 'drain' AND job_id = 'slow' FOR UPDATE`).Scan(&locked))
 	type answer struct {
 		status int
 		body   []byte
