@@ -178,12 +178,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		httpops.WriteProblem(w, r, http.StatusInternalServerError, "streaming is not supported on this connection", nil)
 		return
 	}
-	// The stream outlives the request timeout, and the connection's read deadline (the
-	// server's ReadTimeout, which would end the request when it passes): it ends with its
-	// client, its key or the server's drain.
+	// The stream outlives the request timeout: it ends with its client, its key or the
+	// server's drain.
 	ctx, cancel := httpops.WithoutRequestTimeout(r.Context())
 	defer cancel()
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	wake, unsubscribe := s.EventBroker.subscribe(p.OrgID)
 	defer unsubscribe()
 	h := w.Header()

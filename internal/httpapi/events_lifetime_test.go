@@ -20,10 +20,9 @@ import (
 )
 
 // TestEventStreamOutlivesRequestAndReadTimeouts: the stream was cut by the request timeout
-// (Observe's deadline on its context) and, had it not been, by the server's ReadTimeout (the
-// connection's read deadline ends the request's context when it passes). With both at 1 s,
-// a stream 2.5 s old still delivers an event written then; EndStreams ends it with a retry
-// hint.
+// (Observe's deadline on its context). With it and the server's ReadTimeout at 1 s (net/http
+// clears the read deadline once the handler runs; kept here as a guard), a stream 2.5 s old
+// still delivers an event written then; EndStreams ends it with a retry hint.
 func TestEventStreamOutlivesRequestAndReadTimeouts(t *testing.T) {
 	t.Parallel()
 	cfg, err := config.Load(func(string) string { return "" })
