@@ -141,6 +141,13 @@ func migrate(ctx context.Context, cfg config.Config, log *slog.Logger, explicit 
 }
 
 func serve(ctx context.Context, cfg config.Config, getenv func(string) string, log *slog.Logger, stdout io.Writer, hooks Hooks) error {
+	// The last word of a shutdown, once every deferred step below has run.
+	var stopping time.Time
+	defer func() {
+		if !stopping.IsZero() {
+			log.Info("shutdown: stopped; exiting", "after", time.Since(stopping).Round(time.Millisecond).String())
+		}
+	}()
 	// Tracing (OpenTelemetry, off unless OTEL_EXPORTER_OTLP_ENDPOINT is set). Its flush is the
 	// last step of the ordered shutdown (deferred first, so it runs after the workers stop).
 	tel, err := telemetry.Setup(ctx, getenv, log)
@@ -289,10 +296,12 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	defer service.StopAll(services...)
 
 	jobs, err := queue.New(pool, log, queue.Config{
-		Workers:    workers,
-		LogLevel:   logLevel(cfg.RiverLogLevel),
-		Queues:     map[string]int{webhooks.Queue: webhooks.QueueWorkers},
-		Middleware: p.riverMiddleware(),
+		Workers:     workers,
+		JobTimeout:  cfg.JobTimeout,
+		RescueAfter: cfg.JobRescueAfter,
+		LogLevel:    logLevel(cfg.RiverLogLevel),
+		Queues:      map[string]int{webhooks.Queue: webhooks.QueueWorkers},
+		Middleware:  p.riverMiddleware(),
 		PeriodicJobs: append([]*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(10*time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) { return idempotency.SweepArgs{}, nil },
@@ -316,6 +325,9 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		if err := queue.Stop(sctx, jobs); err != nil {
 			log.Warn("stopping background workers", "err", err)
 		}
+		if !stopping.IsZero() {
+			log.Info("shutdown: background workers stopped")
+		}
 	}()
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -329,6 +341,12 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown closes the listener, then calls this: the event streams end (a retry hint to
+	// their clients) instead of holding the drain.
+	hs.RegisterOnShutdown(func() {
+		log.Info("shutdown: listener closed; ending event streams, draining in-flight requests")
+		p.broker.EndStreams()
+	})
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	fmt.Fprintf(stdout, "Strata listening on %s\n", displayURL(ln.Addr()))
@@ -339,15 +357,36 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	// Ordered shutdown: stop accepting and drain requests → stop workers → close pools
-	// (deferred above, in reverse order).
-	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	// Ordered shutdown (docs/reliability.md): /readyz answers 503 for STRATA_SHUTDOWN_DELAY
+	// while everything else is served (load balancers take the replica out of rotation) →
+	// the listener closes, event streams end, in-flight requests drain (bounded by
+	// STRATA_SHUTDOWN_TIMEOUT) → workers stop → pools close (deferred above, in reverse order).
+	stopping = time.Now()
+	p.draining.Store(true)
+	hs.SetKeepAlivesEnabled(false) // each response closes its connection: clients reconnect through the balancer
+	log.Info("shutdown: draining started; /readyz answers 503", "delay", cfg.ShutdownDelay.String(),
+		"timeout", cfg.ShutdownTimeout.String())
+	if cfg.ShutdownDelay > 0 {
+		t := time.NewTimer(cfg.ShutdownDelay)
+		select {
+		case <-t.C:
+		case err := <-errc:
+			t.Stop()
+			return fmt.Errorf("serving: %w", err)
+		}
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
+	drain := time.Now()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("shutdown did not drain in time", "err", err)
+		// Requests still running after the timeout are cut (their contexts end) before
+		// the pools they use close.
+		log.Warn("shutdown: requests did not drain in time; closing their connections", "err", err,
+			"timeout", cfg.ShutdownTimeout.String())
+		_ = hs.Close()
+	} else {
+		log.Info("shutdown: drained", "in", time.Since(drain).Round(time.Millisecond).String())
 	}
-	log.Info("stopped")
 	return nil
 }
 

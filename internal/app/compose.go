@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,6 +74,7 @@ type parts struct {
 	broker       *httpapi.EventBroker   // wakes SSE streams on the outbox's NOTIFY
 	waker        *outbox.Waker          // wakes the event readers once a request emitted; nil in NewServer
 	tracing      bool                   // OpenTelemetry on (OTEL_EXPORTER_OTLP_ENDPOINT): instruments installed
+	draining     atomic.Bool            // the process is shutting down: /readyz answers 503 (serve)
 }
 
 // compose builds the parts on open pools. keys, pseudo and the restriction cache come from
@@ -154,6 +156,15 @@ func compose(cfg config.Config, log *slog.Logger, pool *pgxpool.Pool, rdb redis.
 	// environment, never of the database).
 	p.webhooks = webhooks.NewStore([]byte(pseudo.Hash("strata", "webhook-secret-seal")), cfg.WebhookAllowPrivate)
 	p.broker = httpapi.NewEventBroker()
+	p.metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "strata_draining",
+		Help: "1 while this replica drains at shutdown (/readyz answers 503), else 0.",
+	}, func() float64 {
+		if p.draining.Load() {
+			return 1
+		}
+		return 0
+	}))
 	return p, nil
 }
 
@@ -206,6 +217,7 @@ func (p *parts) server() *httpapi.Server {
 		},
 		Extraction: p.extractor, ExtractionDefaultOn: *p.policy.Extraction.Enabled,
 		Webhooks: p.webhooks, WebhookQueue: p.erasures, EventBroker: p.broker, Emitted: p.emitted(),
+		Draining: p.draining.Load,
 		Options: httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxJSONDepth: cfg.MaxJSONDepth,
 			RequestTimeout: cfg.RequestTimeout, StoreTimeout: cfg.StoreTimeout, IdempotencyTTL: cfg.IdempotencyTTL,
 			IdempotencyWait: cfg.IdempotencyWait, RateLimit: cfg.RateLimit, RateBurst: cfg.RateBurst,

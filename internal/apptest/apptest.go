@@ -88,6 +88,8 @@ func Start(t testing.TB, opts ...Option) *Server {
 		"STRATA_LOG_LEVEL":    "warn",
 		// Many test servers share one Postgres (max_connections 100 by default).
 		"STRATA_DB_MAX_CONNS": "12",
+		// No load balancer to tell: stop without the drain's delay (a test sets it to test it).
+		"STRATA_SHUTDOWN_DELAY": "0",
 	}
 	o := &options{env: env}
 	for _, opt := range opts {

@@ -90,6 +90,16 @@ type Config struct {
 	// IdempotencyWait is how long a request waits for a concurrent request with the same
 	// Idempotency-Key before it is answered 409.
 	IdempotencyWait time.Duration `env:"STRATA_IDEMPOTENCY_WAIT" envDefault:"10s"`
+	// ShutdownDelay is how long a replica that got SIGTERM (or SIGINT) keeps serving with
+	// /readyz answering 503, so load balancers stop routing to it, before it closes its
+	// listener and drains (docs/reliability.md); 0 drains at once.
+	ShutdownDelay time.Duration `env:"STRATA_SHUTDOWN_DELAY" envDefault:"5s"`
+	// JobTimeout bounds one run of a background job whose worker names no timeout of its
+	// own; JobRescueAfter is how long a job may stay running before River's rescuer takes it
+	// for stuck (its process died, or a cut kept its completion from being written) and
+	// retries it. It must exceed JobTimeout (docs/workers.md).
+	JobTimeout     time.Duration `env:"STRATA_JOB_TIMEOUT" envDefault:"5m"`
+	JobRescueAfter time.Duration `env:"STRATA_JOB_RESCUE_AFTER" envDefault:"6m"`
 
 	// Working memory (Redis).
 	SessionTTL      time.Duration `env:"STRATA_SESSION_TTL" envDefault:"24h"`
@@ -286,6 +296,16 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			bad(name, "must be a positive duration such as 30s or 24h")
 		}
+	}
+	if c.ShutdownDelay < 0 {
+		bad("STRATA_SHUTDOWN_DELAY", "must be 0 (drain at once) or a positive duration such as 5s")
+	}
+	if c.JobTimeout <= 0 {
+		bad("STRATA_JOB_TIMEOUT", "must be a positive duration such as 5m")
+	}
+	if c.JobRescueAfter <= c.JobTimeout {
+		bad("STRATA_JOB_RESCUE_AFTER", "must be longer than STRATA_JOB_TIMEOUT (%s), or a job still running would be "+
+			"taken for stuck and run twice; got %s", c.JobTimeout, c.JobRescueAfter)
 	}
 	if c.TurnBufferSize < 1 {
 		bad("STRATA_TURN_BUFFER", "must be at least 1")

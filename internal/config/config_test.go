@@ -21,6 +21,25 @@ func TestLoadDefaults(t *testing.T) {
 	require.Zero(t, c.AccessFlush, "0 counts accesses in each request's transaction")
 }
 
+// The drain and the job rescue have production defaults; a delay of 0 drains at once, and
+// a rescue horizon is accepted only above the job timeout it must outlast.
+func TestLoadShutdownAndRescue(t *testing.T) {
+	t.Parallel()
+	c, err := Load(func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, c.ShutdownDelay)
+	require.Equal(t, 5*time.Minute, c.JobTimeout)
+	require.Equal(t, 6*time.Minute, c.JobRescueAfter)
+	env := map[string]string{"STRATA_SHUTDOWN_DELAY": "0", "STRATA_JOB_TIMEOUT": "2s", "STRATA_JOB_RESCUE_AFTER": "3s"}
+	c, err = Load(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Zero(t, c.ShutdownDelay)
+	require.Equal(t, 3*time.Second, c.JobRescueAfter)
+	env["STRATA_JOB_RESCUE_AFTER"] = "2s"
+	_, err = Load(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "STRATA_JOB_RESCUE_AFTER: must be longer than STRATA_JOB_TIMEOUT (2s)")
+}
+
 func TestLoadNamesTheBadVariable(t *testing.T) {
 	t.Parallel()
 	for name, val := range map[string]string{
@@ -33,6 +52,10 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 		"STRATA_ACCESS_FLUSH":    "-1s",
 		"STRATA_DB_MAX_CONNS":    "1",
 		"STRATA_RIVER_LOG_LEVEL": "loud",
+		"STRATA_SHUTDOWN_DELAY":  "-1s",
+		"STRATA_JOB_TIMEOUT":     "0s",
+		// River would take a job still within its timeout for stuck and run it twice.
+		"STRATA_JOB_RESCUE_AFTER": "5m",
 	} {
 		env := map[string]string{name: val}
 		_, err := Load(func(k string) string { return env[k] })

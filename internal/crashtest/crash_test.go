@@ -524,7 +524,7 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 		byReason: map[string]int{},
 		env: append(os.Environ(), "STRATA_DATABASE_URL="+dsn, "STRATA_REDIS_URL="+testenv.RedisURL(),
 			"STRATA_REDIS_PREFIX="+prefix, fmt.Sprintf("STRATA_HTTP_ADDR=127.0.0.1:%d", port),
-			"STRATA_ADMIN_KEY="+admin, "STRATA_LOG_LEVEL=warn", "STRATA_SHUTDOWN_TIMEOUT=2s")}
+			"STRATA_ADMIN_KEY="+admin, "STRATA_LOG_LEVEL=warn", "STRATA_SHUTDOWN_TIMEOUT=2s", "STRATA_SHUTDOWN_DELAY=0")}
 	srv.start()
 	t.Cleanup(srv.stop)
 	defer func() {

@@ -102,7 +102,7 @@ func TestCrashWebhooksAtLeastOnceAndStreamResumes(t *testing.T) {
 		byReason: map[string]int{},
 		env: append(os.Environ(), "STRATA_DATABASE_URL="+dsn, "STRATA_REDIS_URL="+testenv.RedisURL(),
 			"STRATA_REDIS_PREFIX="+prefix, fmt.Sprintf("STRATA_HTTP_ADDR=127.0.0.1:%d", port),
-			"STRATA_ADMIN_KEY="+admin, "STRATA_LOG_LEVEL=warn", "STRATA_SHUTDOWN_TIMEOUT=2s",
+			"STRATA_ADMIN_KEY="+admin, "STRATA_LOG_LEVEL=warn", "STRATA_SHUTDOWN_TIMEOUT=2s", "STRATA_SHUTDOWN_DELAY=0",
 			"STRATA_WEBHOOK_ALLOW_PRIVATE=true", "STRATA_WEBHOOK_BACKOFF=100ms", "STRATA_WEBHOOK_TIMEOUT=1s")}
 	srv.start()
 	t.Cleanup(srv.stop)

@@ -57,7 +57,7 @@ func TestExtractionSurvivesSIGKILLMidApply(t *testing.T) {
 	admin := "sk_admin_" + testenv.RandomID(16)
 	env := append(os.Environ(), "STRATA_DATABASE_URL="+dsn, "STRATA_REDIS_URL="+testenv.RedisURL(), "STRATA_REDIS_PREFIX="+prefix,
 		fmt.Sprintf("STRATA_HTTP_ADDR=127.0.0.1:%d", port), "STRATA_ADMIN_KEY="+admin, "STRATA_LOG_LEVEL=warn",
-		"STRATA_SHUTDOWN_TIMEOUT=2s", "STRATA_LLM_MODEL=fake-model", "OPENAI_BASE_URL="+llm.BaseURL(),
+		"STRATA_SHUTDOWN_TIMEOUT=2s", "STRATA_SHUTDOWN_DELAY=0", "STRATA_LLM_MODEL=fake-model", "OPENAI_BASE_URL="+llm.BaseURL(),
 		"STRATA_EXTRACTION_POLL=100ms", "STRATA_EXTRACTION_APPLY_PAUSE=200ms")
 	logPath := filepath.Join(t.TempDir(), "server.log")
 	var cmd *exec.Cmd

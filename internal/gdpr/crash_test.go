@@ -42,7 +42,7 @@ func TestGDPRErasureSurvivesSIGKILL(t *testing.T) {
 	admin := "sk_admin_" + testenv.RandomID(16)
 	env := append(os.Environ(), "STRATA_DATABASE_URL="+dsn, "STRATA_REDIS_URL="+testenv.RedisServerURL(t), "STRATA_REDIS_PREFIX="+prefix,
 		fmt.Sprintf("STRATA_HTTP_ADDR=127.0.0.1:%d", port), "STRATA_ADMIN_KEY="+admin, "STRATA_LOG_LEVEL=warn",
-		"STRATA_SHUTDOWN_TIMEOUT=2s", "STRATA_ERASURE_BATCH=50", "STRATA_ERASURE_PAUSE=15ms", "STRATA_ERASURE_LEASE=2s")
+		"STRATA_SHUTDOWN_TIMEOUT=2s", "STRATA_SHUTDOWN_DELAY=0", "STRATA_ERASURE_BATCH=50", "STRATA_ERASURE_PAUSE=15ms", "STRATA_ERASURE_LEASE=2s")
 	logPath := filepath.Join(t.TempDir(), "server.log")
 	var cmd *exec.Cmd
 	start := func() {

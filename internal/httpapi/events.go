@@ -55,11 +55,32 @@ func (s *Server) emit(r *Request, e outbox.New) {
 type EventBroker struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
+	// ending is closed by EndStreams: every stream tells its client to reconnect and ends.
+	ending  chan struct{}
+	endOnce sync.Once
 }
 
 // NewEventBroker returns an empty broker.
 func NewEventBroker() *EventBroker {
-	return &EventBroker{subs: map[string]map[chan struct{}]struct{}{}}
+	return &EventBroker{subs: map[string]map[chan struct{}]struct{}{}, ending: make(chan struct{})}
+}
+
+// EndStreams ends every open stream of this server, and any opened after: each sends a
+// retry hint and ends, so its client resumes with Last-Event-ID (on another replica). The
+// server calls it when it starts to drain at shutdown, so streams do not hold the drain.
+func (b *EventBroker) EndStreams() {
+	if b == nil {
+		return
+	}
+	b.endOnce.Do(func() { close(b.ending) })
+}
+
+// ended is closed once EndStreams was called (never for a nil broker).
+func (b *EventBroker) ended() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	return b.ending
 }
 
 // Notify wakes org's streams.
@@ -103,7 +124,10 @@ func (b *EventBroker) subscribe(org string) (chan struct{}, func()) {
 // "event" its type, "data" the event as JSON. Filters: types (comma-separated or repeated),
 // job. Resume with the Last-Event-ID header (or ?after=): events after it, none skipped, none
 // repeated (an org's seqs grow in commit order, internal/outbox). A ": heartbeat" comment keeps idle
-// connections open. The stream holds no transaction between reads.
+// connections open. The stream holds no transaction between reads. It lives until its
+// client leaves, its key is revoked or the server drains (EndStreams: a retry hint, then
+// the end): not bounded by the request timeout, while each read of the outbox is bounded by
+// the store timeout.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	p, _ := auth.FromContext(r.Context())
 	q := r.URL.Query()
@@ -154,6 +178,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		httpops.WriteProblem(w, r, http.StatusInternalServerError, "streaming is not supported on this connection", nil)
 		return
 	}
+	// The stream outlives the request timeout: it ends with its client, its key or the
+	// server's drain.
+	ctx, cancel := httpops.WithoutRequestTimeout(r.Context())
+	defer cancel()
 	wake, unsubscribe := s.EventBroker.subscribe(p.OrgID)
 	defer unsubscribe()
 	h := w.Header()
@@ -172,13 +200,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	defer hb.Stop()
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
-	ctx := r.Context()
+	ending := s.EventBroker.ended()
 	// The stream lives as long as its key: a revocation heard on this replica (every
 	// replica hears it, internal/auth) makes it check the key; while revocations are not
 	// heard (the listener reconnecting) it checks on every poll.
 	revoked := s.Keys.Revoked()
 	keyGone := func() bool {
-		ok, err := s.Keys.Active(ctx, p.KeyID)
+		kctx, cancel := context.WithTimeout(ctx, s.Options.StoreTimeout+time.Second)
+		defer cancel()
+		ok, err := s.Keys.Active(kctx, p.KeyID)
 		if err != nil || !ok { // fail closed: the client reconnects and authenticates afresh
 			fmt.Fprint(w, ": the key was revoked or could not be checked; the stream ends\n\n")
 			flusher.Flush()
@@ -209,6 +239,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-ctx.Done():
+			return
+		case <-ending:
+			// The server drains: the client reconnects (to another replica) after a second and
+			// resumes after the last id it got.
+			fmt.Fprint(w, ": the server is shutting down; reconnect with Last-Event-ID\nretry: 1000\n\n")
+			flusher.Flush()
 			return
 		case <-revoked:
 			revoked = s.Keys.Revoked()

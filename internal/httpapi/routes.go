@@ -29,7 +29,7 @@ func (s *Server) routes() {
 
 	// Operations: unauthenticated.
 	r.Get("/healthz", httpops.Healthz)
-	r.Get("/readyz", httpops.Readyz(s.Pool, s.Redis))
+	r.Get("/readyz", httpops.Readyz(s.Pool, s.Redis, s.Draining))
 	r.Handle("/metrics", s.metrics.Handler())
 	r.Get("/openapi.json", s.serveOpenAPI)
 

@@ -115,6 +115,9 @@ type Deps struct {
 	// outbox.Waker, which wakes this process's dispatcher and streams and tells the other
 	// replicas); nil wakes EventBroker's streams only.
 	Emitted func(org string)
+	// Draining reports that the process is shutting down: /readyz answers 503 while it is
+	// true (app's drain, docs/reliability.md); nil never drains.
+	Draining func() bool
 
 	Options Options
 }

@@ -24,7 +24,7 @@ type check struct {
 }
 
 type readiness struct {
-	Status string           `json:"status"` // ready | degraded | unavailable
+	Status string           `json:"status"` // ready | degraded | unavailable | draining
 	Checks map[string]check `json:"checks"`
 }
 
@@ -37,8 +37,17 @@ func Healthz(w http.ResponseWriter, r *http.Request) {
 // Readyz checks each store. Postgres or pgvector down → 503 (nothing durable can be
 // written). Redis down alone → 200 "degraded": key-value reads fall back to Postgres and
 // working memory answers 503 per request with Retry-After, so the replica stays in rotation.
-func Readyz(pool *pgxpool.Pool, rdb redis.UniversalClient) http.HandlerFunc {
+// While draining reports true (the process got SIGTERM and is about to stop), it answers
+// 503 "draining" without asking the stores, so load balancers take the replica out of
+// rotation while it still serves; nil draining never drains.
+func Readyz(pool *pgxpool.Pool, rdb redis.UniversalClient, draining func() bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if draining != nil && draining() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(readiness{Status: "draining", Checks: map[string]check{}})
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		res := readiness{Checks: map[string]check{}}

@@ -148,10 +148,30 @@ type observeCtx struct {
 }
 
 func (c *observeCtx) Value(key any) any {
-	if _, ok := key.(callerSlotKey); ok {
+	switch key.(type) {
+	case callerSlotKey:
 		return &c.slot
+	case unboundedKey:
+		return c // the request's context as Observe got it: before its timeout
 	}
 	return c.Context.Value(key)
+}
+
+type unboundedKey struct{}
+
+// WithoutRequestTimeout is ctx (a request's, under Observe) with its values but without the
+// request timeout Observe bounds it by: it ends when the request's own context does (the
+// client went away, the server closed the connection) or when cancel is called. For
+// handlers that live as long as their client, such as the event stream; each store call
+// they make still needs its own bound. Outside Observe it is ctx with a cancel.
+func WithoutRequestTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	base, ok := ctx.Value(unboundedKey{}).(context.Context)
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(base, cancel)
+	return out, func() { stop(); cancel() }
 }
 
 // WithCaller attaches the authenticated caller to ctx (auth.WithPrincipal) and tells the

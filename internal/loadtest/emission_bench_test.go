@@ -340,7 +340,7 @@ func startServerProcess(b *testing.B, bin string, env ...string) *serverProcess 
 	s.cmd = exec.Command(bin)
 	s.cmd.Env = append(os.Environ(), "STRATA_DATABASE_URL="+dsn, "STRATA_REDIS_URL="+testenv.RedisURL(),
 		"STRATA_REDIS_PREFIX="+prefix, fmt.Sprintf("STRATA_HTTP_ADDR=127.0.0.1:%d", port),
-		"STRATA_ADMIN_KEY="+s.admin, "STRATA_LOG_LEVEL=warn", "STRATA_DB_MAX_CONNS=16")
+		"STRATA_ADMIN_KEY="+s.admin, "STRATA_LOG_LEVEL=warn", "STRATA_DB_MAX_CONNS=16", "STRATA_SHUTDOWN_DELAY=0")
 	s.cmd.Env = append(s.cmd.Env, env...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	require.NoError(b, s.cmd.Start())

@@ -27,6 +27,11 @@ type Config struct {
 	PeriodicJobs []*river.PeriodicJob
 	MaxWorkers   int           // default 8
 	JobTimeout   time.Duration // default 5 minutes
+	// RescueAfter is how long a job may stay running before River's rescuer takes it for
+	// stuck (its process died, or a cut kept its completion from being written) and
+	// retries it; it must exceed JobTimeout, and a worker with a longer timeout of its own
+	// is left alone until that has passed. Default: River's (an hour past JobTimeout).
+	RescueAfter time.Duration
 	// LogLevel is the least severe record of River's own that is logged (default WARN:
 	// River reports its producers' job counts at INFO every 5 s while jobs run, which
 	// drowns the server's log). The server's logger still filters at its own level.
@@ -59,8 +64,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Client, error) {
 		Workers:       cfg.Workers,
 		PeriodicJobs:  cfg.PeriodicJobs,
 		JobTimeout:    cfg.JobTimeout,
-		Logger:        Logger(log, cfg.LogLevel).With("component", "river"),
-		Middleware:    cfg.Middleware,
+		// Zero leaves River's default.
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		Logger:               Logger(log, cfg.LogLevel).With("component", "river"),
+		Middleware:           cfg.Middleware,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the job queue client: %w", err)

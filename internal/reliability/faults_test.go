@@ -229,7 +229,7 @@ func TestFaultsBetweenServerAndStores(t *testing.T) {
 		"STRATA_DATABASE_URL": proxied.String(), "STRATA_REDIS_URL": rproxied.String(), "STRATA_REDIS_PREFIX": prefix,
 		"STRATA_HTTP_ADDR": "127.0.0.1:0", "STRATA_ADMIN_KEY": admin, "STRATA_LOG_LEVEL": "error",
 		"STRATA_STORE_TIMEOUT": "1s", "STRATA_REQUEST_TIMEOUT": requestTimeout.String(), "STRATA_DB_MAX_CONNS": "8",
-		"STRATA_SHUTDOWN_TIMEOUT": "3s",
+		"STRATA_SHUTDOWN_TIMEOUT": "3s", "STRATA_SHUTDOWN_DELAY": "0",
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()

@@ -112,7 +112,7 @@ func newProc(t *testing.T, name string, st stack, extraEnv ...string) *proc {
 		logPath: filepath.Join(t.TempDir(), name+".log"),
 		env: append(append(os.Environ(), "STRATA_DATABASE_URL="+st.dsn, "STRATA_REDIS_URL="+st.redisURL,
 			"STRATA_REDIS_PREFIX="+st.prefix, fmt.Sprintf("STRATA_HTTP_ADDR=127.0.0.1:%d", port),
-			"STRATA_ADMIN_KEY="+st.admin, "STRATA_LOG_LEVEL=warn", "STRATA_SHUTDOWN_TIMEOUT=2s"), extraEnv...)}
+			"STRATA_ADMIN_KEY="+st.admin, "STRATA_LOG_LEVEL=warn", "STRATA_SHUTDOWN_TIMEOUT=2s", "STRATA_SHUTDOWN_DELAY=0"), extraEnv...)}
 	p.start()
 	t.Cleanup(p.stop)
 	t.Cleanup(func() {
