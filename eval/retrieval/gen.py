@@ -183,14 +183,31 @@ FILLER = [
 ]
 
 
+# Generated small talk: everyday acts that share words with the facts (food, morning, plane,
+# music, dog, work, weekend) without answering any question.
+ACTS = ["cooked", "tried", "watched", "cleaned", "fixed", "bought", "lost", "found", "booked", "cancelled",
+        "borrowed", "returned", "painted", "ordered", "skipped"]
+OBJECTS = ["some pasta", "a new show", "the garage", "the kitchen sink", "new running shoes", "my keys",
+           "an old photo album", "a table for Friday", "the gym membership", "a food delivery", "a plane ticket home",
+           "tickets for a music festival", "a toy for the neighbour's dog", "a bike helmet", "the work laptop charger",
+           "a cheap lamp", "a birthday cake", "the balcony plants", "a book for my mum", "the morning train",
+           "a pair of sunglasses", "the weekend market", "a jigsaw puzzle", "new curtains", "the car insurance"]
+WHEN = ["this morning", "last night", "on Sunday", "yesterday", "over the weekend", "after work", "at lunch",
+        "on the way home", "before the meeting"]
+SHAPES = ["I {a} {x} {w}, {o}.", "{o}, I {a} {x} {w}, don't laugh.", "Finally {a} {x} {w}.",
+          "My flatmate {a} {x} {w}, {o}, typical.", "Did you ever get {x}, {o}? I {a} mine {w}."]
+
+
 def filler(speaker, other):
-    return rng.choice(FILLER).format(o=other)
+    if rng.random() < 0.45:
+        return rng.choice(FILLER).format(o=other)
+    return rng.choice(SHAPES).format(a=rng.choice(ACTS), x=rng.choice(OBJECTS), w=rng.choice(WHEN), o=other)
 
 
 def conversation(ci):
     a, b = rng.sample(PEOPLE, 2)
     cid = "conv%02d" % (ci + 1)
-    nsess = rng.randint(4, 6)
+    nsess = rng.randint(5, 7)
     start = datetime(2024, 1, 8, tzinfo=timezone.utc) + timedelta(days=rng.randint(0, 300))
     dates = [start + timedelta(days=9 * k + rng.randint(0, 5), hours=rng.randint(8, 21)) for k in range(nsess)]
     # Facts: (category, [(session, speaker, text)], question, answer) and distractors per session.
@@ -262,7 +279,7 @@ def conversation(ci):
     ids = {}
     for k in range(nsess):
         items = placed[k]
-        n = rng.randint(max(4, 10 - len(items)), max(10 - len(items), 28 - len(items)))
+        n = rng.randint(max(8, 14 - len(items)), max(14 - len(items), 29 - len(items)))
         turns = []
         speakers = [a, b]
         for i in range(n):
