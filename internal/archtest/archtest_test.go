@@ -44,7 +44,7 @@ var floors = map[string]int{
 }
 
 // outside speak HTTP to a server and import nothing of it, except sharedWithOutside.
-var outside = []string{"client", "examples/supervisor", "internal/cli", "internal/demo", "internal/loadtest", "internal/benchreport",
+var outside = []string{"client", "examples/supervisor", "internal/cli", "internal/demo", "internal/loadtest", "internal/benchreport", "internal/retrievaleval",
 	"cmd/strata", "cmd/benchreport"}
 
 // sharedWithOutside may be imported by outside packages: the CLI's offline audit verifier

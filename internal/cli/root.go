@@ -80,7 +80,9 @@ func (a *app) rootCmd() *cobra.Command {
 	root.AddCommand(a.lifecycleCmds()...)
 	root.AddCommand(a.gdprCmd(), a.eventsCmd())
 	root.AddCommand(a.loadtestCmd())
-	root.AddCommand(a.evalCmd())
+	eval := a.evalCmd()
+	eval.AddCommand(a.evalRetrievalCmd())
+	root.AddCommand(eval)
 	return root
 }
 
