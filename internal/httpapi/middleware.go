@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
@@ -27,8 +28,11 @@ import (
 )
 
 // authenticate resolves the bearer key. Missing or unknown → 401; database down → 503.
+// From here on every Postgres call of the request is bounded by STRATA_STORE_TIMEOUT
+// (pg.WithCallTimeout): a hung Postgres answers 503 within that, not at the request timeout.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(pg.WithCallTimeout(r.Context(), s.Options.StoreTimeout))
 		// The console calls the API in-process for a principal it resolved from its session
 		// (internal/console): a context value no HTTP client can set.
 		if p, ok := auth.InProcessPrincipal(r.Context()); ok {
@@ -180,7 +184,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			// The claim travels in front of the handler's first statement (one round trip
 			// fewer). Refused, the speculative run wrote nothing and answered nobody: the
 			// claim is made again on its own below, which replays, refuses or waits.
-			sess.AtBegin(idempotency.ClaimStatements(p.OrgID, claim, s.Options.IdempotencyTTL, s.Options.IdempotencyWait)...)
+			sess.AtBegin(idempotency.ClaimStatements(p.OrgID, claim, s.Options.IdempotencyTTL, s.claimWait())...)
 			refused := s.finishWrite(w, r, next, sess, p, key, body, state, true)
 			if refused == nil {
 				return
@@ -188,6 +192,12 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			var pgErr *pgconn.PgError
 			if errors.As(refused, &pgErr) && pgErr.Code == pg.CodeLockNotAvailable {
 				httpops.WriteProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", httpops.RetryAfter(1))
+				return
+			}
+			if !errors.As(refused, &pgErr) {
+				// Not refused: the connection failed (no COMMIT was sent, nothing was
+				// written). Answer that now rather than spend another store timeout on it.
+				s.writeErrFresh(w, r, pg.Interpret(refused))
 				return
 			}
 			sess, state, ctx, r = s.renewUnit(ctx, r, p, body)
@@ -201,7 +211,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				s.writeErr(w, r, err)
 				return
 			}
-			replay, err := idempotency.Claim(ctx, tx, p.OrgID, claim, s.Options.IdempotencyTTL, s.Options.IdempotencyWait)
+			replay, err := idempotency.Claim(ctx, tx, p.OrgID, claim, s.Options.IdempotencyTTL, s.claimWait())
 			switch {
 			case errors.Is(err, idempotency.ErrOtherKey):
 				// One answer whatever the other key's request was: nothing of it is told.
@@ -249,6 +259,17 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			_ = s.finishWrite(w, r, next, sess, p, key, body, state, false)
 		}
 	})
+}
+
+// claimWait is how long a claim waits for a concurrent request with its key:
+// STRATA_IDEMPOTENCY_WAIT, but less than the store timeout that bounds the claim's call, so
+// that a key in use answers 409 (in progress) rather than 503.
+func (s *Server) claimWait() time.Duration {
+	w := s.Options.IdempotencyWait
+	if st := s.Options.StoreTimeout; st > 0 && w > st*4/5 {
+		w = st * 4 / 5
+	}
+	return w
 }
 
 // renewUnit abandons a speculative run (its transaction rolled back, nothing written to the
@@ -400,7 +421,8 @@ func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.H
 		sess.AtCommit(sql, args...)
 	}
 	if err := sess.Commit(ctx); err != nil {
-		if berr := sess.BeginErr(); berr != nil { // the claim rode with COMMIT (no statement ran)
+		var cu *pg.CommitUnknownError
+		if berr := sess.BeginErr(); berr != nil && !errors.As(err, &cu) { // the claim rode with COMMIT (no statement ran)
 			sess.Rollback(ctx)
 			return berr
 		}
@@ -570,6 +592,15 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	em, _ := se.(*huma.ErrorModel)
+	if em != nil && em.Type != "" { // a typed problem (commitUnknownProblem) keeps its type
+		for k, v := range hdr {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Content-Type", httpops.ProblemContentType)
+		w.WriteHeader(em.Status)
+		_ = json.NewEncoder(w).Encode(em)
+		return
+	}
 	var details []*huma.ErrorDetail
 	detail := se.Error()
 	if em != nil {

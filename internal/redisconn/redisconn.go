@@ -33,19 +33,50 @@ func New(rawURL string, timeout time.Duration) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("STRATA_REDIS_URL (cluster): %w", err)
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+		opt.PoolTimeout = timeout
 		opt.ContextTimeoutEnabled = true
-		return redis.NewClusterClient(opt), nil
+		c := redis.NewClusterClient(opt)
+		c.AddHook(callBound{timeout})
+		return c, nil
 	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("STRATA_REDIS_URL: %w", err)
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
+	opt.PoolTimeout = timeout
 	opt.MaxRetries = 1
 	opt.ContextTimeoutEnabled = true // per-call deadlines bound a hung (not refusing) Redis
 	opt.PoolSize = 64
 	opt.MinIdleConns = 4
-	return redis.NewClient(opt), nil
+	c := redis.NewClient(opt)
+	c.AddHook(callBound{timeout})
+	return c, nil
+}
+
+// callBound bounds each command or pipeline, as a whole, by the store timeout: the wait
+// for a pooled connection, dialing one, writing, reading, and the retry of a command whose
+// connection failed (MaxRetries) all fit in it. Without it a hung Redis (a black hole: no
+// reset, no answer) cost a read timeout per attempt, and a caller's longer deadline
+// (ContextTimeoutEnabled) governed the pool wait.
+type callBound struct{ d time.Duration }
+
+func (h callBound) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h callBound) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		ctx, cancel := context.WithTimeout(ctx, h.d)
+		defer cancel()
+		return next(ctx, cmd)
+	}
+}
+
+func (h callBound) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		ctx, cancel := context.WithTimeout(ctx, h.d)
+		defer cancel()
+		return next(ctx, cmds)
+	}
 }
 
 // Interpret maps go-redis errors: redis.Nil → ErrNotFound; network failures and timeouts →
