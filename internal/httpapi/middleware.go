@@ -163,6 +163,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				return
 			}
 		}
+		state.keyed = key != "" && r.Method != http.MethodDelete
 		// Event appends may be written together with others (groupcommit.go).
 		if s.serveGroupedAppend(w, r, p, body, key) {
 			return
@@ -175,6 +176,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if !idem {
 			key = "" // nothing claimed: nothing to complete
 		}
+		state.keyed = idem
 		var claim idempotency.Claimant
 		if idem {
 			claim = idempotency.Claimant{Key: key, Method: r.Method, Path: r.URL.Path, UserID: subjectOf(r, body),
@@ -278,6 +280,9 @@ func (s *Server) claimWait() time.Duration {
 func (s *Server) renewUnit(ctx context.Context, r *http.Request, p auth.Principal, body []byte) (*pg.Session, *uowState, context.Context, *http.Request) {
 	sess := pg.NewSession(s.Pool, p.OrgID)
 	state := &uowState{}
+	if old, ok := ctx.Value(uowKey{}).(*uowState); ok {
+		state.keyed = old.keyed
+	}
 	ctx = context.WithValue(pg.WithSession(ctx, sess), uowKey{}, state)
 	r = r.WithContext(ctx)
 	r.Body = io.NopCloser(bytes.NewReader(body)) // the first run read it
@@ -446,6 +451,9 @@ type uowState struct {
 	// commitTrip: the handler may hand its statements to COMMIT's round trip (commitWith);
 	// inCommit: it did.
 	commitTrip, inCommit bool
+	// keyed: the request's Idempotency-Key is claimed and recorded (a retry with it learns
+	// the outcome of a commit whose answer was lost).
+	keyed bool
 	// req and body are the write's request and body, for a handler that commits in its own
 	// round trip with its audit record (committrip.go).
 	req  *http.Request

@@ -251,7 +251,7 @@ func commitUnknownProblem(ctx context.Context) error {
 	detail := "postgres did not confirm the commit: the write may have been applied; " +
 		"check before retrying it (send an Idempotency-Key to make a retry safe)"
 	var details []*huma.ErrorDetail
-	if st, ok := ctx.Value(uowKey{}).(*uowState); ok && st.req != nil && st.req.Header.Get("Idempotency-Key") != "" {
+	if st, ok := ctx.Value(uowKey{}).(*uowState); ok && st.keyed {
 		detail = "postgres did not confirm the commit: the write may have been applied; " +
 			"retry with the same Idempotency-Key to learn its outcome (the committed answer is replayed, " +
 			"or the write runs once if it was not applied)"
