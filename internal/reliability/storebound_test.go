@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -160,7 +162,7 @@ func (st *boundStack) fire(phase string, round int, pgHung bool) map[string]int 
 			defer wg.Done()
 			var hdr []string
 			if p.idem {
-				hdr = []string{"Idempotency-Key", fmt.Sprintf("%s-%s-%d", phase, p.name, round)}
+				hdr = []string{"Idempotency-Key", strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(fmt.Sprintf("%s-%s-%d", phase, p.name, round))}
 			}
 			began := time.Now()
 			resp, err := st.c.do(p.method, p.path, p.body, hdr...)
@@ -288,51 +290,103 @@ func TestHungStoreAnswersWithinStoreTimeout(t *testing.T) {
 	t.Logf("recovered from the Redis black hole in %s", st.recover("redis black hole"))
 }
 
-// commitCutter is the server's pool tracer: armed with a key, it adds a toxic to the
-// Postgres proxy just before the batch that carries that key's idempotency record and
-// COMMIT is sent — on the downstream direction (the COMMIT reaches Postgres, its answer is
-// lost) or the upstream one (the COMMIT never arrives).
-type commitCutter struct {
-	mu     sync.Mutex
-	key    string
-	stream string
-	px     *toxi
-	cut    chan struct{}
+// A lost COMMIT, deterministically. The server's pool tracer (commitCutter) arms a key's
+// cut when the batch that carries that key's idempotency record and COMMIT starts; the
+// commitcut toxic on the Postgres proxy's upstream then acts on the first chunk of a
+// connection holding the key (the batch's statements with their arguments; a
+// statement-description round trip before it holds none): with drop_commit it drops that
+// chunk and everything after on that connection (the COMMIT never arrives); otherwise it
+// passes the chunk to Postgres and cuts the connection right behind it (the COMMIT runs;
+// its answer cannot come back).
+type cutState struct {
+	dropCommit bool
+	armed, cut atomic.Bool
+	seen       chan struct{}
+	seenOnce   sync.Once
 }
 
-func (c *commitCutter) arm(key, stream string) chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.key, c.stream, c.cut = key, stream, make(chan struct{})
-	return c.cut
+var cuts sync.Map // key → *cutState
+
+type commitCutToxic struct {
+	Key string `json:"key"`
 }
 
-func (c *commitCutter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func init() { toxics.Register("commitcut", new(commitCutToxic)) }
+
+func (x *commitCutToxic) Pipe(stub *toxics.ToxicStub) {
+	v, _ := cuts.Load(x.Key)
+	st, _ := v.(*cutState)
+	dropping := false // this connection's COMMIT is being dropped (other connections pass)
+	for {
+		select {
+		case <-stub.Interrupt:
+			return
+		case c := <-stub.Input:
+			if c == nil {
+				stub.Close()
+				return
+			}
+			if st != nil && st.armed.Load() && !st.cut.Load() && bytes.Contains(c.Data, []byte(x.Key)) {
+				st.cut.Store(true)
+				st.seenOnce.Do(func() { close(st.seen) })
+				if st.dropCommit {
+					dropping = true
+					continue
+				}
+				stub.Output <- c // the COMMIT goes to Postgres,
+				stub.Close()     // and the connection is cut behind it
+				for {            // (what the client still sends goes nowhere)
+					select {
+					case <-stub.Interrupt:
+						return
+					case c := <-stub.Input:
+						if c == nil {
+							return
+						}
+					}
+				}
+			}
+			if !dropping {
+				stub.Output <- c
+			}
+		}
+	}
+}
+
+// commitCutter is the server's pool tracer: it arms the cut of the key whose idempotency
+// record travels in a batch that ends in COMMIT.
+type commitCutter struct{}
+
+func (commitCutter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	return ctx
 }
-func (c *commitCutter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData)     {}
-func (c *commitCutter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *commitCutter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (commitCutter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData)     {}
+func (commitCutter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (commitCutter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-func (c *commitCutter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.key == "" {
-		return ctx
-	}
+func (commitCutter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	qs := d.Batch.QueuedQueries
 	if len(qs) == 0 || qs[len(qs)-1].SQL != "COMMIT" {
 		return ctx
 	}
 	for _, q := range qs {
-		if strings.Contains(q.SQL, "completing idempotency record") && len(q.Arguments) > 1 && q.Arguments[1] == c.key {
-			c.px.add("cut", "timeout", c.stream, `{"timeout":0}`)
-			c.key = ""
-			close(c.cut)
-			break
+		if strings.Contains(q.SQL, "completing idempotency record") && len(q.Arguments) > 1 {
+			if k, ok := q.Arguments[1].(string); ok {
+				if v, ok := cuts.Load(k); ok {
+					v.(*cutState).armed.Store(true)
+				}
+			}
 		}
 	}
 	return ctx
+}
+
+// armCut prepares key's cut on px: its COMMIT lost (dropCommit) or its answer lost.
+func armCut(px *toxi, key string, dropCommit bool) *cutState {
+	st := &cutState{dropCommit: dropCommit, seen: make(chan struct{})}
+	cuts.Store(key, st)
+	px.add("cut", "commitcut", "upstream", fmt.Sprintf(`{"key":%q}`, key))
+	return st
 }
 
 // TestCommitOutcomeUnknown loses the answer to a memory write's COMMIT (the COMMIT reached
@@ -345,11 +399,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		t.Skip("fault injection")
 	}
 	t.Parallel()
-	cutter := &commitCutter{}
-	st := newBoundStack(t, "unknown", func(st *boundStack) app.Hooks {
-		cutter.px = st.pg
-		return app.Hooks{PoolTracer: cutter}
-	})
+	st := newBoundStack(t, "unknown", func(*boundStack) app.Hooks { return app.Hooks{PoolTracer: commitCutter{}} })
 	db := testenv.OwnerConn(t, st.dsn)
 	count := func(text string) int {
 		var n int
@@ -371,16 +421,17 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		require.Equal(t, "urn:strata:problem:commit-outcome-unknown", m["type"], "%s", r.body)
 		require.Contains(t, m["detail"], "may have been applied")
 		require.Contains(t, m["detail"], "same Idempotency-Key")
-		require.LessOrEqual(t, took, boundAnswer, "the lost answer costs the store timeout")
+		require.LessOrEqual(t, took, boundAnswer, "a lost answer costs at most the store timeout")
 	}
 
 	// 1. The COMMIT reaches Postgres; its answer is lost.
-	cut := cutter.arm("lost-answer", "downstream")
+	keyA := "lost-answer-" + testenv.RandomID(8)
+	cut := armCut(st.pg, keyA, false)
 	began := time.Now()
-	r := write("committed, answer lost", "lost-answer")
+	r := write("committed, answer lost", keyA)
 	took := time.Since(began)
 	select {
-	case <-cut:
+	case <-cut.seen:
 	default:
 		t.Fatalf("the commit of the keyed write was not seen: %d %s", r.status, r.body)
 	}
@@ -389,7 +440,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	require.Equal(t, 1, count("committed, answer lost"), "the COMMIT reached Postgres: the memory is there")
 	var replay *reply
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) { // kept: the pool reconnects in real time
-		replay = write("committed, answer lost", "lost-answer")
+		replay = write("committed, answer lost", keyA)
 		if replay.status != 503 || time.Now().After(deadline) {
 			break
 		}
@@ -403,12 +454,13 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	require.Equal(t, 1, count("committed, answer lost"), "no second memory")
 
 	// 2. The COMMIT never arrives.
-	cut = cutter.arm("lost-commit", "upstream")
+	keyB := "lost-commit-" + testenv.RandomID(8)
+	cut = armCut(st.pg, keyB, true)
 	began = time.Now()
-	r = write("never committed", "lost-commit")
+	r = write("never committed", keyB)
 	took = time.Since(began)
 	select {
-	case <-cut:
+	case <-cut.seen:
 	default:
 		t.Fatalf("the commit of the keyed write was not seen: %d %s", r.status, r.body)
 	}
@@ -417,7 +469,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	require.Equal(t, 0, count("never committed"), "the COMMIT never reached Postgres")
 	var retry *reply
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) { // kept: the first attempt's backend ends in real time
-		retry = write("never committed", "lost-commit")
+		retry = write("never committed", keyB)
 		if (retry.status != 503 && retry.status != 409) || time.Now().After(deadline) {
 			break
 		}
@@ -425,7 +477,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	require.Equal(t, 201, retry.status, "%s", retry.body)
 	require.Empty(t, retry.header.Get("Idempotent-Replayed"), "nothing was committed: the write runs")
 	require.Equal(t, 1, count("never committed"), "the write ran once")
-	again := write("never committed", "lost-commit")
+	again := write("never committed", keyB)
 	require.Equal(t, 201, again.status, "%s", again.body)
 	require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
 	require.Equal(t, retry.m()["id"], again.m()["id"])
