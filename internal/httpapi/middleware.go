@@ -24,15 +24,18 @@ import (
 	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/redisconn"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
 // authenticate resolves the bearer key. Missing or unknown → 401; database down → 503.
 // From here on every Postgres call of the request is bounded by STRATA_STORE_TIMEOUT
-// (pg.WithCallTimeout): a hung Postgres answers 503 within that, not at the request timeout.
+// (pg.WithCallTimeout): a hung Postgres answers 503 within that, not at the request timeout;
+// after one Redis call of the request timed out, its later ones fail at once
+// (redisconn.WithRequest).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = r.WithContext(pg.WithCallTimeout(r.Context(), s.Options.StoreTimeout))
+		r = r.WithContext(redisconn.WithRequest(pg.WithCallTimeout(r.Context(), s.Options.StoreTimeout)))
 		// The console calls the API in-process for a principal it resolved from its session
 		// (internal/console): a context value no HTTP client can set.
 		if p, ok := auth.InProcessPrincipal(r.Context()); ok {

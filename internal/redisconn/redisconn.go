@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,18 +66,60 @@ func (h callBound) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h callBound) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		ctx, cancel := context.WithTimeout(ctx, h.d)
+		rs, _ := ctx.Value(requestKey{}).(*requestState)
+		if rs != nil && rs.hung.Load() {
+			cmd.SetErr(errHungEarlier)
+			return errHungEarlier
+		}
+		bctx, cancel := context.WithTimeout(ctx, h.d)
 		defer cancel()
-		return next(ctx, cmd)
+		err := next(bctx, cmd)
+		if rs != nil && timedOut(err) {
+			rs.hung.Store(true)
+		}
+		return err
 	}
 }
 
 func (h callBound) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		ctx, cancel := context.WithTimeout(ctx, h.d)
+		rs, _ := ctx.Value(requestKey{}).(*requestState)
+		if rs != nil && rs.hung.Load() {
+			for _, c := range cmds {
+				c.SetErr(errHungEarlier)
+			}
+			return errHungEarlier
+		}
+		bctx, cancel := context.WithTimeout(ctx, h.d)
 		defer cancel()
-		return next(ctx, cmds)
+		err := next(bctx, cmds)
+		if rs != nil && timedOut(err) {
+			rs.hung.Store(true)
+		}
+		return err
 	}
+}
+
+type requestKey struct{}
+
+// requestState is one request's memory of Redis: hung once a call of it timed out.
+type requestState struct{ hung atomic.Bool }
+
+// errHungEarlier answers the later Redis calls of a request one of whose calls timed out.
+var errHungEarlier = fmt.Errorf("redis did not answer an earlier call of this request within the store timeout: %w",
+	context.DeadlineExceeded)
+
+// WithRequest marks ctx as one request's: once one of its Redis calls timed out (a hung
+// Redis), its later calls fail at once (an UnavailableError) instead of each waiting out
+// the store timeout — a request that degrades without Redis (the turn context) answers
+// within one store timeout, not one per call.
+func WithRequest(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestKey{}, &requestState{})
+}
+
+func timedOut(err error) bool {
+	var ne net.Error
+	return err != nil && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()))
 }
 
 // Interpret maps go-redis errors: redis.Nil → ErrNotFound; network failures and timeouts →

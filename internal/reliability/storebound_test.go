@@ -155,6 +155,7 @@ func (st *boundStack) fire(phase string, round int, pgHung bool) map[string]int 
 	t := st.t
 	ps := st.probes(round)
 	out := make([]int, len(ps))
+	took := make([]time.Duration, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Add(1)
@@ -166,12 +167,12 @@ func (st *boundStack) fire(phase string, round int, pgHung bool) map[string]int 
 			}
 			began := time.Now()
 			resp, err := st.c.do(p.method, p.path, p.body, hdr...)
-			took := time.Since(began)
-			if !assertNoErr(t, err, "%s: %s got no answer within %s (took %s)", phase, p.name, st.c.hc.Timeout, took) {
+			if !assertNoErr(t, err, "%s: %s got no answer within %s (took %s)", phase, p.name, st.c.hc.Timeout, time.Since(began)) {
 				return
 			}
 			out[i] = resp.status
-			if took > boundAnswer {
+			took[i] = time.Since(began)
+			if took := took[i]; took > boundAnswer {
 				t.Errorf("%s: %s answered %d after %s; the bound is %s (store timeout %s, request timeout %s)",
 					phase, p.name, resp.status, took.Round(time.Millisecond), boundAnswer, boundStoreTimeout, boundRequestTimeout)
 			}
@@ -188,9 +189,12 @@ func (st *boundStack) fire(phase string, round int, pgHung bool) map[string]int 
 	}
 	wg.Wait()
 	m := map[string]int{}
+	var slowest time.Duration
 	for i, p := range ps {
 		m[p.name] = out[i]
+		slowest = max(slowest, took[i])
 	}
+	t.Logf("%s, round %d: slowest answer %s", phase, round, slowest.Round(time.Millisecond))
 	return m
 }
 
