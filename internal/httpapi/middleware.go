@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
@@ -189,7 +188,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			// The claim travels in front of the handler's first statement (one round trip
 			// fewer). Refused, the speculative run wrote nothing and answered nobody: the
 			// claim is made again on its own below, which replays, refuses or waits.
-			sess.AtBegin(idempotency.ClaimStatements(p.OrgID, claim, s.Options.IdempotencyTTL, s.claimWait())...)
+			sess.AtBegin(idempotency.ClaimStatements(p.OrgID, claim, s.Options.IdempotencyTTL, s.Options.IdempotencyWait)...)
 			refused := s.finishWrite(w, r, next, sess, p, key, body, state, true)
 			if refused == nil {
 				return
@@ -199,10 +198,11 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				httpops.WriteProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", httpops.RetryAfter(1))
 				return
 			}
-			if !errors.As(refused, &pgErr) {
+			var ue *strata.UnavailableError
+			if !errors.As(refused, &pgErr) && errors.As(pg.Interpret(refused), &ue) {
 				// Not refused: the connection failed (no COMMIT was sent, nothing was
 				// written). Answer that now rather than spend another store timeout on it.
-				s.writeErrFresh(w, r, pg.Interpret(refused))
+				s.writeErrFresh(w, r, ue)
 				return
 			}
 			sess, state, ctx, r = s.renewUnit(ctx, r, p, body)
@@ -216,7 +216,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				s.writeErr(w, r, err)
 				return
 			}
-			replay, err := idempotency.Claim(ctx, tx, p.OrgID, claim, s.Options.IdempotencyTTL, s.claimWait())
+			replay, err := idempotency.Claim(ctx, tx, p.OrgID, claim, s.Options.IdempotencyTTL, s.Options.IdempotencyWait)
 			switch {
 			case errors.Is(err, idempotency.ErrOtherKey):
 				// One answer whatever the other key's request was: nothing of it is told.
@@ -264,17 +264,6 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			_ = s.finishWrite(w, r, next, sess, p, key, body, state, false)
 		}
 	})
-}
-
-// claimWait is how long a claim waits for a concurrent request with its key:
-// STRATA_IDEMPOTENCY_WAIT, but less than the store timeout that bounds the claim's call, so
-// that a key in use answers 409 (in progress) rather than 503.
-func (s *Server) claimWait() time.Duration {
-	w := s.Options.IdempotencyWait
-	if st := s.Options.StoreTimeout; st > 0 && w > st*4/5 {
-		w = st * 4 / 5
-	}
-	return w
 }
 
 // renewUnit abandons a speculative run (its transaction rolled back, nothing written to the
