@@ -30,6 +30,15 @@ func WithCallTimeout(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, callTimeoutKey{}, d)
 }
 
+// WithoutCallTimeout lifts the bound for work a request starts that must outlive it by
+// design (a streamed export that lasts as long as its client reads).
+func WithoutCallTimeout(ctx context.Context) context.Context {
+	if CallTimeout(ctx) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, callTimeoutKey{}, time.Duration(0))
+}
+
 // CallTimeout is the bound WithCallTimeout set on ctx, or 0.
 func CallTimeout(ctx context.Context) time.Duration {
 	d, _ := ctx.Value(callTimeoutKey{}).(time.Duration)
