@@ -165,7 +165,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if tel.Enabled() {
 		pgTracer = telemetry.PgxTracer{}
 	}
-	pool, err := pg.NewPool(ctx, cfg.DatabaseURL, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2,
+	pool, err := pg.NewPool(ctx, cfg.DatabaseURL, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2, ConnectTimeout: cfg.StoreTimeout,
 		Tracer: telemetry.MultiTracer(hooks.PoolTracer, pgTracer)})
 	if err != nil {
 		return err
@@ -253,7 +253,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	}}
 	p.audit = ak
 	if urls := cfg.Replicas(); len(urls) > 0 {
-		rep, err := pg.NewReplicas(ctx, pool, urls, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2,
+		rep, err := pg.NewReplicas(ctx, pool, urls, pg.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.StoreTimeout * 2, ConnectTimeout: cfg.StoreTimeout,
 			Tracer: pgTracer}, pg.ReplicaOptions{MaxLag: cfg.ReplicaMaxLag, Log: log})
 		if err != nil {
 			return err

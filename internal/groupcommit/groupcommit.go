@@ -68,6 +68,9 @@ type Member struct {
 	Err error
 
 	done chan struct{}
+	// callTimeout is the request's bound on each Postgres call (pg.WithCallTimeout): the
+	// group's calls take the shortest of its members'.
+	callTimeout time.Duration
 }
 
 type orgQueue struct {
@@ -112,6 +115,7 @@ func New(pool *pgxpool.Pool, timeout, ttl time.Duration, reg prometheus.Register
 // group is being written it waits for the outcome.
 func (g *Committer) Submit(ctx context.Context, org string, m *Member) {
 	m.done = make(chan struct{})
+	m.callTimeout = pg.CallTimeout(ctx)
 	g.mu.Lock()
 	q := g.orgs[org]
 	if q == nil {
@@ -178,6 +182,13 @@ func (g *Committer) write(org string, group []*Member) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	var bound time.Duration
+	for _, m := range group {
+		if m.callTimeout > 0 && (bound == 0 || m.callTimeout < bound) {
+			bound = m.callTimeout
+		}
+	}
+	ctx = pg.WithCallTimeout(ctx, bound)
 	// One member per key: a second request with a key the group claims goes alone (and
 	// waits for this group, as two such requests always do).
 	live := make([]*Member, 0, len(group))
@@ -236,8 +247,23 @@ func (g *Committer) write(org string, group []*Member) {
 	} else {
 		episodic.QueueAppendGroup(b, org, items(live))
 	}
+	// Postgres unreachable before COMMIT was sent: nothing was written, and the
+	// single-request path would only wait for it once more. Answer the 503 now.
+	unavailable := func(err error) bool {
+		var ue *strata.UnavailableError
+		if !errors.As(err, &ue) {
+			return false
+		}
+		for _, m := range live {
+			m.Err = err
+		}
+		g.fallbacks.WithLabelValues("unavailable").Add(float64(len(live)))
+		return true
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		fallback("statement", live)
+		if !unavailable(pg.Interpret(err)) {
+			fallback("statement", live)
+		}
 		return
 	}
 	if len(claims) > 0 {
@@ -255,7 +281,9 @@ func (g *Committer) write(org string, group []*Member) {
 			return
 		}
 		if err := episodic.AppendGroup(ctx, tx, org, items(live)); err != nil {
-			fallback("statement", live)
+			if !unavailable(pg.Interpret(err)) {
+				fallback("statement", live)
+			}
 			return
 		}
 	}

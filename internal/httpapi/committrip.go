@@ -52,7 +52,8 @@ func (s *Server) tripEntry(ctx context.Context, r *Request, status int) (e audit
 // what the handler answers) and COMMIT in one round trip, when the request can commit in its
 // write's (tripEntry). It reports false, having sent nothing, when it cannot: the caller then
 // runs its write on the request's transaction, which finishWrite audits and commits as usual.
-// When it reports true, the request is committed unless err is set (then nothing was).
+// When it reports true, the request is committed unless err is set (then nothing was, or,
+// for a pg.CommitUnknownError, the COMMIT's answer was lost and it may have been).
 func (s *Server) commitInTrip(ctx context.Context, r *Request, status int, queue func(*pgx.Batch)) (bool, error) {
 	e, ok := s.tripEntry(ctx, r, status)
 	if !ok {

@@ -66,8 +66,9 @@ func (s *Server) exportSubject(ctx context.Context, r *Request, in *api.ExportIn
 	}
 	// A large export outlives STRATA_REQUEST_TIMEOUT and the pool's statement timeout (a
 	// streamed statement lasts as long as the client reads): it runs until it is done or
-	// the client goes away (a write fails), in one snapshot.
-	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// the client goes away (a write fails), in one snapshot; its statements are not bound
+	// by the store timeout either.
+	ectx, cancel := context.WithCancel(pg.WithoutCallTimeout(context.WithoutCancel(ctx)))
 	etx, err := pg.BeginReadSnapshot(ectx, s.readPool(ctx), org)
 	if err != nil && s.retryOnPrimary(ctx, err) {
 		etx, err = pg.BeginReadSnapshot(ectx, s.Pool, org)

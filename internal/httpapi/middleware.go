@@ -23,12 +23,18 @@ import (
 	"github.com/strata-mem/strata/internal/httpops"
 	"github.com/strata-mem/strata/internal/idempotency"
 	"github.com/strata-mem/strata/internal/pg"
+	"github.com/strata-mem/strata/internal/redisconn"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
 // authenticate resolves the bearer key. Missing or unknown → 401; database down → 503.
+// From here on every Postgres call of the request is bounded by STRATA_STORE_TIMEOUT
+// (pg.WithCallTimeout): a hung Postgres answers 503 within that, not at the request timeout;
+// after one Redis call of the request timed out, its later ones fail at once
+// (redisconn.WithRequest).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(redisconn.WithRequest(pg.WithCallTimeout(r.Context(), s.Options.StoreTimeout)))
 		// The console calls the API in-process for a principal it resolved from its session
 		// (internal/console): a context value no HTTP client can set.
 		if p, ok := auth.InProcessPrincipal(r.Context()); ok {
@@ -159,6 +165,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 				return
 			}
 		}
+		state.keyed = key != "" && r.Method != http.MethodDelete
 		// Event appends may be written together with others (groupcommit.go).
 		if s.serveGroupedAppend(w, r, p, body, key) {
 			return
@@ -171,6 +178,7 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 		if !idem {
 			key = "" // nothing claimed: nothing to complete
 		}
+		state.keyed = idem
 		var claim idempotency.Claimant
 		if idem {
 			claim = idempotency.Claimant{Key: key, Method: r.Method, Path: r.URL.Path, UserID: subjectOf(r, body),
@@ -188,6 +196,13 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 			var pgErr *pgconn.PgError
 			if errors.As(refused, &pgErr) && pgErr.Code == pg.CodeLockNotAvailable {
 				httpops.WriteProblem(w, r, http.StatusConflict, "a request with this Idempotency-Key is still in progress; retry later", httpops.RetryAfter(1))
+				return
+			}
+			var ue *strata.UnavailableError
+			if !errors.As(refused, &pgErr) && errors.As(pg.Interpret(refused), &ue) {
+				// Not refused: the connection failed (no COMMIT was sent, nothing was
+				// written). Answer that now rather than spend another store timeout on it.
+				s.writeErrFresh(w, r, ue)
 				return
 			}
 			sess, state, ctx, r = s.renewUnit(ctx, r, p, body)
@@ -257,6 +272,9 @@ func (s *Server) unitOfWork(next http.Handler) http.Handler {
 func (s *Server) renewUnit(ctx context.Context, r *http.Request, p auth.Principal, body []byte) (*pg.Session, *uowState, context.Context, *http.Request) {
 	sess := pg.NewSession(s.Pool, p.OrgID)
 	state := &uowState{}
+	if old, ok := ctx.Value(uowKey{}).(*uowState); ok {
+		state.keyed = old.keyed
+	}
 	ctx = context.WithValue(pg.WithSession(ctx, sess), uowKey{}, state)
 	r = r.WithContext(ctx)
 	r.Body = io.NopCloser(bytes.NewReader(body)) // the first run read it
@@ -400,7 +418,8 @@ func (s *Server) finishWrite(w http.ResponseWriter, r *http.Request, next http.H
 		sess.AtCommit(sql, args...)
 	}
 	if err := sess.Commit(ctx); err != nil {
-		if berr := sess.BeginErr(); berr != nil { // the claim rode with COMMIT (no statement ran)
+		var cu *pg.CommitUnknownError
+		if berr := sess.BeginErr(); berr != nil && !errors.As(err, &cu) { // the claim rode with COMMIT (no statement ran)
 			sess.Rollback(ctx)
 			return berr
 		}
@@ -424,6 +443,9 @@ type uowState struct {
 	// commitTrip: the handler may hand its statements to COMMIT's round trip (commitWith);
 	// inCommit: it did.
 	commitTrip, inCommit bool
+	// keyed: the request's Idempotency-Key is claimed and recorded (a retry with it learns
+	// the outcome of a commit whose answer was lost).
+	keyed bool
 	// req and body are the write's request and body, for a handler that commits in its own
 	// round trip with its audit record (committrip.go).
 	req  *http.Request
@@ -570,6 +592,15 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	em, _ := se.(*huma.ErrorModel)
+	if em != nil && em.Type != "" { // a typed problem (commitUnknownProblem) keeps its type
+		for k, v := range hdr {
+			w.Header()[k] = v
+		}
+		w.Header().Set("Content-Type", httpops.ProblemContentType)
+		w.WriteHeader(em.Status)
+		_ = json.NewEncoder(w).Encode(em)
+		return
+	}
 	var details []*huma.ErrorDetail
 	detail := se.Error()
 	if em != nil {

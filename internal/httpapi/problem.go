@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-mem/strata/internal/answercap"
 	"github.com/strata-mem/strata/internal/httpops"
+	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
 )
 
@@ -157,6 +158,7 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 	var ue *strata.UnavailableError
 	var tooLarge *answercap.TooLargeError
 	var pe *answercap.ProviderError
+	var cu *pg.CommitUnknownError
 	switch {
 	case errors.As(err, &fe):
 		status := fe.Status
@@ -185,6 +187,10 @@ func (s *Server) problemAt(ctx context.Context, err error, locs map[string]strin
 		// limit, never its content (issue 57).
 		s.Log.WarnContext(ctx, "answer refused for its size", "err", tooLarge.Error(), "request_id", httpops.RequestID(ctx))
 		return huma.NewError(http.StatusBadGateway, tooLarge.Error()+"; nothing was applied")
+	case errors.As(err, &cu): // before ue, which it wraps
+		s.Log.WarnContext(ctx, "commit outcome unknown", "err", cu.Err, "request_id", httpops.RequestID(ctx))
+		s.metrics.StoreErrors.WithLabelValues("postgres").Inc()
+		return commitUnknownProblem(ctx)
 	case errors.As(err, &ue):
 		s.Log.WarnContext(ctx, "store unavailable", "store", ue.Store, "err", ue.Err, "request_id", httpops.RequestID(ctx))
 		s.metrics.StoreErrors.WithLabelValues(ue.Store).Inc()
@@ -231,4 +237,27 @@ var fieldStatus = map[strata.FieldKind]int{
 	strata.FieldMalformed: http.StatusBadRequest,
 	strata.FieldTooLarge:  http.StatusRequestEntityTooLarge,
 	strata.FieldNotFound:  http.StatusNotFound,
+}
+
+// ProblemCommitOutcomeUnknown is the type of the 503 problem of a write whose COMMIT was
+// sent to Postgres and whose answer was lost with the connection: the write may have been
+// applied. A client tests the type, not the detail's wording.
+const ProblemCommitOutcomeUnknown = "urn:strata:problem:commit-outcome-unknown"
+
+// commitUnknownProblem is that problem. With an Idempotency-Key the retry tells the truth:
+// the stored answer if the write committed, the write run once if it did not, 409 while
+// the first attempt's transaction may still be open on the server.
+func commitUnknownProblem(ctx context.Context) error {
+	detail := "postgres did not confirm the commit: the write may have been applied; " +
+		"check before retrying it (send an Idempotency-Key to make a retry safe)"
+	var details []*huma.ErrorDetail
+	if st, ok := ctx.Value(uowKey{}).(*uowState); ok && st.keyed {
+		detail = "postgres did not confirm the commit: the write may have been applied; " +
+			"retry with the same Idempotency-Key to learn its outcome (the committed answer is replayed, " +
+			"or the write runs once if it was not applied)"
+		details = append(details, &huma.ErrorDetail{Location: "header.Idempotency-Key",
+			Message: "retry with this same key: the outcome of this request is unknown"})
+	}
+	return huma.ErrorWithHeaders(&huma.ErrorModel{Type: ProblemCommitOutcomeUnknown, Title: http.StatusText(http.StatusServiceUnavailable),
+		Status: http.StatusServiceUnavailable, Detail: detail, Errors: details}, http.Header{"Retry-After": {"2"}})
 }

@@ -38,7 +38,8 @@ func (s *Session) CommittedInTrip() bool {
 // setting in front when no statement ran yet, so a one-statement write costs one round trip
 // in all — runs b's callbacks on their results, and then the AfterCommit hooks. The
 // session is finished either way: when a statement fails nothing commits and its error is
-// returned. A caller that uses it records in b whatever the unit of work would have queued
+// returned; when the connection fails after the batch went out, the error is a
+// CommitUnknownError (it may have committed). A caller that uses it records in b whatever the unit of work would have queued
 // for COMMIT (its audit row), and must not fail after it returned nil: the write is
 // committed. It returns ErrNoTripCommit, having sent nothing, when CanCommitInTrip is false.
 func (s *Session) CommitInTrip(ctx context.Context, b *pgx.Batch) error {

@@ -68,3 +68,27 @@ func isClosedConn(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
 		pgconn.SafeToRetry(err)
 }
+
+// CommitUnknownError is a COMMIT whose outcome is unknown: the connection failed after the
+// COMMIT was (or may have been) sent and before its answer arrived, so the transaction may
+// have committed or not. It unwraps to the UnavailableError of the failure (a 503); the
+// transport tells the caller that the write may have been applied.
+type CommitUnknownError struct{ Err error }
+
+func (e *CommitUnknownError) Error() string {
+	return "the outcome of COMMIT is unknown (the connection failed before its answer): " + e.Err.Error()
+}
+
+func (e *CommitUnknownError) Unwrap() error { return e.Err }
+
+// lostInFlight reports whether err, met while a pipeline that ends in COMMIT was being sent
+// or read, may have left the COMMIT applied: a connection failure after bytes went out
+// (not a server's error, not a failure pgx knows sent nothing).
+func lostInFlight(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
+		return false
+	}
+	var ue *strata.UnavailableError
+	return errors.As(Interpret(err), &ue)
+}

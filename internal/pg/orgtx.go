@@ -375,9 +375,17 @@ func (t *orgTx) commit(ctx context.Context, trailer []trailing) error {
 func (t *orgTx) sendCommit(ctx context.Context, b *pgx.Batch, begin bool, read func(pgx.BatchResults) error) error {
 	var br pgx.BatchResults
 	if begin {
+		// A connection first: failing to get one sent nothing.
+		if err := t.acquire(ctx); err != nil {
+			_ = t.Rollback(context.WithoutCancel(ctx))
+			return err
+		}
 		var err error
 		if br, err = t.send(ctx, b); err != nil {
 			_ = t.Rollback(context.WithoutCancel(ctx))
+			if lostInFlight(err) { // the COMMIT at the batch's end may have run
+				return &CommitUnknownError{Err: err}
+			}
 			return err
 		}
 	} else {
@@ -396,8 +404,13 @@ func (t *orgTx) sendCommit(ctx context.Context, b *pgx.Batch, begin bool, read f
 		err = cerr
 	}
 	if err != nil {
-		// Whatever failed, the transaction did not commit: end it (if the server still has
-		// it open) and hand the connection back.
+		// The connection failed with the COMMIT sent: whether it committed is unknown.
+		if lostInFlight(err) {
+			_ = t.Rollback(context.WithoutCancel(ctx)) // ends nothing on a closed connection
+			return &CommitUnknownError{Err: Interpret(fmt.Errorf("committing: %w", err))}
+		}
+		// Otherwise the server refused: the transaction did not commit. End it (if the
+		// server still has it open) and hand the connection back.
 		if t.conn != nil && t.conn.Conn().PgConn().TxStatus() != 'I' {
 			_ = t.Rollback(context.WithoutCancel(ctx))
 		} else {

@@ -27,8 +27,13 @@ const LockTimeout = 10 * time.Second
 type PoolOptions struct {
 	MaxConns         int32
 	StatementTimeout time.Duration // per statement, server side (default 10s)
-	ConnectTimeout   time.Duration // default 5s
-	ApplicationName  string        // default "strata"
+	// ConnectTimeout bounds opening a connection, startup and SET ROLE included (default
+	// 5s; the server passes STRATA_STORE_TIMEOUT). It also sets the TCP user timeout and
+	// keepalive of the pool's connections: a connection whose peer stops acknowledging
+	// (a black hole) fails within about that long even for work that carries no call
+	// bound (WithCallTimeout), while a long statement on a live server is not cut.
+	ConnectTimeout  time.Duration
+	ApplicationName string // default "strata"
 	// Tracer, when set, sees every query the pool's connections run (tests record the
 	// statements the stores send with it).
 	Tracer pgx.QueryTracer
@@ -54,6 +59,7 @@ func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, err
 		o.StatementTimeout = 10 * time.Second
 	}
 	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	cfg.ConnConfig.DialFunc = dialer(o.ConnectTimeout).DialContext
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
@@ -61,10 +67,18 @@ func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, err
 	cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(LockTimeout.Milliseconds())
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
 	cfg.ConnConfig.RuntimeParams["application_name"] = cmp.Or(o.ApplicationName, "strata")
+	// The server's side of the same: a backend whose client vanished (a black hole between
+	// them) ends within about ConnectTimeout instead of holding its transaction's locks —
+	// an Idempotency-Key claim among them — until idle_in_transaction_session_timeout.
+	secs := max(int(o.ConnectTimeout.Seconds()), 1)
+	cfg.ConnConfig.RuntimeParams["tcp_user_timeout"] = fmt.Sprint(max(o.ConnectTimeout.Milliseconds(), 1000))
+	cfg.ConnConfig.RuntimeParams["tcp_keepalives_idle"] = fmt.Sprint(secs)
+	cfg.ConnConfig.RuntimeParams["tcp_keepalives_interval"] = fmt.Sprint(max(secs/3, 1))
+	cfg.ConnConfig.RuntimeParams["tcp_keepalives_count"] = "3"
 	cfg.HealthCheckPeriod = 5 * time.Second
-	if o.Tracer != nil {
-		cfg.ConnConfig.Tracer = o.Tracer
-	}
+	// Every call of a request (a context marked WithCallTimeout) gets its deadline here;
+	// o.Tracer sees the calls behind it.
+	cfg.ConnConfig.Tracer = callBound{inner: o.Tracer}
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if _, err := c.Exec(ctx, "SET ROLE "+AppRole); err != nil {
 			return fmt.Errorf("SET ROLE %s (run migrations first: server migrate): %w", AppRole, err)

@@ -221,7 +221,9 @@ func (s *Session) NoFlushCommit() {
 const noFlushSQL = "SELECT set_config('synchronous_commit', 'off', true)"
 
 // Commit sends the AtCommit statements and COMMIT in one round trip (beginning the
-// transaction in the same one if nothing ran yet), then runs the AfterCommit hooks.
+// transaction in the same one if nothing ran yet), then runs the AfterCommit hooks. An
+// error means nothing committed, except a CommitUnknownError: the connection failed after
+// the COMMIT was sent, and the transaction may have committed (the hooks do not run).
 func (s *Session) Commit(ctx context.Context) error {
 	s.mu.Lock()
 	tx, hooks, trailer, onReplica := s.tx, s.hooks, s.trailer, s.replica != nil

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package pg
+
+import "time"
+
+func setUserTimeout(uintptr, time.Duration) error { return nil }
