@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func holdDurableVersion(t *testing.T, owner *pgx.Conn, session string, v int64) 
 	t.Helper()
 	ctx := context.Background()
 	lockKey := int64(0x5a7a) + v
-	name := "hold_" + strings.NewReplacer("-", "_").Replace(session)
+	name := fmt.Sprintf("hold_%s_%d", strings.NewReplacer("-", "_").Replace(session), v)
 	_, err := owner.Exec(ctx, `CREATE OR REPLACE FUNCTION test_hold_version() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF NEW.session_id = TG_ARGV[0] AND NEW.version = TG_ARGV[1]::bigint THEN
@@ -253,4 +254,92 @@ func TestWorkingLineageConcurrentIfMatch(t *testing.T) {
 	require.Equal(t, last, v)
 	require.Equal(t, acked[last][0], doc["w"])
 	t.Logf("%d acknowledged writes, %d genuine mismatches", len(versions), mismatches)
+}
+
+// TestWorkingLineageDivergedAncestors: Redis rolled back to v1 while Postgres holds an
+// acknowledged v2 (X). Three PATCHes build v2, v3, v4 on the stale copy, and v4's upsert
+// arrives first. Its version is ahead of the row's, but its lineage does not contain the
+// durable v2: applying it would overwrite X with a document never built on it. All three
+// must be refused, and X stays.
+func TestWorkingLineageDivergedAncestors(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	key := s.NewKey("acme", "agent")
+	owner := testenv.OwnerConn(t, s.DBURL)
+	watch := testenv.OwnerConn(t, s.DBURL)
+	rc := testenv.RedisClient(t)
+	const sess = "diverged"
+	path := "/v1/sessions/" + sess + "/state"
+	require.Equal(t, 201, s.Do("PUT", path, key, map[string]any{"state": map[string]any{"init": "1"}}).Status)
+	rollback := snapshotSession(t, rc, s.Prefix, "acme", sess)
+	r := s.Do("PATCH", path, key, map[string]any{"state": map[string]any{"x": "X"}}, "If-Match", `"1"`)
+	require.Equal(t, 200, r.Status, string(r.Body))
+	rollback()
+
+	release2 := holdDurableVersion(t, owner, sess, 2)
+	release3 := holdDurableVersion(t, owner, sess, 3)
+	base := lockWaiters(t, watch)
+	results := make(chan *apptest.Response, 2)
+	for i, f := range []string{"b", "c"} {
+		go func() {
+			results <- s.Do("PATCH", path, key, map[string]any{"state": map[string]any{f: f}})
+		}()
+		waitLockWaiters(t, watch, base+i+1)
+	}
+	rD := s.Do("PATCH", path, key, map[string]any{"state": map[string]any{"d": "d"}})
+	release2()
+	release3()
+	require.Equal(t, 409, rD.Status, "v4, built on a copy without the durable v2, was acknowledged: %s", rD.Body)
+	for range 2 {
+		r := <-results
+		require.Equal(t, 409, r.Status, "a write on the rolled-back copy was acknowledged: %s", r.Body)
+	}
+	doc, v := durableState(t, owner, sess)
+	require.Equal(t, int64(2), v)
+	require.Equal(t, map[string]any{"init": "1", "x": "X"}, doc)
+	got := decodeState(t, s.Do("GET", path, key, nil))
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, doc, got.State)
+	r = s.Do("PATCH", path, key, map[string]any{"state": map[string]any{"e": "e"}})
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.Equal(t, int64(3), decodeState(t, r).Version)
+}
+
+// TestWorkingLineagePreviousRelease: rows the previous release wrote (no lineage, or a
+// lineage that does not name the row's version because that release bumped the version
+// without touching it) keep working: the next write is held to the strict rule.
+func TestWorkingLineagePreviousRelease(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	key := s.NewKey("acme", "agent")
+	owner := testenv.OwnerConn(t, s.DBURL)
+	rc := testenv.RedisClient(t)
+	ctx := context.Background()
+
+	for _, how := range []string{"null", "stale"} {
+		t.Run(how, func(t *testing.T) {
+			sess := "prev-" + how
+			path := "/v1/sessions/" + sess + "/state"
+			require.Equal(t, 201, s.Do("PUT", path, key, map[string]any{"state": map[string]any{"a": "1"}}).Status)
+			require.Equal(t, 200, s.Do("PUT", path, key, map[string]any{"state": map[string]any{"a": "2"}}).Status)
+			dropSession(t, rc, s.Prefix, "acme", sess)
+			if how == "null" {
+				_, err := owner.Exec(ctx, `UPDATE working_sessions SET write_lineage = NULL WHERE session_id = $1`, sess)
+				require.NoError(t, err)
+			} else { // the previous release's upsert: version and state, lineage untouched
+				_, err := owner.Exec(ctx, `UPDATE working_sessions SET version = version + 1, state = '{"a": "3"}'
+					WHERE session_id = $1`, sess)
+				require.NoError(t, err)
+			}
+			_, want := durableState(t, owner, sess)
+			r := s.Do("PATCH", path, key, map[string]any{"state": map[string]any{"b": "B"}})
+			require.Equal(t, 200, r.Status, string(r.Body))
+			require.Equal(t, want+1, decodeState(t, r).Version)
+			r = s.Do("PUT", path, key, map[string]any{"state": map[string]any{"c": "C"}}, "If-Match", strconv.Quote(strconv.FormatInt(want+1, 10)))
+			require.Equal(t, 200, r.Status, string(r.Body))
+			doc, v := durableState(t, owner, sess)
+			require.Equal(t, want+2, v)
+			require.Equal(t, map[string]any{"c": "C"}, doc)
+		})
+	}
 }

@@ -685,13 +685,16 @@ func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 }
 
 // Persist is the Postgres half of a state write whose Redis half is done: an upsert that
-// applies exactly the version the write claims. Postgres is the arbiter of versions: the
-// durable row must be at the version before (or absent, or a tombstone or expired row
-// whose version the new incarnation continues from, which restore put in Redis); otherwise
-// the Redis copy was ahead of or behind what Postgres committed (a concurrent write not yet
-// committed, or a Redis flush or failover that lost acknowledged writes), and the statement
-// fails, aborting its transaction and with it the write's audit record, so the write is
-// answered with a conflict (re-read and retry) and never acknowledged. Send runs it on the
+// applies the version the write claims when the write descends from the durable row (its
+// lineage contains the row's version and token: the next version, or a later one whose
+// ancestors' upserts have not arrived yet; or the row is absent, or a tombstone or expired
+// row whose version and lineage the new incarnation continues from, which restore put in
+// Redis), and changes nothing when the durable lineage already contains the write (it
+// arrived after a descendant). Postgres is the arbiter of versions: otherwise the Redis
+// copy was not what Postgres committed (a concurrent write not yet committed, or a Redis
+// flush or failover that lost acknowledged writes), and the statement fails, aborting its
+// transaction and with it the write's audit record, so the write is answered with a
+// conflict (re-read and retry) and never acknowledged (persistSQL has the rules). Send runs it on the
 // request's transaction; a caller that commits it in a batch of its own (with the write's
 // audit record and COMMIT: pg.Session.CommitInTrip) queues Statement there and passes the
 // batch's error to Failed. Either way, a failed durable write drops the Redis copy, so
