@@ -343,3 +343,32 @@ func TestWorkingLineagePreviousRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkingLineageAfterTurns: a session created by a message (its durable row at version
+// 0, no lineage) gets two concurrent first state writes whose durable halves arrive out of
+// order; both are acknowledged.
+func TestWorkingLineageAfterTurns(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	key := s.NewKey("acme", "agent")
+	owner := testenv.OwnerConn(t, s.DBURL)
+	watch := testenv.OwnerConn(t, s.DBURL)
+	const sess = "turns-first"
+	path := "/v1/sessions/" + sess + "/state"
+	r := s.Do("POST", "/v1/sessions/"+sess+"/messages", key, map[string]any{"role": "user", "content": "hi"})
+	require.Equal(t, 201, r.Status, string(r.Body))
+
+	release := holdDurableVersion(t, owner, sess, 1)
+	base := lockWaiters(t, watch)
+	resA := make(chan *apptest.Response, 1)
+	go func() { resA <- s.Do("PATCH", path, key, map[string]any{"state": map[string]any{"a": "A"}}) }()
+	waitLockWaiters(t, watch, base+1)
+	rB := s.Do("PATCH", path, key, map[string]any{"state": map[string]any{"b": "B"}})
+	release()
+	rA := <-resA
+	require.Equal(t, 200, rB.Status, string(rB.Body))
+	require.Contains(t, []int{200, 201}, rA.Status, string(rA.Body))
+	doc, v := durableState(t, owner, sess)
+	require.Equal(t, int64(2), v)
+	require.Equal(t, map[string]any{"a": "A", "b": "B"}, doc)
+}

@@ -716,6 +716,8 @@ type Persist struct {
 //   - the write's lineage contains the durable head and the write is newer: it descends
 //     from what Postgres holds (normally the next version; after contention, one that
 //     arrived ahead of its ancestors, whose own upserts are still on their way): apply it;
+//   - the row has never had a state (version 0: created by a turn append) and the write's
+//     lineage starts at version 1: it descends from that empty start, apply it;
 //   - the head is unknown and the write is the next version: the strict rule, apply it;
 //   - the durable lineage already contains the write itself (at a version not above the
 //     row's): it is an ancestor of what is durable, it arrived after its descendants:
@@ -734,6 +736,7 @@ const persistSQL = `INSERT INTO working_sessions AS w (org_id, session_id, user_
 		version = CASE
 			WHEN excluded.version > w.version AND excluded.write_lineage @>
 				jsonb_build_object(w.version::text, w.write_lineage -> w.version::text) THEN excluded.version
+			WHEN w.version = 0 AND (excluded.write_lineage -> '1') IS NOT NULL THEN excluded.version
 			WHEN excluded.version = w.version + 1 AND (w.write_lineage -> w.version::text) IS NULL THEN excluded.version
 			END,
 		ttl_ms = excluded.ttl_ms, created_at = excluded.created_at, updated_at = excluded.updated_at,
