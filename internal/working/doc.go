@@ -27,20 +27,31 @@
 //
 // Postgres is the arbiter; Redis is a cache that may be ahead of it only by writes that
 // have not committed yet. A state write's Postgres half is one upsert (Persist) that
-// applies exactly the version the Redis compare-and-set gave it: the durable row must be at
-// the version before, or absent, or a tombstone or expired row whose version the new
-// incarnation continues. Anything else means the Redis copy was not the durable one — a
-// concurrent write landed in Redis but has not committed (Redis lost the session while it
-// was in flight and another writer restored the older durable copy), or Redis came back
-// from a failover or restore without writes Postgres holds — and the upsert fails (it sets
-// the NOT NULL version to NULL, so the transaction, audit record included, aborts even
-// when it is committed in the same round trip). The write is answered 409 (re-read and
-// retry), is not stored, and its Redis copy is dropped so the next access restores the
-// durable one. So two writers are never both acknowledged at one version, and an
-// acknowledged version is never overwritten by one that was not. The same conflict can
-// meet a write without If-Match whose Redis predecessor had not committed when its own
-// upsert ran; its outcome is the same (409, nothing stored). A delete with If-Match is
-// checked against the durable version as well.
+// decides by write lineage. Every state write carries a random token; the Redis
+// compare-and-set appends (version, token) to the session's lineage (the newest 32
+// versions, a contiguous chain ending at the current one) and the write sends that
+// lineage with its upsert; the durable row keeps the lineage of the write it holds
+// (working_sessions.write_lineage), restore loads it back into Redis, and a delete keeps
+// it. The upsert applies a write whose lineage contains the durable head (the row's
+// version and its token) and is newer than it: normally the next version, but also one
+// that reached Postgres ahead of its ancestors (B got v3 in Redis on top of A's v2, and
+// B's upsert ran first). It acknowledges without changing anything a write the durable
+// lineage already contains (A arriving after B: it is B's ancestor, so what it wrote is
+// in what is durable). A row whose lineage does not name its own version (written by the
+// previous release) has an unknown head, and the write must then be exactly the next
+// version. Anything else means the Redis copy was not the durable one — a concurrent write
+// landed in Redis but has not committed (Redis lost the session while it was in flight
+// and another writer restored the older durable copy), or Redis came back from a failover
+// or restore without writes Postgres holds — and the upsert fails (it sets the NOT NULL
+// version to NULL, so the transaction, audit record included, aborts even when it is
+// committed in the same round trip). The write is answered 409 (re-read and retry), is not
+// stored, and its Redis copy is dropped so the next access restores the durable one. So
+// two writers are never both acknowledged at one version, an acknowledged version is never
+// overwritten by one that was not built on it, and ordinary contention without Redis loss
+// is never answered 409 by Postgres (only a stale If-Match is, by Redis). A write that
+// arrives more than 32 versions behind its descendants is no longer recognized and is
+// refused like a stale one. A delete with If-Match is checked against the durable version
+// as well.
 //
 // Put and Patch send the upsert on the request's transaction; the HTTP layer sends it with
 // the write's audit record and COMMIT in one round trip (PreparePut, PreparePatch) and

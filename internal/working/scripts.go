@@ -12,6 +12,7 @@ import "github.com/redis/go-redis/v9"
 //	ca    created, ua updated (unix ms); dx: expires_at of the durable copy (unix ms)
 //	new   "1" while this incarnation has not been written (scope may still be set)
 //	rs    "1" while the document is what was restored from Postgres (no write since)
+//	lin   the write lineage: "version:token" entries of the newest state writes (casScript)
 
 // scopeCheck is shared by the write scripts: on a written session, user_id and agent_id
 // are fixed; on a new one the request's values are adopted.
@@ -71,21 +72,31 @@ table.insert(out, 1, s)
 return out
 `)
 
-// casScript is the compare-and-set of the state document.
+// casScript is the compare-and-set of the state document. It also extends the session's
+// write lineage (field lin: "version:token" entries, oldest first, a contiguous chain that
+// ends at the current version, at most maxLineage of them) with this write's token; when
+// the chain does not end at the version it replaces (a previous release wrote without
+// one), it starts again from this write.
 // KEYS: meta, turns. ARGV: 1 expected version (-1: any), 2 user_id, 3 agent_id,
-// 4 ttl ms (0: keep), 5 now ms, 6 the new document.
-// Returns {'OK', version, uid, aid, ttl, ca, had_doc} | {'CONFLICT', current} |
+// 4 ttl ms (0: keep), 5 now ms, 6 the new document, 7 the write's token.
+// Returns {'OK', version, uid, aid, ttl, ca, had_doc, lineage} | {'CONFLICT', current} |
 // {'SCOPE', field} | {'MISSING'}.
 var casScript = redis.NewScript(readMeta + scopeCheck + `
 local cur = tonumber(f.v)
 local exp = tonumber(ARGV[1])
 if exp >= 0 and exp ~= cur then return {'CONFLICT', cur} end
 local v = cur + 1
-redis.call('HSET', KEYS[1], 'v', v, 'doc', ARGV[6])
+local ents = {}
+for e in string.gmatch(redis.call('HGET', KEYS[1], 'lin') or '', '%S+') do ents[#ents + 1] = e end
+if #ents == 0 or tonumber(string.match(ents[#ents], '^(%d+):')) ~= cur then ents = {} end
+ents[#ents + 1] = v .. ':' .. ARGV[7]
+while #ents > ` + maxLineageLua + ` do table.remove(ents, 1) end
+local lin = table.concat(ents, ' ')
+redis.call('HSET', KEYS[1], 'v', v, 'doc', ARGV[6], 'lin', lin)
 ` + finishWrite + `
 local had = 0
 if f.doc then had = 1 end
-return {'OK', v, uid, aid, ttl, f.ca, had}
+return {'OK', v, uid, aid, ttl, f.ca, had, lin}
 `)
 
 // appendScript appends one turn and reports what must reach Postgres: the turns not yet
@@ -146,20 +157,21 @@ redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]))
 return 1
 `)
 
-// tombstoneScript deletes a session's content but keeps its version and turn counter (as
-// a fresh, unwritten incarnation), so a concurrent reader cannot resurrect the deleted
+// tombstoneScript deletes a session's content but keeps its version, write lineage and turn
+// counter (as a fresh, unwritten incarnation), so a concurrent reader cannot resurrect the deleted
 // copy from Postgres before the delete commits, and a stale ETag never matches again.
 // KEYS: meta, turns. ARGV: 1 expected version (-1: any), 2 now ms.
 // Returns {'OK', uid, existed, seq} | {'CONFLICT', current} | {'MISSING'}; existed is 0
 // when the incarnation had never been written.
 var tombstoneScript = redis.NewScript(`
-local f = redis.call('HMGET', KEYS[1], 'v', 'seq', 'uid', 'new', 'ttl')
+local f = redis.call('HMGET', KEYS[1], 'v', 'seq', 'uid', 'new', 'ttl', 'lin')
 if not f[1] then return {'MISSING'} end
 local exp = tonumber(ARGV[1])
 if exp >= 0 and exp ~= tonumber(f[1]) then return {'CONFLICT', tonumber(f[1])} end
 redis.call('DEL', KEYS[1], KEYS[2])
 local seq = f[2] or '0'
 redis.call('HSET', KEYS[1], 'v', f[1], 'seq', seq, 'dseq', seq, 'new', '1', 'ttl', f[5], 'ca', ARGV[2], 'ua', ARGV[2], 'dx', 0)
+if f[6] then redis.call('HSET', KEYS[1], 'lin', f[6]) end
 redis.call('PEXPIRE', KEYS[1], tonumber(f[5]))
 local existed = 1
 if f[4] == '1' then existed = 0 end

@@ -2,9 +2,12 @@ package working
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -309,16 +312,18 @@ type durableRow struct {
 	deleted    bool
 	found      bool
 	liveAtTime bool
+	lineage    string // write lineage in casScript's form
 }
 
 func (s *Store) durable(ctx context.Context, db pg.DBTX, org, session string) (durableRow, error) {
 	var r durableRow
 	var ttlMS int64
 	var state *string
+	var lineage []byte
 	err := db.QueryRow(ctx, `SELECT coalesce(user_id, ''), coalesce(agent_id, ''), state::text, version, turn_seq,
-			ttl_ms, created_at, updated_at, expires_at, deleted_at IS NOT NULL
+			ttl_ms, created_at, updated_at, expires_at, deleted_at IS NOT NULL, write_lineage::text
 		FROM working_sessions WHERE org_id = $1 AND session_id = $2`, org, session).
-		Scan(&r.uid, &r.aid, &state, &r.version, &r.seq, &ttlMS, &r.created, &r.updated, &r.expires, &r.deleted)
+		Scan(&r.uid, &r.aid, &state, &r.version, &r.seq, &ttlMS, &r.created, &r.updated, &r.expires, &r.deleted, &lineage)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, nil
 	}
@@ -326,6 +331,7 @@ func (s *Store) durable(ctx context.Context, db pg.DBTX, org, session string) (d
 		return r, pg.Interpret(fmt.Errorf("reading durable session %s: %w", session, err))
 	}
 	r.found = true
+	r.lineage = lineageRedis(lineage)
 	r.ttl = time.Duration(ttlMS) * time.Millisecond
 	if state != nil {
 		r.state = []byte(*state)
@@ -426,6 +432,9 @@ func (s *Store) restore(ctx context.Context, db pg.DBTX, org, session string, cr
 		}
 		fields = append(fields, "v", r.version, "ttl", ttl.Milliseconds(), "seq", r.seq, "dseq", r.seq,
 			"ca", nowMS, "ua", nowMS, "dx", 0, "new", "1")
+	}
+	if r.lineage != "" {
+		fields = append(fields, "lin", r.lineage)
 	}
 	args := append([]any{ttl.Milliseconds(), len(fields)}, fields...)
 	args = append(args, entries...)
@@ -636,7 +645,7 @@ func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 		}
 		now := s.opt.Now()
 		res, err := s.runScript(ctx, casScript, org, session, w.UserID,
-			expected, w.UserID, w.AgentID, w.TTL.Milliseconds(), now.UnixMilli(), doc)
+			expected, w.UserID, w.AgentID, w.TTL.Milliseconds(), now.UnixMilli(), doc, newToken())
 		if err != nil {
 			return State{}, false, nil, err
 		}
@@ -660,7 +669,10 @@ func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 		m := meta{version: replyInt(res[1]), uid: replyStr(res[2]), aid: replyStr(res[3]),
 			ttl: time.Duration(replyInt(res[4])) * time.Millisecond, ca: replyInt(res[5]), ua: now.UnixMilli(), doc: doc}
 		created := replyInt(res[6]) == 0
-		p := s.persist(org, session, m, now)
+		if len(res) < 8 {
+			return State{}, false, nil, fmt.Errorf("working: unexpected cas reply %v", res)
+		}
+		p := s.persist(org, session, m, lineageJSON(replyStr(res[7])), now)
 		if s.afterRedisWrite != nil {
 			if err := s.afterRedisWrite(); err != nil {
 				p.Abandon(ctx)
@@ -673,13 +685,16 @@ func (s *Store) write(ctx context.Context, tx pg.DBTX, org, session string, w Wr
 }
 
 // Persist is the Postgres half of a state write whose Redis half is done: an upsert that
-// applies exactly the version the write claims. Postgres is the arbiter of versions: the
-// durable row must be at the version before (or absent, or a tombstone or expired row
-// whose version the new incarnation continues from, which restore put in Redis); otherwise
-// the Redis copy was ahead of or behind what Postgres committed (a concurrent write not yet
-// committed, or a Redis flush or failover that lost acknowledged writes), and the statement
-// fails, aborting its transaction and with it the write's audit record, so the write is
-// answered with a conflict (re-read and retry) and never acknowledged. Send runs it on the
+// applies the version the write claims when the write descends from the durable row (its
+// lineage contains the row's version and token: the next version, or a later one whose
+// ancestors' upserts have not arrived yet; or the row is absent, or a tombstone or expired
+// row whose version and lineage the new incarnation continues from, which restore put in
+// Redis), and changes nothing when the durable lineage already contains the write (it
+// arrived after a descendant). Postgres is the arbiter of versions: otherwise the Redis
+// copy was not what Postgres committed (a concurrent write not yet committed, or a Redis
+// flush or failover that lost acknowledged writes), and the statement fails, aborting its
+// transaction and with it the write's audit record, so the write is answered with a
+// conflict (re-read and retry) and never acknowledged (persistSQL has the rules). Send runs it on the
 // request's transaction; a caller that commits it in a batch of its own (with the write's
 // audit record and COMMIT: pg.Session.CommitInTrip) queues Statement there and passes the
 // batch's error to Failed. Either way, a failed durable write drops the Redis copy, so
@@ -692,23 +707,111 @@ type Persist struct {
 	stmt         pg.Statement
 }
 
-// persistSQL is the upsert. A stale write sets version to NULL, which the column's NOT NULL
-// constraint refuses (23502 on working_sessions.version: isStaleVersion); a statement
-// that merely changed no row would still let the transaction, and its audit record, commit.
+// persistSQL is the upsert. It decides by the write lineage (write_lineage: version →
+// token of the write that produced it, for the newest maxLineage versions; the write
+// carries its own, ending with its version and token, from casScript). The durable row's
+// head is the entry at its own version; a row whose lineage does not name its version (NULL:
+// written by the previous release) has an unknown head. On a conflict with an existing row:
+//
+//   - the write's lineage contains the durable head and the write is newer: it descends
+//     from what Postgres holds (normally the next version; after contention, one that
+//     arrived ahead of its ancestors, whose own upserts are still on their way): apply it;
+//   - the row has never had a state (version 0: created by a turn append) and the write's
+//     lineage starts at version 1: it descends from that empty start, apply it;
+//   - the head is unknown and the write is the next version: the strict rule, apply it;
+//   - the durable lineage already contains the write itself (at a version not above the
+//     row's): it is an ancestor of what is durable, it arrived after its descendants:
+//     change nothing (the WHERE clause), and the statement succeeds;
+//   - anything else (the write was built on a copy Postgres does not hold: a flush or
+//     rollback of Redis): version is set to NULL, which the column's NOT NULL constraint
+//     refuses (23502 on working_sessions.version: isStaleVersion); a statement that merely
+//     changed no row would still let the transaction, and its audit record, commit.
+//
 // Plain SQL, no function, so it runs as it is on a distributed (Citus) table too.
 const persistSQL = `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, state, version,
-		ttl_ms, created_at, updated_at, expires_at)
-	VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5::jsonb, $6, $7, $8, $9, $10)
+		ttl_ms, created_at, updated_at, expires_at, write_lineage)
+	VALUES ($1, $2, nullif($3, ''), nullif($4, ''), $5::jsonb, $6, $7, $8, $9, $10, $11::jsonb)
 	ON CONFLICT (org_id, session_id) DO UPDATE SET user_id = excluded.user_id, agent_id = excluded.agent_id,
-		state = excluded.state, version = CASE WHEN w.version = excluded.version - 1 THEN excluded.version END,
+		state = excluded.state,
+		version = CASE
+			WHEN excluded.version > w.version AND excluded.write_lineage @>
+				jsonb_build_object(w.version::text, w.write_lineage -> w.version::text) THEN excluded.version
+			WHEN w.version = 0 AND (excluded.write_lineage -> '1') IS NOT NULL THEN excluded.version
+			WHEN excluded.version = w.version + 1 AND (w.write_lineage -> w.version::text) IS NULL THEN excluded.version
+			END,
 		ttl_ms = excluded.ttl_ms, created_at = excluded.created_at, updated_at = excluded.updated_at,
-		expires_at = excluded.expires_at, deleted_at = NULL`
+		expires_at = excluded.expires_at, deleted_at = NULL, write_lineage = excluded.write_lineage
+	WHERE NOT coalesce(w.version >= excluded.version AND w.write_lineage @>
+		jsonb_build_object(excluded.version::text, excluded.write_lineage -> excluded.version::text), false)`
 
-func (s *Store) persist(org, session string, m meta, now time.Time) *Persist {
+func (s *Store) persist(org, session string, m meta, lineage string, now time.Time) *Persist {
 	return &Persist{s: s, org: org, session: session, version: m.version, stmt: pg.Statement{
-		SQL:  persistSQL,
-		Args: []any{org, session, m.uid, m.aid, string(m.doc), m.version, m.ttl.Milliseconds(), msTime(m.ca), now, now.Add(m.ttl)},
+		SQL: persistSQL,
+		Args: []any{org, session, m.uid, m.aid, string(m.doc), m.version, m.ttl.Milliseconds(), msTime(m.ca), now, now.Add(m.ttl),
+			lineage},
 	}}
+}
+
+// maxLineage is the number of versions a session's write lineage remembers (in Redis and
+// in Postgres): how far a write may arrive behind its descendants and still be recognized
+// as their ancestor (further behind, it is refused, as a conflict).
+const (
+	maxLineage    = 32
+	maxLineageLua = "32" // maxLineage in casScript
+)
+
+// newToken is a state write's lineage token: random, so two writes that Redis gave the
+// same version (one of them on a copy Postgres does not hold) never share one.
+func newToken() string {
+	var b [9]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// lineageJSON turns casScript's lineage ("version:token ...") into the jsonb object the
+// durable row keeps ({"version": "token", ...}).
+func lineageJSON(lin string) string {
+	m := map[string]string{}
+	for _, e := range strings.Fields(lin) {
+		if v, tok, ok := strings.Cut(e, ":"); ok {
+			m[v] = tok
+		}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// lineageRedis turns a durable lineage (jsonb text, or empty) back into casScript's form,
+// oldest first.
+func lineageRedis(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	m := map[string]string{}
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	type ent struct {
+		v   int64
+		tok string
+	}
+	ents := make([]ent, 0, len(m))
+	for k, tok := range m {
+		v, err := strconv.ParseInt(k, 10, 64)
+		if err != nil || tok == "" || strings.ContainsAny(tok, ": ") {
+			return ""
+		}
+		ents = append(ents, ent{v, tok})
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].v < ents[j].v })
+	var b strings.Builder
+	for i, e := range ents {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatInt(e.v, 10) + ":" + e.tok)
+	}
+	return b.String()
 }
 
 // isStaleVersion reports whether err is persistSQL refusing a write whose version does not

@@ -1,0 +1,13 @@
+-- strata:phase expand
+-- The write lineage of each session's state (internal/working, "Postgres is the arbiter"):
+-- a JSON object mapping the newest versions of the document (at most 32, a contiguous chain
+-- ending at the row's version) to the random token of the write that produced each. The
+-- durable upsert uses it to tell a write that reached Postgres ahead of its own ancestors
+-- (ordinary contention: apply it) or after its descendants (acknowledge it, change nothing)
+-- from one built on a copy Postgres never held (refuse it).
+--
+-- Expand only: a nullable column without a default (no table rewrite). The previous
+-- release neither reads nor writes it; a row it writes keeps a lineage that does not name
+-- the row's version, which the new code reads as "unknown" and handles with the strict
+-- one-version-step rule.
+ALTER TABLE working_sessions ADD COLUMN write_lineage jsonb;
