@@ -170,7 +170,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer closeBounded(log, "postgres pool", pool.Close, poolCloseBound(cfg))
 	var autovacuum string
 	if err := pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err == nil && autovacuum != "on" {
 		log.Warn("autovacuum is off on this Postgres: rows Strata updates often (jobs, working sessions, the audit chain, "+
@@ -258,7 +258,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		if err != nil {
 			return err
 		}
-		defer rep.Close()
+		defer closeBounded(log, "postgres replica pools", rep.Close, poolCloseBound(cfg))
 		if err := rep.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("starting the read replica router: %w", err)
 		}
@@ -388,6 +388,31 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		log.Info("shutdown: drained", "in", time.Since(drain).Round(time.Millisecond).String())
 	}
 	return nil
+}
+
+// poolCloseBound is how long shutdown waits for a Postgres pool to close: closing waits
+// for every connection still checked out, and one stuck on a hung Postgres (a black hole:
+// bytes accepted, never answered) would hold the process past its drain.
+func poolCloseBound(cfg config.Config) time.Duration {
+	return max(2*cfg.StoreTimeout, 2*time.Second)
+}
+
+// closeBounded runs closeFn, giving up after d: the process exits with the connections
+// still open (the kernel closes them) rather than outlive STRATA_SHUTDOWN_DELAY +
+// STRATA_SHUTDOWN_TIMEOUT.
+func closeBounded(log *slog.Logger, what string, closeFn func(), d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeFn()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		log.Warn("shutdown: "+what+" did not close in time; exiting with its connections open", "waited", d.String())
+	}
 }
 
 func displayURL(a net.Addr) string {
