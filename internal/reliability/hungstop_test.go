@@ -66,7 +66,7 @@ func newHungServer(t *testing.T, org string, maxConns int) *hungServer {
 	proxied.Host = px.proxy.Listen
 	st.dsn = proxied.String()
 	p := newProc(t, org, st, "STRATA_STORE_TIMEOUT="+hungStoreTimeout.String(), "STRATA_REQUEST_TIMEOUT=20s",
-		fmt.Sprintf("STRATA_DB_MAX_CONNS=%d", maxConns), "STRATA_SHUTDOWN_DELAY=0",
+		fmt.Sprintf("STRATA_DB_MAX_CONNS=%d", maxConns), "STRATA_SHUTDOWN_DELAY=0", "STRATA_LOG_LEVEL=info",
 		"STRATA_SHUTDOWN_TIMEOUT="+hungShutdownTimeout.String())
 	t.Cleanup(px.clear) // before the process stops (cleanups run in reverse)
 	key, _ := newKey(t, p.url, st.admin, org, "agent")
@@ -139,6 +139,14 @@ func TestHungPostgresShutdownBounded(t *testing.T) {
 	case <-exited:
 		took := time.Since(began)
 		t.Logf("exited %s after SIGTERM with Postgres hung (bound %s)", took.Round(time.Millisecond), bound)
+		if took > bound {
+			b, _ := os.ReadFile(h.p.logPath)
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "shutdown") || strings.Contains(l, "WARN") || strings.Contains(l, `"level":"WARN"`) {
+					t.Log(l)
+				}
+			}
+		}
 		require.LessOrEqual(t, took, bound, "shutdown with a hung Postgres took longer than delay + timeout + margin")
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Signal(syscall.SIGQUIT) // a goroutine dump in the log
