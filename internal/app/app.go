@@ -148,6 +148,16 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 			log.Info("shutdown: stopped; exiting", "after", time.Since(stopping).Round(time.Millisecond).String())
 		}
 	}()
+	// shutdownLeft is what a step after the drain may still take: the rest of
+	// STRATA_SHUTDOWN_DELAY + STRATA_SHUTDOWN_TIMEOUT from SIGTERM, at least a second. With
+	// Postgres hung, stopping the workers and closing the pools would otherwise wait on
+	// calls that never end, and the process would outlive its drain.
+	shutdownLeft := func() time.Duration {
+		if stopping.IsZero() {
+			return cfg.ShutdownTimeout
+		}
+		return max(time.Until(stopping.Add(cfg.ShutdownDelay+cfg.ShutdownTimeout)), time.Second)
+	}
 	// Tracing (OpenTelemetry, off unless OTEL_EXPORTER_OTLP_ENDPOINT is set). Its flush is the
 	// last step of the ordered shutdown (deferred first, so it runs after the workers stop).
 	tel, err := telemetry.Setup(ctx, getenv, log)
@@ -170,7 +180,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer func() { closeBounded(log, "postgres pool", pool.Close, shutdownLeft()) }()
 	var autovacuum string
 	if err := pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum); err == nil && autovacuum != "on" {
 		log.Warn("autovacuum is off on this Postgres: rows Strata updates often (jobs, working sessions, the audit chain, "+
@@ -258,7 +268,7 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		if err != nil {
 			return err
 		}
-		defer rep.Close()
+		defer func() { closeBounded(log, "postgres replica pools", rep.Close, shutdownLeft()) }()
 		if err := rep.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("starting the read replica router: %w", err)
 		}
@@ -320,11 +330,14 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	}
 	defer dispatcher.Stop() // before the River client stops (defers run in reverse)
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-		defer cancel()
-		if err := queue.Stop(sctx, jobs); err != nil {
-			log.Warn("stopping background workers", "err", err)
-		}
+		left := shutdownLeft()
+		closeBounded(log, "background workers", func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
+			defer cancel()
+			if err := queue.Stop(sctx, jobs); err != nil {
+				log.Warn("stopping background workers", "err", err)
+			}
+		}, left)
 		if !stopping.IsZero() {
 			log.Info("shutdown: background workers stopped")
 		}
@@ -388,6 +401,25 @@ func serve(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		log.Info("shutdown: drained", "in", time.Since(drain).Round(time.Millisecond).String())
 	}
 	return nil
+}
+
+// closeBounded runs closeFn, giving up after d: the process exits with what it was
+// closing still open (the kernel closes the connections) rather than outlive
+// STRATA_SHUTDOWN_DELAY + STRATA_SHUTDOWN_TIMEOUT. A pool's Close waits for every
+// connection still checked out, one stuck on a hung Postgres among them.
+func closeBounded(log *slog.Logger, what string, closeFn func(), d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeFn()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		log.Warn("shutdown: "+what+" did not stop in time; exiting without waiting", "waited", d.String())
+	}
 }
 
 func displayURL(a net.Addr) string {

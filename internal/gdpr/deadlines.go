@@ -2,6 +2,7 @@ package gdpr
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,7 +85,9 @@ func DeadlineEvents(ctx context.Context, tx pgx.Tx, org string, now time.Time) (
 }
 
 // OverdueCollector exports strata_gdpr_erasures_overdue: erasures of every org not completed
-// by their deadline, counted at scrape time.
+// by their deadline, counted at scrape time. When the count fails (a Postgres outage) the
+// gauge is left out of that scrape and strata_collector_errors_total{collector="gdpr_overdue"}
+// counts it, so the scrape still answers with every other metric.
 func OverdueCollector(db pg.DBTX, now func() time.Time, timeout time.Duration) prometheus.Collector {
 	return &overdueCollector{db: db, now: now, timeout: timeout}
 }
@@ -93,12 +96,20 @@ type overdueCollector struct {
 	db      pg.DBTX
 	now     func() time.Time
 	timeout time.Duration
+	errs    atomic.Int64
 }
 
 var overdueDesc = prometheus.NewDesc("strata_gdpr_erasures_overdue",
 	"GDPR erasures (every org) not completed by their deadline.", nil, nil)
 
-func (c *overdueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- overdueDesc }
+var overdueErrDesc = prometheus.NewDesc("strata_collector_errors_total",
+	"Scrapes in which a collector that reads Postgres failed and left its metrics out.", nil,
+	prometheus.Labels{"collector": "gdpr_overdue"})
+
+func (c *overdueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- overdueDesc
+	ch <- overdueErrDesc
+}
 
 func (c *overdueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -109,8 +120,11 @@ func (c *overdueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var n int64
 	if err := c.db.QueryRow(ctx, `SELECT strata_gdpr_erasures_overdue($1)`, now()).Scan(&n); err != nil {
-		ch <- prometheus.NewInvalidMetric(overdueDesc, pg.Interpret(err))
+		ch <- prometheus.MustNewConstMetric(overdueErrDesc, prometheus.CounterValue, float64(c.errs.Add(1)))
 		return
+	}
+	if n := c.errs.Load(); n > 0 { // absent until the first failure
+		ch <- prometheus.MustNewConstMetric(overdueErrDesc, prometheus.CounterValue, float64(n))
 	}
 	ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, float64(n))
 }

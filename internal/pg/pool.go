@@ -59,7 +59,7 @@ func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, err
 		o.StatementTimeout = 10 * time.Second
 	}
 	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
-	cfg.ConnConfig.DialFunc = dialer(o.ConnectTimeout).DialContext
+	cfg.ConnConfig.DialFunc = dialFunc(o.ConnectTimeout)
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
@@ -76,6 +76,11 @@ func NewPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, err
 	cfg.ConnConfig.RuntimeParams["tcp_keepalives_interval"] = fmt.Sprint(max(secs/3, 1))
 	cfg.ConnConfig.RuntimeParams["tcp_keepalives_count"] = "3"
 	cfg.HealthCheckPeriod = 5 * time.Second
+	// The ping Acquire sends a connection idle for over a second is bounded too: an
+	// acquirer whose context has no deadline (a worker, a shutdown) would otherwise wait
+	// on a hung Postgres forever, since a black hole that still acknowledges bytes trips
+	// neither keepalive nor the TCP user timeout, and Close waits for it.
+	cfg.PingTimeout = o.ConnectTimeout
 	// Every call of a request (a context marked WithCallTimeout) gets its deadline here;
 	// o.Tracer sees the calls behind it.
 	cfg.ConnConfig.Tracer = callBound{inner: o.Tracer}
