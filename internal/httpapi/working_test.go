@@ -125,7 +125,7 @@ func TestWorkingStateLifecycle(t *testing.T) {
 	var doc string
 	require.NoError(t, db.QueryRow(context.Background(),
 		`SELECT version, state::text FROM working_sessions WHERE org_id = 'acme' AND session_id = 's-1'`).Scan(&v, &doc))
-	require.Equal(t, int64(3), v)
+	require.Equal(t, int64(4), v)
 	require.JSONEq(t, `{"fresh": true}`, doc)
 }
 
