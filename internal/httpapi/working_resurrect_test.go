@@ -134,3 +134,61 @@ func TestWorkingResurrectAfterRollback(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkingResurrectTurnAfterRollback: as above, but the first write on the rolled-back
+// copy is a turn. Appending to that copy would bring the deleted session and its subject
+// back into Postgres; the turn must instead go to a fresh session that names no one and
+// holds nothing of the deleted one.
+func TestWorkingResurrectTurnAfterRollback(t *testing.T) {
+	t.Parallel()
+	s := apptest.Start(t)
+	key := s.NewKey("acme", "agent")
+	comp := s.NewKey("acme", "compliance")
+	owner := testenv.OwnerConn(t, s.DBURL)
+	rc := testenv.RedisClient(t)
+
+	for _, kind := range []string{"delete", "erase"} {
+		t.Run(kind, func(t *testing.T) {
+			sess := "res-turn-" + kind
+			subj := "subj-" + testenv.RandomID(8)
+			secret := "secret-" + testenv.RandomID(12)
+			path := "/v1/sessions/" + sess + "/state"
+			msgs := "/v1/sessions/" + sess + "/messages"
+			r := s.Do("PUT", path, key, map[string]any{"state": map[string]any{"secret": secret}, "user_id": subj})
+			require.Equal(t, 201, r.Status, string(r.Body))
+			r = s.Do("POST", msgs, key, map[string]any{"role": "user", "content": "hello " + secret, "user_id": subj})
+			require.Equal(t, 201, r.Status, string(r.Body))
+			rollback := snapshotSession(t, rc, s.Prefix, "acme", sess)
+			if kind == "delete" {
+				require.Equal(t, 204, s.Do("DELETE", path, key, nil).Status)
+			} else {
+				r := s.Do("POST", "/v1/gdpr/erasures", comp, map[string]any{"user_id": subj})
+				require.Equal(t, 202, r.Status, string(r.Body))
+				waitErasure(t, s, comp, r.Map(t)["id"].(string))
+			}
+			tomb := resurrectDurable(t, owner, sess)
+			rollback()
+
+			r = s.Do("POST", msgs, key, map[string]any{"role": "user", "content": "again"})
+			require.Equal(t, 201, r.Status, string(r.Body))
+			require.NotContains(t, string(r.Body), subj)
+			after := resurrectDurable(t, owner, sess)
+			require.NotEqual(t, subj, after.user, "the deleted session's subject is in Postgres again")
+			require.NotContains(t, after.state, secret)
+			require.GreaterOrEqual(t, after.version, tomb.version)
+			var n int
+			require.NoError(t, owner.QueryRow(context.Background(), `SELECT count(*) FROM working_turns
+				WHERE session_id = $1 AND (user_id = $2 OR content LIKE '%' || $3 || '%')`, sess, subj, secret).Scan(&n))
+			require.Zero(t, n, "turns of the deleted session (or naming its subject) are in Postgres again")
+			buf := s.Do("GET", msgs, key, nil)
+			require.Equal(t, 200, buf.Status, string(buf.Body))
+			require.NotContains(t, string(buf.Body), secret)
+
+			// The state is not the deleted one either.
+			r = s.Do("PATCH", path, key, map[string]any{"state": map[string]any{"b": 2}})
+			require.Contains(t, []int{200, 201, 409}, r.Status, string(r.Body))
+			require.NotContains(t, string(r.Body), secret)
+			require.NotContains(t, resurrectDurable(t, owner, sess).state, secret)
+		})
+	}
+}

@@ -62,9 +62,13 @@
 // backup), or a write was in flight across it, a write built on that copy claims the
 // tombstone's version (or one below it) without the tombstone's token, so the upsert
 // refuses it (409, nothing stored, the session stays deleted, the Redis copy is dropped)
-// and a stale ETag from before the delete never matches again. Reads are not covered:
-// until the next write (or the copy's TTL), a rolled-back Redis copy is served as it is —
-// Redis is a cache, and reads do not consult Postgres.
+// and a stale ETag from before the delete never matches again. A turn appended to such a
+// copy is not stored there either: the session row's upsert leaves a tombstone alone when
+// the Redis copy was written and its lineage lacks the tombstone's head, and the append is
+// then made again on a fresh incarnation restored from the tombstone (the same redo as for
+// a seq Postgres already holds), so neither the deleted turns nor the subject come back.
+// Reads are not covered: until the next write (or the copy's TTL), a rolled-back Redis
+// copy is served as it is — Redis is a cache, and reads do not consult Postgres.
 //
 // Put and Patch send the upsert on the request's transaction; the HTTP layer sends it with
 // the write's audit record and COMMIT in one round trip (PreparePut, PreparePatch) and

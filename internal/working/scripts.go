@@ -104,8 +104,11 @@ return {'OK', v, uid, aid, ttl, f.ca, had, lin}
 // buffer size, which stays in the list until confirmScript trims it after the commit.
 // KEYS: meta, turns. ARGV: 1 buffer size, 2 user_id, 3 agent_id, 4 ttl ms (0: keep),
 // 5 now ms, 6 the turn's JSON.
-// Returns {'OK', seq, uid, aid, ttl, ca, overflow[], pending[]} | {'SCOPE', field} | {'MISSING'}.
+// Returns {'OK', seq, uid, aid, ttl, ca, overflow[], pending[], wasnew, lineage} |
+// {'SCOPE', field} | {'MISSING'}; wasnew is 1 when the incarnation had not been written
+// before this turn, lineage the session's write lineage (see casScript).
 var appendScript = redis.NewScript(readMeta + scopeCheck + `
+local lin = redis.call('HGET', KEYS[1], 'lin') or ''
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('RPUSH', KEYS[2], seq .. '\n' .. ARGV[6])
 ` + finishWrite + `
@@ -117,7 +120,9 @@ local k = seq - tonumber(f.dseq or '0')
 if k > len then k = len end
 local pend = {}
 if k > 0 then pend = redis.call('LRANGE', KEYS[2], -k, -1) end
-return {'OK', seq, uid, aid, ttl, f.ca, over, pend}
+local wasnew = 0
+if isnew then wasnew = 1 end
+return {'OK', seq, uid, aid, ttl, f.ca, over, pend, wasnew, lin}
 `)
 
 // confirmScript runs after the Postgres commit: it records that every turn <= ARGV[1] is
