@@ -107,8 +107,8 @@ func TestWorkingStateLifecycle(t *testing.T) {
 	require.Equal(t, 409, r.Status, string(r.Body))
 	require.Contains(t, string(r.Body), "user_id")
 
-	// Delete removes it; a second delete is 404; a recreated session continues the
-	// version numbering, so the old ETag cannot match.
+	// Delete removes it; a second delete is 404; the tombstone takes the next version (3)
+	// and a recreated session continues from it, so the old ETag cannot match.
 	require.Equal(t, 409, s.Do("DELETE", path, key, nil, "If-Match", `"1"`).Status)
 	require.Equal(t, 204, s.Do("DELETE", path, key, nil, "If-Match", `"2"`).Status)
 	require.Equal(t, 404, s.Do("GET", path, key, nil).Status)
@@ -116,7 +116,7 @@ func TestWorkingStateLifecycle(t *testing.T) {
 	r = s.Do("PUT", path, key, map[string]any{"state": map[string]any{"fresh": true}, "user_id": "u2"})
 	require.Equal(t, 201, r.Status, string(r.Body))
 	st = decodeState(t, r)
-	require.Equal(t, int64(3), st.Version)
+	require.Equal(t, int64(4), st.Version)
 	require.Equal(t, "u2", st.UserID)
 
 	// The durable copy is in Postgres.
@@ -125,7 +125,7 @@ func TestWorkingStateLifecycle(t *testing.T) {
 	var doc string
 	require.NoError(t, db.QueryRow(context.Background(),
 		`SELECT version, state::text FROM working_sessions WHERE org_id = 'acme' AND session_id = 's-1'`).Scan(&v, &doc))
-	require.Equal(t, int64(3), v)
+	require.Equal(t, int64(4), v)
 	require.JSONEq(t, `{"fresh": true}`, doc)
 }
 

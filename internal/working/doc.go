@@ -16,8 +16,9 @@
 // the expected version and sets the document atomically, so concurrent writers with
 // If-Match never lose an update; a stale version writes nothing (strata.ConflictError).
 // Versions and turn sequence numbers never go backwards: they survive a Redis flush (they
-// are restored from Postgres), a delete (the Postgres row stays as a tombstone with its
-// version), and expiry (a new incarnation of the session continues the numbering).
+// are restored from Postgres), a delete or erasure (the Postgres row stays as a tombstone,
+// one version above the deleted state), and expiry (a new incarnation of the session
+// continues the numbering).
 //
 // Durability is write-through: a state write or a turn is written to Redis, then to
 // Postgres in the request's transaction, and the request is acknowledged only after that
@@ -31,8 +32,11 @@
 // compare-and-set appends (version, token) to the session's lineage (the newest 32
 // versions, a contiguous chain ending at the current one) and the write sends that
 // lineage with its upsert; the durable row keeps the lineage of the write it holds
-// (working_sessions.write_lineage), restore loads it back into Redis, and a delete keeps
-// it. The upsert applies a write whose lineage contains the durable head (the row's
+// (working_sessions.write_lineage), and restore loads it back into Redis. A delete, an
+// erasure and a purge move the head: the tombstone takes the next version with a fresh
+// token, and its lineage is that one entry (Delete writes the same pair to the Redis
+// tombstone; erasure and purge drop the Redis copy, and restore loads the tombstone's), so
+// the next incarnation's first write descends from the tombstone. The upsert applies a write whose lineage contains the durable head (the row's
 // version and its token) and is newer than it: normally the next version, but also one
 // that reached Postgres ahead of its ancestors (B got v3 in Redis on top of A's v2, and
 // B's upsert ran first). It acknowledges without changing anything a write the durable
@@ -52,6 +56,19 @@
 // arrives more than 32 versions behind its descendants is no longer recognized and is
 // refused like a stale one. A delete with If-Match is checked against the durable version
 // as well.
+//
+// Deleted and erased data stays deleted under writes: when Redis comes back with a copy
+// from before a delete or an erasure (a failover to a replica that missed it, a restored
+// backup), or a write was in flight across it, a write built on that copy claims the
+// tombstone's version (or one below it) without the tombstone's token, so the upsert
+// refuses it (409, nothing stored, the session stays deleted, the Redis copy is dropped)
+// and a stale ETag from before the delete never matches again. A turn appended to such a
+// copy is not stored there either: the session row's upsert leaves a tombstone alone when
+// the Redis copy was written and its lineage lacks the tombstone's head, and the append is
+// then made again on a fresh incarnation restored from the tombstone (the same redo as for
+// a seq Postgres already holds), so neither the deleted turns nor the subject come back.
+// Reads are not covered: until the next write (or the copy's TTL), a rolled-back Redis
+// copy is served as it is — Redis is a cache, and reads do not consult Postgres.
 //
 // Put and Patch send the upsert on the request's transaction; the HTTP layer sends it with
 // the write's audit record and COMMIT in one round trip (PreparePut, PreparePatch) and

@@ -13,6 +13,15 @@ import (
 	"github.com/strata-mem/strata/internal/pg"
 )
 
+// tombstoneHeadSQL is the SET clause that moves a row being reduced to a tombstone (by
+// an erasure or a purge, which drop the Redis copy) to a new head: the next version, with a
+// fresh random token as its whole lineage. restore loads both into the next incarnation,
+// whose first write descends from them; a write built on a copy from before (Redis rolled
+// back to it) claims a version the tombstone holds, under another token, and persistSQL
+// refuses it. Only Postgres is touched, so the token is made in SQL.
+const tombstoneHeadSQL = `version = version + 1,
+	write_lineage = jsonb_build_object((version + 1)::text, replace(gen_random_uuid()::text, '-', ''))`
+
 // lastActiveSQL is when a session was last written or read: reads slide expires_at (the
 // durable copy follows the Redis TTL), so expires_at − ttl is the last read or write.
 const lastActiveSQL = `greatest(updated_at, expires_at - ttl_ms * interval '1 millisecond')`
@@ -41,14 +50,14 @@ type PurgedSession struct {
 
 // PurgeIdle removes the durable copy of the given sessions that are still idle since
 // cutoff (re-checked under the row lock, so a session written meanwhile survives): the
-// state is cleared to a tombstone that keeps its version and turn counter, and its turn
-// log is deleted. Call DropLive with the result after the transaction commits.
+// state is cleared to a tombstone that keeps its turn counter and moves its version one up
+// with a fresh lineage token (tombstoneHeadSQL), and its turn log is deleted. Call DropLive with the result after the transaction commits.
 func (s *Store) PurgeIdle(ctx context.Context, tx pg.DBTX, org string, sessions []string, cutoff time.Time) ([]PurgedSession, error) {
 	if len(sessions) == 0 {
 		return nil, nil
 	}
 	rows, err := tx.Query(ctx, `UPDATE working_sessions w SET state = NULL, user_id = NULL, agent_id = NULL,
-			deleted_at = $4, updated_at = $4
+			deleted_at = $4, updated_at = $4, `+tombstoneHeadSQL+`
 		FROM (SELECT session_id, coalesce(user_id, '') AS uid FROM working_sessions
 		      WHERE org_id = $1 AND session_id = ANY($2::text[]) AND deleted_at IS NULL AND `+lastActiveSQL+` < $3
 		      FOR UPDATE) old

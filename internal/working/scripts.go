@@ -104,8 +104,11 @@ return {'OK', v, uid, aid, ttl, f.ca, had, lin}
 // buffer size, which stays in the list until confirmScript trims it after the commit.
 // KEYS: meta, turns. ARGV: 1 buffer size, 2 user_id, 3 agent_id, 4 ttl ms (0: keep),
 // 5 now ms, 6 the turn's JSON.
-// Returns {'OK', seq, uid, aid, ttl, ca, overflow[], pending[]} | {'SCOPE', field} | {'MISSING'}.
+// Returns {'OK', seq, uid, aid, ttl, ca, overflow[], pending[], wasnew, lineage} |
+// {'SCOPE', field} | {'MISSING'}; wasnew is 1 when the incarnation had not been written
+// before this turn, lineage the session's write lineage (see casScript).
 var appendScript = redis.NewScript(readMeta + scopeCheck + `
+local lin = redis.call('HGET', KEYS[1], 'lin') or ''
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('RPUSH', KEYS[2], seq .. '\n' .. ARGV[6])
 ` + finishWrite + `
@@ -117,7 +120,9 @@ local k = seq - tonumber(f.dseq or '0')
 if k > len then k = len end
 local pend = {}
 if k > 0 then pend = redis.call('LRANGE', KEYS[2], -k, -1) end
-return {'OK', seq, uid, aid, ttl, f.ca, over, pend}
+local wasnew = 0
+if isnew then wasnew = 1 end
+return {'OK', seq, uid, aid, ttl, f.ca, over, pend, wasnew, lin}
 `)
 
 // confirmScript runs after the Postgres commit: it records that every turn <= ARGV[1] is
@@ -157,12 +162,17 @@ redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[1]))
 return 1
 `)
 
-// tombstoneScript deletes a session's content but keeps its version, write lineage and turn
-// counter (as a fresh, unwritten incarnation), so a concurrent reader cannot resurrect the deleted
-// copy from Postgres before the delete commits, and a stale ETag never matches again.
-// KEYS: meta, turns. ARGV: 1 expected version (-1: any), 2 now ms.
-// Returns {'OK', uid, existed, seq} | {'CONFLICT', current} | {'MISSING'}; existed is 0
-// when the incarnation had never been written.
+// tombstoneScript deletes a session's content but keeps its turn counter (as a fresh,
+// unwritten incarnation), so a concurrent reader cannot resurrect the deleted copy from
+// Postgres before the delete commits. Deleting a written incarnation moves the head: the
+// tombstone takes the next version, and its lineage holds only that version with the
+// delete's token (ARGV[3]), the pair Postgres records too; so a stale ETag never matches
+// again, and a write built on a copy from before the delete (Redis rolled back) does not
+// descend from the tombstone and is refused by the durable upsert. A tombstone (or fresh
+// incarnation) deleted again keeps its version and lineage.
+// KEYS: meta, turns. ARGV: 1 expected version (-1: any), 2 now ms, 3 the delete's token.
+// Returns {'OK', uid, existed, seq, version} | {'CONFLICT', current} | {'MISSING'};
+// existed is 0 when the incarnation had never been written.
 var tombstoneScript = redis.NewScript(`
 local f = redis.call('HMGET', KEYS[1], 'v', 'seq', 'uid', 'new', 'ttl', 'lin')
 if not f[1] then return {'MISSING'} end
@@ -170,12 +180,29 @@ local exp = tonumber(ARGV[1])
 if exp >= 0 and exp ~= tonumber(f[1]) then return {'CONFLICT', tonumber(f[1])} end
 redis.call('DEL', KEYS[1], KEYS[2])
 local seq = f[2] or '0'
-redis.call('HSET', KEYS[1], 'v', f[1], 'seq', seq, 'dseq', seq, 'new', '1', 'ttl', f[5], 'ca', ARGV[2], 'ua', ARGV[2], 'dx', 0)
-if f[6] then redis.call('HSET', KEYS[1], 'lin', f[6]) end
-redis.call('PEXPIRE', KEYS[1], tonumber(f[5]))
 local existed = 1
 if f[4] == '1' then existed = 0 end
-return {'OK', f[3] or '', existed, tonumber(seq)}
+local v, lin = tonumber(f[1]), f[6]
+if existed == 1 then
+  v = v + 1
+  lin = v .. ':' .. ARGV[3]
+end
+redis.call('HSET', KEYS[1], 'v', v, 'seq', seq, 'dseq', seq, 'new', '1', 'ttl', f[5], 'ca', ARGV[2], 'ua', ARGV[2], 'dx', 0)
+if lin then redis.call('HSET', KEYS[1], 'lin', lin) end
+redis.call('PEXPIRE', KEYS[1], tonumber(f[5]))
+return {'OK', f[3] or '', existed, tonumber(seq), v}
+`)
+
+// alignTombstoneScript makes a tombstone this delete wrote (still unwritten, at version
+// ARGV[1]) carry the durable tombstone's version (ARGV[2]) and head token (ARGV[3], empty
+// for none), when Postgres settled on another one (the durable row was ahead of the Redis
+// copy, or was already a tombstone). KEYS: meta.
+var alignTombstoneScript = redis.NewScript(`
+local f = redis.call('HMGET', KEYS[1], 'v', 'new')
+if f[2] ~= '1' or tonumber(f[1]) ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'lin', ARGV[2] .. ':' .. ARGV[3]) else redis.call('HDEL', KEYS[1], 'lin') end
+return 1
 `)
 
 // dropIfScript removes a session from Redis when it is still at version ARGV[1] (the

@@ -874,7 +874,10 @@ func sendPrepared(ctx context.Context, tx pg.DBTX) func(State, bool, *Persist, e
 }
 
 // Delete removes the session — state document, turn buffer, and their durable copies
-// (the turn log included) — keeping only a tombstone with its version and turn counter.
+// (the turn log included) — keeping only a tombstone with its turn counter and a version
+// one above the deleted one, with a fresh lineage token (in Redis and in Postgres): a
+// write built on a copy from before the delete (Redis rolled back to it) does not descend
+// from the tombstone, so the durable upsert refuses it, and a stale ETag never matches.
 // ifMatch, when set, must be the current version, in Redis and in Postgres (otherwise a
 // conflict, nothing deleted). A session that does not exist is strata.ErrNotFound.
 func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifMatch *int64) error {
@@ -888,7 +891,8 @@ func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifM
 	}
 	for range 3 {
 		now := s.opt.Now()
-		res, err := tombstoneScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, expected, now.UnixMilli()).Slice()
+		token := newToken()
+		res, err := tombstoneScript.Run(ctx, s.rdb, []string{k.meta, k.turns}, expected, now.UnixMilli(), token).Slice()
 		if err != nil {
 			return redisErr("deleting session", err)
 		}
@@ -904,17 +908,41 @@ func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifM
 		default:
 			return fmt.Errorf("working: unexpected delete reply %v", res)
 		}
-		uid, existed, seq := replyStr(res[1]), replyInt(res[2]) == 1, replyInt(res[3])
+		if len(res) < 5 {
+			return fmt.Errorf("working: unexpected delete reply %v", res)
+		}
+		uid, existed, seq, tombV := replyStr(res[1]), replyInt(res[2]) == 1, replyInt(res[3]), replyInt(res[4])
 		// With If-Match, Postgres decides too: the durable row must be at the matched
-		// version (the Redis copy may be one that missed writes).
-		tag, err := tx.Exec(ctx, `UPDATE working_sessions SET state = NULL, user_id = NULL, agent_id = NULL,
-				deleted_at = $3, updated_at = $3, turn_seq = greatest(turn_seq, $4)
-			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL AND ($5::bigint < 0 OR version = $5)`,
-			org, session, now, seq, expected)
-		if err == nil && expected >= 0 && existed && tag.RowsAffected() == 0 {
+		// version (the Redis copy may be one that missed writes). The tombstone's version
+		// is above the durable one and the Redis tombstone's, with the delete's token.
+		var durV int64
+		var durTok string
+		deleted := true
+		err = tx.QueryRow(ctx, `UPDATE working_sessions SET state = NULL, user_id = NULL, agent_id = NULL,
+				deleted_at = $3, updated_at = $3, turn_seq = greatest(turn_seq, $4),
+				version = greatest(version + 1, $6), write_lineage = jsonb_build_object(greatest(version + 1, $6)::text, $7::text)
+			WHERE org_id = $1 AND session_id = $2 AND deleted_at IS NULL AND ($5::bigint < 0 OR version = $5)
+			RETURNING version, $7::text`,
+			org, session, now, seq, expected, tombV, token).Scan(&durV, &durTok)
+		if errors.Is(err, pgx.ErrNoRows) {
+			deleted, err = false, nil
+		}
+		if err == nil && expected >= 0 && existed && !deleted {
 			// Drop the Redis tombstone: the next access restores the durable session.
 			_ = s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()
 			return durableConflict()
+		}
+		if err == nil && !deleted {
+			// Already a tombstone in Postgres (or no row at all): the Redis tombstone
+			// takes the durable one's head.
+			var lin []byte
+			err = tx.QueryRow(ctx, `SELECT version, write_lineage::text FROM working_sessions WHERE org_id = $1 AND session_id = $2`,
+				org, session).Scan(&durV, &lin)
+			if errors.Is(err, pgx.ErrNoRows) {
+				durV, durTok, err = tombV, token, nil
+			} else if err == nil {
+				durTok = lineageHead(lin, durV)
+			}
 		}
 		if err == nil {
 			_, err = tx.Exec(ctx, `DELETE FROM working_turns WHERE org_id = $1 AND session_id = $2`, org, session)
@@ -925,6 +953,9 @@ func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifM
 			_ = s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()
 			return pg.Interpret(fmt.Errorf("deleting durable session %s: %w", session, err))
 		}
+		if !existed || durV != tombV || durTok != token {
+			_ = alignTombstoneScript.Run(context.WithoutCancel(ctx), s.rdb, []string{k.meta}, tombV, durV, durTok).Err()
+		}
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			p.SRem(ctx, s.orgIndexKey(org), session)
 			if uid != "" {
@@ -932,10 +963,23 @@ func (s *Store) Delete(ctx context.Context, tx pg.DBTX, org, session string, ifM
 			}
 			return nil
 		})
-		if !existed && tag.RowsAffected() == 0 {
+		if !existed && !deleted {
 			return strata.ErrNotFound
 		}
 		return nil
 	}
 	return fmt.Errorf("working: session %s kept vanishing from Redis while deleting", session)
+}
+
+// lineageHead is the token a durable lineage (jsonb text) records for version v, or "".
+func lineageHead(raw []byte, v int64) string {
+	m := map[string]string{}
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	tok := m[strconv.FormatInt(v, 10)]
+	if strings.ContainsAny(tok, ": ") {
+		return ""
+	}
+	return tok
 }

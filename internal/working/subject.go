@@ -114,7 +114,9 @@ type Erasure struct {
 
 // EraseUser removes everything working memory holds about user in org: the Redis copies
 // of the user's sessions, the user's index set, the durable state rows (reduced to
-// tombstones that name no one) and every turn the user's sessions recorded. The Postgres
+// tombstones that name no one, whose version moves one up with a fresh lineage token, so
+// that a write built on a Redis copy from before the erasure — a failover or a restored
+// backup — is refused by the durable upsert) and every turn the user's sessions recorded. The Postgres
 // half runs on tx; run it with the GDPR request's transaction.
 func (s *Store) EraseUser(ctx context.Context, tx pg.DBTX, org, user string) (Erasure, error) {
 	var e Erasure
@@ -137,7 +139,7 @@ func (s *Store) EraseUser(ctx context.Context, tx pg.DBTX, org, user string) (Er
 	}
 	e.RedisKeys += n
 	tag, err := tx.Exec(ctx, `UPDATE working_sessions SET state = NULL, user_id = NULL, agent_id = NULL,
-			deleted_at = coalesce(deleted_at, $3), updated_at = $3
+			deleted_at = coalesce(deleted_at, $3), updated_at = $3, `+tombstoneHeadSQL+`
 		WHERE org_id = $1 AND user_id = $2`, org, user, s.opt.Now())
 	if err != nil {
 		return e, pg.Interpret(fmt.Errorf("erasing durable sessions: %w", err))

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/strata-mem/strata/internal/pg"
 	"github.com/strata-mem/strata/internal/strata"
@@ -177,9 +180,14 @@ func (s *Store) Append(ctx context.Context, tx pg.DBTX, org, session string, in 
 			}
 		}
 		spill[t.Seq] = t
+		if len(res) < 10 {
+			return nil, fmt.Errorf("working: unexpected append reply %v", res)
+		}
+		written := replyInt(res[8]) == 0
+		lineage := lineageJSON(replyStr(res[9]))
 		a := &Appended{Turn: t, ExpiresAt: now.Add(ttl).UTC().Truncate(time.Millisecond), UserID: uid, AgentID: aid,
 			store: s, org: org, sess: session, durable: t.Seq, trimTo: trimTo}
-		stored, err := s.persistTurns(ctx, tx, org, session, uid, aid, ttl, ca, now, spill, t.Seq, in.KeyID)
+		stored, err := s.persistTurns(ctx, tx, org, session, uid, aid, ttl, ca, now, spill, t.Seq, in.KeyID, written, lineage)
 		k := s.sessionKeys(org, session)
 		if err != nil {
 			if redone { // the copy was restored on tx, whose rollback takes back what it read
@@ -193,9 +201,10 @@ func (s *Store) Append(ctx context.Context, tx pg.DBTX, org, session string, in 
 		if !stored {
 			// Postgres already holds a turn under the seq Redis gave this one: the Redis copy
 			// was behind the durable log (it lost turns, or was restored while another
-			// append was committing). Drop it and append again: the restore reads the
-			// durable counter on tx, which holds the session row's lock, so the next seq is
-			// free.
+			// append was committing); or the Redis copy is from before a delete or erasure
+			// Postgres holds. Drop it and append again: the restore reads the durable
+			// counter (and tombstone) on tx, which holds the session row's lock, so the next
+			// seq is free.
 			if err := redisErr("dropping a stale session", s.rdb.Del(context.WithoutCancel(ctx), k.meta, k.turns).Err()); err != nil {
 				return nil, err
 			}
@@ -221,8 +230,13 @@ const maxAppendAttempts = 7
 // counter) first — it serialises appends to one session — then the turns, idempotently.
 // stored reports whether the appended turn (newSeq) itself was inserted: false when
 // Postgres already held that seq (another turn's), and then it must not be acknowledged.
+// It is false too, with nothing written, when the durable row is a tombstone the Redis
+// copy does not descend from: the copy was written (written) and its write lineage does
+// not contain the tombstone's head, so it is a copy from before a delete, erasure or purge
+// (Redis rolled back), and appending to it would bring the deleted session, and its
+// subject, back. A tombstone whose head is unknown (previous release) is not checked.
 func (s *Store) persistTurns(ctx context.Context, tx pg.DBTX, org, session, uid, aid string, ttl time.Duration,
-	ca int64, now time.Time, spill map[int64]Turn, newSeq int64, keyID string) (stored bool, err error) {
+	ca int64, now time.Time, spill map[int64]Turn, newSeq int64, keyID string, written bool, lineage string) (stored bool, err error) {
 	if s.afterRedisWrite != nil {
 		if err := s.afterRedisWrite(); err != nil {
 			return false, err
@@ -245,14 +259,21 @@ func (s *Store) persistTurns(ctx context.Context, tx pg.DBTX, org, session, uid,
 			mds[i] = &m
 		}
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, version, turn_seq,
+	var one int
+	err = tx.QueryRow(ctx, `INSERT INTO working_sessions AS w (org_id, session_id, user_id, agent_id, version, turn_seq,
 			ttl_ms, created_at, updated_at, expires_at)
 		VALUES ($1, $2, nullif($3, ''), nullif($4, ''), 0, $5, $6, $7, $8, $9)
 		ON CONFLICT (org_id, session_id) DO UPDATE SET user_id = excluded.user_id, agent_id = excluded.agent_id,
 			turn_seq = greatest(w.turn_seq, excluded.turn_seq), ttl_ms = excluded.ttl_ms,
 			created_at = excluded.created_at,
-			updated_at = excluded.updated_at, expires_at = greatest(w.expires_at, excluded.expires_at), deleted_at = NULL`,
-		org, session, uid, aid, seqs[len(seqs)-1], ttl.Milliseconds(), msTime(ca), now, now.Add(ttl))
+			updated_at = excluded.updated_at, expires_at = greatest(w.expires_at, excluded.expires_at), deleted_at = NULL
+		WHERE w.deleted_at IS NULL OR NOT $10 OR (w.write_lineage -> w.version::text) IS NULL
+			OR $11::jsonb @> jsonb_build_object(w.version::text, w.write_lineage -> w.version::text)
+		RETURNING 1`,
+		org, session, uid, aid, seqs[len(seqs)-1], ttl.Milliseconds(), msTime(ca), now, now.Add(ttl), written, lineage).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil // a copy from before the tombstone: append again on a fresh one
+	}
 	if err != nil {
 		return false, pg.Interpret(fmt.Errorf("writing durable session %s: %w", session, err))
 	}
